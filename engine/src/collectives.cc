@@ -1,0 +1,202 @@
+#include "collectives.h"
+
+#include <climits>
+#include <cstring>
+
+#include "clock.h"
+
+namespace hvd {
+namespace {
+
+constexpr int64_t kChunk = INT_MAX / 16;  // elements per MPI call, below int count limits
+
+Status mpi_status(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return Status::Ok();
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return Status::Error(Status::Code::Internal, std::string(what) + ": " + std::string(msg, len));
+}
+
+Status allreduce_in_place(CollectiveContext& c, const Response& r, void* buf, int64_t count) {
+  MPI_Datatype t = c.reductions.type(r.dtype);
+  MPI_Op op = c.reductions.op(r.dtype, r.reduce);
+  auto* p = static_cast<char*>(buf);
+  size_t es = dtype_size(r.dtype);
+  for (int64_t off = 0; off < count; off += kChunk) {
+    int n = static_cast<int>(std::min(kChunk, count - off));
+    Status s = mpi_status(MPI_Allreduce(MPI_IN_PLACE, p + off * es, n, t, op, c.set.comm), "MPI_Allreduce");
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+double postscale(const Response& r, int set_size) {
+  return r.reduce == ReduceOp::Average ? r.postscale / set_size : r.postscale;
+}
+
+int64_t row_bytes(const Request& q) {
+  int64_t n = static_cast<int64_t>(dtype_size(q.dtype));
+  for (size_t i = 1; i < q.shape.size(); ++i) n *= q.shape[i];
+  return n;
+}
+
+void* output_of(TensorEntry& e, int64_t nbytes, std::vector<int64_t> shape) {
+  e.handle->output_shape = std::move(shape);
+  if (e.output) return e.output;
+  e.handle->output.resize(static_cast<size_t>(nbytes));
+  return e.handle->output.data();
+}
+
+}  // namespace
+
+Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es) {
+  const int n = static_cast<int>(c.set.ranks.size());
+  const double post = postscale(r, n);
+  const size_t esz = dtype_size(r.dtype);
+  if (es.size() == 1) {  // no fusion buffer: reduce in the output itself
+    TensorEntry& e = *es[0];
+    int64_t count = e.request.num_elements();
+    if (e.output != e.input) std::memcpy(e.output, e.input, count * esz);
+    scale_buffer(r.dtype, e.output, count, r.prescale);
+    int64_t t0 = now_us();
+    Status s = allreduce_in_place(c, r, e.output, count);
+    c.record(Phase::Collective, t0);
+    scale_buffer(r.dtype, e.output, count, post);
+    return s;
+  }
+  int64_t total = 0;
+  for (auto* e : es) total += e->request.num_bytes();
+  if (static_cast<int64_t>(c.fusion_buffer.size()) < total) c.fusion_buffer.resize(total);
+  char* buf = c.fusion_buffer.data();
+  int64_t t0 = now_us(), off = 0;
+  for (auto* e : es) {
+    std::memcpy(buf + off, e->input, e->request.num_bytes());
+    off += e->request.num_bytes();
+  }
+  int64_t count = total / static_cast<int64_t>(esz);
+  scale_buffer(r.dtype, buf, count, r.prescale);
+  c.record(Phase::MemcpyIn, t0);
+  int64_t t1 = now_us();
+  Status s = allreduce_in_place(c, r, buf, count);
+  c.record(Phase::Collective, t1);
+  if (!s.ok()) return s;
+  int64_t t2 = now_us();
+  scale_buffer(r.dtype, buf, count, post);
+  off = 0;
+  for (auto* e : es) {
+    std::memcpy(e->output, buf + off, e->request.num_bytes());
+    off += e->request.num_bytes();
+  }
+  c.record(Phase::MemcpyOut, t2);
+  return Status::Ok();
+}
+
+Status run_allgather(CollectiveContext& c, const Response&, TensorEntry& e) {
+  const int n = static_cast<int>(c.set.ranks.size());
+  const Request& q = e.request;
+  int64_t rows = q.shape[0];
+  std::vector<int64_t> all_rows(n);
+  int64_t t0 = now_us();
+  Status s = mpi_status(MPI_Allgather(&rows, 1, MPI_INT64_T, all_rows.data(), 1, MPI_INT64_T, c.set.comm),
+                        "MPI_Allgather");
+  if (!s.ok()) return s;
+  const int64_t rb = row_bytes(q);
+  std::vector<int> counts(n), displs(n);
+  int64_t total_rows = 0;
+  for (int i = 0; i < n; ++i) {
+    counts[i] = static_cast<int>(all_rows[i] * rb);
+    displs[i] = static_cast<int>(total_rows * rb);
+    total_rows += all_rows[i];
+  }
+  std::vector<int64_t> shape = q.shape;
+  shape[0] = total_rows;
+  void* out = output_of(e, total_rows * rb, shape);
+  s = mpi_status(MPI_Allgatherv(q.num_bytes() ? e.input : nullptr, static_cast<int>(q.num_bytes()), MPI_BYTE,
+                                out, counts.data(), displs.data(), MPI_BYTE, c.set.comm),
+                 "MPI_Allgatherv");
+  c.record(Phase::Collective, t0);
+  return s;
+}
+
+Status run_broadcast(CollectiveContext& c, const Response& r, TensorEntry& e) {
+  const Request& q = e.request;
+  int root = c.set.rank_in_set(r.root_rank);
+  void* out = output_of(e, q.num_bytes(), q.shape);
+  if (c.global_rank == r.root_rank && out != e.input) std::memcpy(out, e.input, q.num_bytes());
+  int64_t t0 = now_us();
+  auto* p = static_cast<char*>(out);
+  Status s;
+  for (int64_t off = 0; off < q.num_bytes() && s.ok(); off += kChunk)
+    s = mpi_status(MPI_Bcast(p + off, static_cast<int>(std::min(kChunk, q.num_bytes() - off)), MPI_BYTE,
+                             root, c.set.comm), "MPI_Bcast");
+  c.record(Phase::Collective, t0);
+  return s;
+}
+
+Status run_alltoall(CollectiveContext& c, const Response&, TensorEntry& e) {
+  const int n = static_cast<int>(c.set.ranks.size());
+  const Request& q = e.request;
+  std::vector<int64_t> send_rows = e.splits;
+  if (send_rows.empty()) send_rows.assign(n, q.shape[0] / n);
+  std::vector<int64_t> recv_rows(n);
+  int64_t t0 = now_us();
+  Status s = mpi_status(MPI_Alltoall(send_rows.data(), 1, MPI_INT64_T, recv_rows.data(), 1, MPI_INT64_T,
+                                     c.set.comm), "MPI_Alltoall");
+  if (!s.ok()) return s;
+  const int64_t rb = row_bytes(q);
+  std::vector<int> sc(n), sd(n), rc(n), rd(n);
+  int64_t so = 0, ro = 0;
+  for (int i = 0; i < n; ++i) {
+    sc[i] = static_cast<int>(send_rows[i] * rb);
+    sd[i] = static_cast<int>(so * rb);
+    so += send_rows[i];
+    rc[i] = static_cast<int>(recv_rows[i] * rb);
+    rd[i] = static_cast<int>(ro * rb);
+    ro += recv_rows[i];
+  }
+  std::vector<int64_t> shape = q.shape;
+  shape[0] = ro;
+  void* out = output_of(e, ro * rb, shape);
+  e.handle->received_splits = recv_rows;
+  s = mpi_status(MPI_Alltoallv(e.input, sc.data(), sd.data(), MPI_BYTE, out, rc.data(), rd.data(), MPI_BYTE,
+                               c.set.comm), "MPI_Alltoallv");
+  c.record(Phase::Collective, t0);
+  return s;
+}
+
+Status run_reducescatter(CollectiveContext& c, const Response& r, TensorEntry& e) {
+  const int n = static_cast<int>(c.set.ranks.size());
+  const Request& q = e.request;
+  const int64_t rows = q.shape.empty() ? 1 : q.shape[0];
+  const int64_t row_elems = row_bytes(q) / static_cast<int64_t>(dtype_size(q.dtype));
+  std::vector<int> counts(n);
+  for (int i = 0; i < n; ++i) counts[i] = static_cast<int>((rows / n + (i < rows % n ? 1 : 0)) * row_elems);
+  int me = c.set.rank_in_set(c.global_rank);
+  std::vector<int64_t> shape = q.shape;
+  shape[0] = rows / n + (me < rows % n ? 1 : 0);
+  void* out = output_of(e, int64_t(counts[me]) * dtype_size(q.dtype), shape);
+  const void* in = e.input;
+  if (r.prescale != 1.0) {  // scale a copy: the caller's input stays untouched
+    if (static_cast<int64_t>(c.fusion_buffer.size()) < q.num_bytes()) c.fusion_buffer.resize(q.num_bytes());
+    std::memcpy(c.fusion_buffer.data(), e.input, q.num_bytes());
+    scale_buffer(q.dtype, c.fusion_buffer.data(), q.num_elements(), r.prescale);
+    in = c.fusion_buffer.data();
+  }
+  int64_t t0 = now_us();
+  Status s = mpi_status(MPI_Reduce_scatter(in, out, counts.data(), c.reductions.type(q.dtype),
+                                           c.reductions.op(q.dtype, r.reduce), c.set.comm),
+                        "MPI_Reduce_scatter");
+  c.record(Phase::Collective, t0);
+  scale_buffer(q.dtype, out, counts[me], postscale(r, n));
+  return s;
+}
+
+Status run_barrier(CollectiveContext& c) {
+  int64_t t0 = now_us();
+  Status s = mpi_status(MPI_Barrier(c.set.comm), "MPI_Barrier");
+  c.record(Phase::Collective, t0);
+  return s;
+}
+
+}  // namespace hvd

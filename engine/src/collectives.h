@@ -1,0 +1,31 @@
+// The data phase: runs one negotiated response on the member ranks' buffers over MPI.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "process_sets.h"
+#include "reduction.h"
+#include "status.h"
+#include "tensor_entry.h"
+#include "timeline.h"
+
+namespace hvd {
+
+// What a collective needs from the engine; `record` adds a timeline span for the response.
+struct CollectiveContext {
+  const ProcessSet& set;
+  int global_rank;
+  const Reductions& reductions;
+  std::vector<char>& fusion_buffer;
+  std::function<void(Phase, int64_t start_us)> record;
+};
+
+Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es);
+Status run_allgather(CollectiveContext& c, const Response& r, TensorEntry& e);
+Status run_broadcast(CollectiveContext& c, const Response& r, TensorEntry& e);
+Status run_alltoall(CollectiveContext& c, const Response& r, TensorEntry& e);
+Status run_reducescatter(CollectiveContext& c, const Response& r, TensorEntry& e);
+Status run_barrier(CollectiveContext& c);
+
+}  // namespace hvd

@@ -1,0 +1,31 @@
+#include "config.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace hvd {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+}  // namespace
+
+Config Config::from_env() {
+  Config c;
+  if (auto v = env("HOROVOD_FUSION_THRESHOLD")) c.fusion_threshold = std::stoll(v);
+  if (auto v = env("HOROVOD_CYCLE_TIME")) c.cycle_time_ms = std::stod(v);
+  if (auto v = env("HOROVOD_CACHE_CAPACITY")) c.cache_capacity = std::stoul(v);
+  if (auto v = env("HOROVOD_STALL_CHECK_TIME_SECONDS")) c.stall_check_s = std::stod(v);
+  if (auto v = env("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")) c.stall_shutdown_s = std::stod(v);
+  if (auto v = env("HOROVOD_STALL_CHECK_DISABLE")) c.stall_check = std::string(v) == "0";
+  if (auto v = env("HOROVOD_TIMELINE")) c.timeline_path = v;
+  if (auto v = env("JUPYTER_HVD_TIMELINE_RING")) c.ring_capacity = std::stoul(v);
+  if (auto v = env("JUPYTER_HVD_SPIN_US")) c.spin_us = std::stoll(v);
+  if (c.ring_capacity == 0) c.ring_capacity = 1;
+  return c;
+}
+
+}  // namespace hvd

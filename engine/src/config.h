@@ -1,0 +1,23 @@
+// Engine settings, read from the HOROVOD_* environment variables Horovod users already know.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hvd {
+
+struct Config {
+  int64_t fusion_threshold = 128 << 20;  // HOROVOD_FUSION_THRESHOLD, bytes; 0 disables fusion
+  double cycle_time_ms = 1.0;           // HOROVOD_CYCLE_TIME: longest wait to batch ready tensors
+  size_t cache_capacity = 1024;         // HOROVOD_CACHE_CAPACITY; 0 disables the response cache
+  double stall_check_s = 60;            // HOROVOD_STALL_CHECK_TIME_SECONDS
+  double stall_shutdown_s = 0;          // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; 0 never aborts
+  bool stall_check = true;              // HOROVOD_STALL_CHECK_DISABLE=1 turns it off
+  std::string timeline_path;            // HOROVOD_TIMELINE
+  size_t ring_capacity = 1 << 16;       // JUPYTER_HVD_TIMELINE_RING events kept in memory
+  int64_t spin_us = 2000;               // JUPYTER_HVD_SPIN_US: busy-poll this long after work
+
+  static Config from_env();
+};
+
+}  // namespace hvd

@@ -1,0 +1,43 @@
+// Non-blocking point-to-point messages between engine threads (requests, responses, aborts,
+// timeline batches). Sends never block, so two ranks sending to each other cannot deadlock.
+#pragma once
+
+#include <mpi.h>
+
+#include <list>
+#include <optional>
+#include <vector>
+
+namespace hvd {
+
+enum Tag : int { kRequests = 1, kResponses = 2, kAbort = 3, kTimeline = 4, kShutdown = 5 };
+
+struct Message {
+  int source = -1;
+  int tag = 0;
+  std::vector<char> bytes;
+};
+
+class ControlChannel {
+ public:
+  explicit ControlChannel(MPI_Comm comm) : comm_(comm) {}
+  ~ControlChannel();
+  ControlChannel(const ControlChannel&) = delete;
+  ControlChannel& operator=(const ControlChannel&) = delete;
+
+  void send(int dest, int tag, std::vector<char> bytes);
+  std::optional<Message> poll();
+  // Frees the buffers of sends that have completed.
+  void reap();
+  bool idle() const { return inflight_.empty(); }
+
+ private:
+  struct Inflight {
+    MPI_Request req;
+    std::vector<char> bytes;
+  };
+  MPI_Comm comm_;
+  std::list<Inflight> inflight_;
+};
+
+}  // namespace hvd

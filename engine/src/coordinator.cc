@@ -1,0 +1,159 @@
+#include "coordinator.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "fusion_planner.h"
+
+namespace hvd {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << "]";
+  return o.str();
+}
+
+std::vector<int64_t> tail(const std::vector<int64_t>& s) {
+  return s.empty() ? s : std::vector<int64_t>(s.begin() + 1, s.end());
+}
+
+}  // namespace
+
+Coordinator::Coordinator(Membership members, int64_t fusion_threshold, size_t cache_capacity)
+    : members_(std::move(members)), fusion_threshold_(fusion_threshold), cache_(cache_capacity) {}
+
+void Coordinator::add(const Request& r, int64_t now_us) {
+  auto& p = pending_[r.name];
+  if (p.requests.empty()) p.first_seen_us = now_us;
+  p.requests.push_back(r);
+  check_ready(r.name);
+}
+
+bool Coordinator::add_cached(int32_t rank, int32_t id, int64_t now_us) {
+  const Request* sig = cache_.get(id);
+  if (!sig) return false;
+  Request r = *sig;
+  r.rank = rank;
+  add(r, now_us);
+  return true;
+}
+
+void Coordinator::check_ready(const std::string& name) {
+  auto& p = pending_.at(name);
+  const std::vector<int>* ranks = members_(p.requests.front().process_set);
+  if (!ranks) {
+    if (std::find(waiting_for_set_.begin(), waiting_for_set_.end(), name) == waiting_for_set_.end())
+      waiting_for_set_.push_back(name);
+    return;
+  }
+  if (p.requests.size() < ranks->size()) return;
+  if (ready_.empty()) oldest_ready_us_ = p.first_seen_us;
+  ready_.push_back(name);
+}
+
+std::string Coordinator::validate(const std::vector<Request>& rs) const {
+  const Request& a = rs.front();
+  const std::vector<int>* ranks = members_(a.process_set);
+  for (const Request& b : rs) {
+    if (std::find(ranks->begin(), ranks->end(), b.rank) == ranks->end())
+      return "rank " + std::to_string(b.rank) + " submitted it but is not in process set " +
+             std::to_string(a.process_set);
+  }
+  std::ostringstream e;
+  auto who = [&](const Request& b) { return "rank " + std::to_string(a.rank) + " vs rank " +
+                                            std::to_string(b.rank); };
+  for (const Request& b : rs) {
+    if (b.op != a.op) {
+      e << "mismatched operations: " << op_name(a.op) << " on rank " << a.rank << ", "
+        << op_name(b.op) << " on rank " << b.rank;
+    } else if (b.process_set != a.process_set) {
+      e << "mismatched process sets: " << a.process_set << " on rank " << a.rank << ", "
+        << b.process_set << " on rank " << b.rank;
+    } else if (b.op == OpType::Barrier) {
+      continue;
+    } else if (b.dtype != a.dtype) {
+      e << "mismatched data types: " << dtype_name(a.dtype) << " on rank " << a.rank << ", "
+        << dtype_name(b.dtype) << " on rank " << b.rank;
+    } else if ((a.op == OpType::Allreduce || a.op == OpType::Reducescatter) &&
+               b.reduce != a.reduce) {
+      e << "mismatched reduce ops: " << reduce_name(a.reduce) << " on rank " << a.rank << ", "
+        << reduce_name(b.reduce) << " on rank " << b.rank;
+    } else if (b.prescale != a.prescale || b.postscale != a.postscale) {
+      e << "mismatched prescale/postscale factors (" << who(b) << ")";
+    } else if (a.op == OpType::Broadcast && b.root_rank != a.root_rank) {
+      e << "mismatched root ranks: " << a.root_rank << " on rank " << a.rank << ", "
+        << b.root_rank << " on rank " << b.rank;
+    } else if ((a.op == OpType::Allgather || a.op == OpType::Alltoall)) {
+      if (a.shape.empty() || b.shape.size() != a.shape.size() || tail(a.shape) != tail(b.shape))
+        e << "mismatched shapes beyond the first dimension: " << shape_str(a.shape)
+          << " on rank " << a.rank << ", " << shape_str(b.shape) << " on rank " << b.rank;
+    } else if (b.shape != a.shape) {
+      e << "mismatched shapes: " << shape_str(a.shape) << " on rank " << a.rank << ", "
+        << shape_str(b.shape) << " on rank " << b.rank;
+    }
+    if (!e.str().empty()) return e.str();
+  }
+  return "";
+}
+
+std::vector<Response> Coordinator::take_ready() {
+  // Names that waited for their process set to be registered may be ready now.
+  auto waiting = std::move(waiting_for_set_);
+  waiting_for_set_.clear();
+  for (const auto& n : waiting) check_ready(n);
+
+  std::vector<Response> singles;
+  std::vector<int64_t> bytes;
+  for (const auto& name : ready_) {
+    auto node = pending_.extract(name);
+    auto& rs = node.mapped().requests;
+    std::sort(rs.begin(), rs.end(), [](const Request& x, const Request& y) { return x.rank < y.rank; });
+    const Request& a = rs.front();
+    Response r;
+    r.op = a.op;
+    r.reduce = a.reduce;
+    r.dtype = a.dtype;
+    r.process_set = a.process_set;
+    r.root_rank = a.root_rank;
+    r.prescale = a.prescale;
+    r.postscale = a.postscale;
+    r.names = {name};
+    std::string err = validate(rs);
+    if (!err.empty()) {
+      r.kind = Response::Kind::Error;
+      r.error = op_name(a.op) + std::string(" of tensor '") + name + "': " + err;
+      r.cache_ids = {-1};
+    } else {
+      r.cache_ids = {cache_.assign(a)};
+    }
+    singles.push_back(std::move(r));
+    bytes.push_back(a.num_bytes());
+  }
+  ready_.clear();
+  return plan_fusion(singles, bytes, fusion_threshold_);
+}
+
+std::vector<StallReport> Coordinator::stalled(int64_t now_us, int64_t after_us) {
+  std::vector<StallReport> out;
+  for (auto& [name, p] : pending_) {
+    if (now_us - p.first_seen_us < after_us || now_us - p.last_reported_us < after_us) continue;
+    p.last_reported_us = now_us;
+    StallReport s;
+    s.name = name;
+    s.waited_seconds = (now_us - p.first_seen_us) / 1e6;
+    if (const std::vector<int>* ranks = members_(p.requests.front().process_set)) {
+      for (int r : *ranks) {
+        bool seen = std::any_of(p.requests.begin(), p.requests.end(),
+                                [r](const Request& q) { return q.rank == r; });
+        if (!seen) s.missing_ranks.push_back(r);
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace hvd

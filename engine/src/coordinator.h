@@ -1,0 +1,58 @@
+// Rank 0's negotiation logic: which named tensors every member of their process set has
+// submitted, whether the submissions agree, and in which order (fused) they run. No MPI here.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "response_cache.h"
+#include "types.h"
+
+namespace hvd {
+
+struct StallReport {
+  std::string name;
+  std::vector<int> missing_ranks;
+  double waited_seconds = 0;
+};
+
+class Coordinator {
+ public:
+  // `members(id)` returns the global ranks of process set `id`, or nullptr while it is unknown.
+  using Membership = std::function<const std::vector<int>*(int32_t)>;
+
+  Coordinator(Membership members, int64_t fusion_threshold, size_t cache_capacity);
+
+  void add(const Request& r, int64_t now_us);
+  // A cached request by id from `rank`; false when the id is unknown.
+  bool add_cached(int32_t rank, int32_t id, int64_t now_us);
+  // Validated, fused responses for every tensor that all members have submitted.
+  std::vector<Response> take_ready();
+  bool has_ready() const { return !ready_.empty(); }
+  // Tensors pending longer than `after_us`, each reported once until `rearm_us` passes again.
+  std::vector<StallReport> stalled(int64_t now_us, int64_t after_us);
+  size_t pending() const { return pending_.size(); }
+  int64_t oldest_ready_us() const { return oldest_ready_us_; }
+
+ private:
+  struct Pending {
+    std::vector<Request> requests;
+    int64_t first_seen_us = 0;
+    int64_t last_reported_us = 0;
+  };
+  void check_ready(const std::string& name);
+  std::string validate(const std::vector<Request>& rs) const;
+
+  Membership members_;
+  int64_t fusion_threshold_;
+  ResponseCache cache_;
+  std::unordered_map<std::string, Pending> pending_;
+  std::vector<std::string> ready_;
+  std::vector<std::string> waiting_for_set_;  // names whose process set is not yet known
+  int64_t oldest_ready_us_ = 0;
+};
+
+}  // namespace hvd

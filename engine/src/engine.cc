@@ -1,0 +1,520 @@
+#include "engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <sstream>
+
+#include "clock.h"
+#include "collectives.h"
+#include "wire.h"
+
+namespace hvd {
+namespace {
+
+constexpr int64_t kPeriodUs = 100000;      // stall checks and timeline forwarding
+constexpr int64_t kDrainTimeoutUs = 2000000;  // longest wait for rank 0's final stop notice
+
+std::vector<char> encode_stop(bool final, const Status& s) {
+  Writer w;
+  w.put<uint8_t>(final);
+  w.put<uint8_t>(static_cast<uint8_t>(s.code));
+  w.put<int32_t>(s.origin_rank);
+  w.put_string(s.message);
+  return std::move(w.bytes());
+}
+
+std::vector<char> encode_events(const std::vector<Event>& es) {
+  Writer w;
+  w.put<uint32_t>(static_cast<uint32_t>(es.size()));
+  for (const auto& e : es) {
+    w.put(e.rank);
+    w.put(e.phase);
+    w.put_string(e.name);
+    w.put_string(e.op);
+    w.put(e.start_us);
+    w.put(e.dur_us);
+    w.put(e.bytes);
+  }
+  return std::move(w.bytes());
+}
+
+std::vector<Event> decode_events(const std::vector<char>& b) {
+  Reader rd(b.data(), b.size());
+  std::vector<Event> es(rd.get<uint32_t>());
+  for (auto& e : es) {
+    e.rank = rd.get<int32_t>();
+    e.phase = rd.get<Phase>();
+    e.name = rd.get_string();
+    e.op = rd.get_string();
+    e.start_us = rd.get<int64_t>();
+    e.dur_us = rd.get<int64_t>();
+    e.bytes = rd.get<int64_t>();
+  }
+  return es;
+}
+
+std::string label(const Response& r) {
+  return r.names.size() == 1 ? r.names[0]
+                             : r.names[0] + " (+" + std::to_string(r.names.size() - 1) + " fused)";
+}
+
+}  // namespace
+
+Engine::Engine(MPI_Comm comm, Config config)
+    : config_(std::move(config)), cache_(config_.cache_capacity), ring_(config_.ring_capacity) {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE)
+    throw std::runtime_error("MPI was initialised without MPI_THREAD_MULTIPLE support");
+  MPI_Comm_dup(comm, &ctrl_);
+  MPI_Comm_dup(comm, &data_);
+  MPI_Comm_dup(comm, &admin_);
+  MPI_Comm_rank(admin_, &topo_.rank);
+  MPI_Comm_size(admin_, &topo_.size);
+  MPI_Comm local, cross;
+  MPI_Comm_split_type(admin_, MPI_COMM_TYPE_SHARED, topo_.rank, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &topo_.local_rank);
+  MPI_Comm_size(local, &topo_.local_size);
+  MPI_Comm_split(admin_, topo_.local_rank, topo_.rank, &cross);
+  MPI_Comm_rank(cross, &topo_.cross_rank);
+  MPI_Comm_size(cross, &topo_.cross_size);
+  MPI_Comm_free(&local);
+  MPI_Comm_free(&cross);
+
+  auto global = std::make_shared<ProcessSet>();
+  global->id = 0;
+  global->ranks.resize(topo_.size);
+  std::iota(global->ranks.begin(), global->ranks.end(), 0);
+  global->comm = data_;
+  sets_.add(global);
+
+  reductions_ = std::make_unique<Reductions>();
+  channel_ = std::make_unique<ControlChannel>(ctrl_);
+  if (topo_.rank == 0) {
+    auto members = [this](int32_t id) -> const std::vector<int>* {
+      auto ps = sets_.get(id);
+      return ps ? &ps->ranks : nullptr;  // sets live until removed, after their last op
+    };
+    coordinator_ = std::make_unique<Coordinator>(members, config_.fusion_threshold, config_.cache_capacity);
+  }
+  // A common time origin for the trace: rank 0's clock, shared by every process on a host.
+  origin_us_ = now_us();
+  MPI_Bcast(&origin_us_, 1, MPI_INT64_T, 0, admin_);
+  if (!config_.timeline_path.empty()) start_timeline(config_.timeline_path);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() { shutdown(); }
+
+std::shared_ptr<Handle> Engine::enqueue(TensorEntry e) {
+  auto set = sets_.get(e.request.process_set);
+  if (!set) throw InvalidArgument("unknown process set id " + std::to_string(e.request.process_set));
+  if (set->rank_in_set(topo_.rank) < 0)
+    throw InvalidArgument("rank " + std::to_string(topo_.rank) + " is not a member of process set " +
+                          std::to_string(set->id));
+  if (e.request.op == OpType::Broadcast && set->rank_in_set(e.request.root_rank) < 0)
+    throw InvalidArgument("root rank " + std::to_string(e.request.root_rank) +
+                          " is not a member of process set " + std::to_string(set->id));
+  e.request.rank = topo_.rank;
+  e.handle = std::make_shared<Handle>();
+  e.enqueue_us = now_us();
+  auto handle = e.handle;
+  std::unique_lock<std::mutex> lk(mu_);
+  if (state_ != State::Running || stop_requested_) {
+    Status s = stop_status_.ok() ? Status::Error(Status::Code::Shutdown, "the engine is shut down")
+                                 : stop_status_;
+    lk.unlock();
+    handle->complete(s);
+    return handle;
+  }
+  if (!live_names_.insert(e.request.name).second)
+    throw InvalidArgument("a tensor named '" + e.request.name +
+                          "' is already in flight on rank " + std::to_string(topo_.rank) +
+                          "; names must be unique until their operation completes");
+  queue_.push_back(std::move(e));
+  lk.unlock();
+  cv_.notify_all();
+  return handle;
+}
+
+void Engine::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (stop_requested_ || state_ != State::Running) return;
+    stop_requested_ = true;
+    stop_status_ = Status::Error(Status::Code::Aborted, reason, topo_.rank);
+  }
+  cv_.notify_all();
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!stop_requested_ && state_ == State::Running) {
+      stop_requested_ = true;
+      stop_status_ = Status::Error(Status::Code::Shutdown,
+                                   "rank " + std::to_string(topo_.rank) + " shut the engine down",
+                                   topo_.rank);
+    }
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> g(timeline_mu_);
+  writer_.reset();
+  // The duplicated communicators stay allocated on purpose: peers may still send stop notices
+  // on them, and freeing is collective, which a stopping job cannot promise.
+}
+
+Status Engine::stop_status() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return state_ == State::Running ? Status::Ok() : stop_status_;
+}
+
+int32_t Engine::add_process_set(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() ||
+      ranks.front() < 0 || ranks.back() >= topo_.size)
+    throw InvalidArgument("process set ranks must be distinct and in [0, " + std::to_string(topo_.size) + ")");
+  auto ps = std::make_shared<ProcessSet>();
+  ps->id = next_set_id_++;
+  ps->ranks = ranks;
+  if (ps->rank_in_set(topo_.rank) >= 0) {
+    MPI_Group world, group;
+    MPI_Comm_group(admin_, &world);
+    MPI_Group_incl(world, static_cast<int>(ranks.size()), ranks.data(), &group);
+    MPI_Comm_create_group(admin_, group, ps->id, &ps->comm);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+  }
+  sets_.add(ps);
+  return ps->id;
+}
+
+void Engine::remove_process_set(int32_t id) {
+  if (id == 0) throw InvalidArgument("the global process set cannot be removed");
+  auto ps = sets_.remove(id);
+  if (!ps) throw InvalidArgument("unknown process set id " + std::to_string(id));
+  MPI_Comm c = ps->comm;
+  if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+}
+
+void Engine::start_timeline(const std::string& path) {
+  std::lock_guard<std::mutex> g(timeline_mu_);
+  forwarded_seq_ = ring_.next_seq();
+  if (topo_.rank == 0) {
+    writer_.reset();
+    writer_ = std::make_unique<TraceWriter>(path, origin_us_);
+  } else {
+    forwarding_ = true;
+  }
+}
+
+void Engine::stop_timeline() {
+  std::lock_guard<std::mutex> g(timeline_mu_);
+  writer_.reset();
+  forwarding_ = false;
+}
+
+void Engine::record(Phase p, const std::string& name, const char* op, int64_t start, int64_t bytes) {
+  Event e;
+  e.rank = topo_.rank;
+  e.phase = p;
+  e.name = name;
+  e.op = op;
+  e.start_us = start;
+  e.dur_us = now_us() - start;
+  e.bytes = bytes;
+  ring_.push(std::move(e));
+}
+
+void Engine::fail(TensorEntry& e, const Status& s) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    live_names_.erase(e.request.name);
+  }
+  metrics_.errors += 1;
+  e.handle->complete(s);
+}
+
+void Engine::loop() {
+  int64_t last_work = now_us();
+  while (state_ != State::Stopped) {
+    bool worked = false;
+    std::vector<TensorEntry> fresh;
+    bool stop_now = false;
+    Status requested;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      fresh.swap(queue_);
+      stop_now = stop_requested_ && state_ == State::Running;
+      requested = stop_status_;
+    }
+    if (!fresh.empty()) {
+      submit(std::move(fresh));
+      worked = true;
+    }
+    bool got_requests = false;
+    while (auto m = channel_->poll()) {
+      got_requests |= m->tag == kRequests;
+      dispatch(*m);
+      worked = true;
+    }
+    if (state_ == State::Running && coordinator_) coordinate(got_requests);
+    for (size_t i = 0; i < exec_queue_.size(); ++i) execute(exec_queue_[i]);
+    exec_queue_.clear();
+    if (stop_now) begin_stop(requested);
+    int64_t now = now_us();
+    if (state_ == State::Draining && (final_received_ || now > drain_deadline_us_)) finish_stop();
+    if (now - last_periodic_us_ > kPeriodUs) periodic(now);
+    channel_->reap();
+    if (worked) {
+      last_work = now;
+    } else if (now - last_work < config_.spin_us) {
+      std::this_thread::yield();
+    } else {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait_for(lk, std::chrono::microseconds(now - last_work < 50000 ? 100 : 1000),
+                   [this] { return !queue_.empty() || (stop_requested_ && state_ == State::Running); });
+    }
+  }
+  // Give in-flight notices a moment to leave before the buffers go.
+  for (int i = 0; i < 1000 && !channel_->idle(); ++i) {
+    channel_->reap();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void Engine::submit(std::vector<TensorEntry> fresh) {
+  if (state_ != State::Running) {
+    for (auto& e : fresh) fail(e, stop_status());
+    return;
+  }
+  RequestBatch batch;
+  int64_t now = now_us();
+  for (auto& e : fresh) {
+    const Request& q = e.request;
+    if (coordinator_) {
+      coordinator_->add(q, now);
+    } else {
+      int32_t id = cache_.lookup(q);
+      if (id >= 0) {
+        batch.cached.push_back(id);
+        metrics_.cached_requests += 1;
+      } else {
+        batch.requests.push_back(q);
+        metrics_.full_requests += 1;
+      }
+    }
+    std::string name = q.name;
+    table_.emplace(std::move(name), std::move(e));
+  }
+  if (!coordinator_) channel_->send(0, kRequests, encode_batch(batch));
+}
+
+void Engine::dispatch(Message& m) {
+  switch (m.tag) {
+    case kRequests: {
+      if (!coordinator_ || state_ != State::Running) return;
+      RequestBatch b = decode_batch(m.bytes.data(), m.bytes.size());
+      int64_t now = now_us();
+      for (auto& q : b.requests) coordinator_->add(q, now);
+      for (int32_t id : b.cached) coordinator_->add_cached(m.source, id, now);
+      return;
+    }
+    case kResponses: {
+      for (auto& r : decode_responses(m.bytes.data(), m.bytes.size())) exec_queue_.push_back(std::move(r));
+      return;
+    }
+    case kAbort: {
+      Reader rd(m.bytes.data(), m.bytes.size());
+      bool final = rd.get<uint8_t>();
+      Status s;
+      s.code = static_cast<Status::Code>(rd.get<uint8_t>());
+      s.origin_rank = rd.get<int32_t>();
+      s.message = rd.get_string();
+      if (final) final_received_ = true;
+      if (state_ == State::Running) begin_stop(s);
+      return;
+    }
+    case kTimeline: {
+      std::lock_guard<std::mutex> g(timeline_mu_);
+      if (writer_) writer_->add(decode_events(m.bytes));
+      return;
+    }
+  }
+}
+
+void Engine::coordinate(bool got_requests) {
+  if (!coordinator_->has_ready()) return;
+  // Hold ready tensors while more requests keep arriving, at most one cycle time, to fuse them.
+  int64_t waited = now_us() - coordinator_->oldest_ready_us();
+  if (got_requests && waited < static_cast<int64_t>(config_.cycle_time_ms * 1000)) return;
+  distribute(coordinator_->take_ready());
+}
+
+void Engine::distribute(std::vector<Response> responses) {
+  std::vector<std::vector<Response>> per_rank(topo_.size);
+  for (auto& r : responses) {
+    auto set = sets_.get(r.process_set);
+    for (int k : set->ranks) per_rank[k].push_back(r);
+  }
+  for (int k = 1; k < topo_.size; ++k)
+    if (!per_rank[k].empty()) channel_->send(k, kResponses, encode_responses(per_rank[k]));
+  for (auto& r : per_rank[0]) exec_queue_.push_back(std::move(r));
+}
+
+void Engine::execute(const Response& r) {
+  std::vector<TensorEntry*> es;
+  for (const auto& n : r.names) {
+    auto it = table_.find(n);
+    if (it == table_.end()) {
+      std::fprintf(stderr, "[jupyter_hvd rank %d] internal error: response for unknown tensor '%s'\n",
+                   topo_.rank, n.c_str());
+      continue;
+    }
+    es.push_back(&it->second);
+  }
+  int64_t now = now_us();
+  for (auto* e : es) {
+    metrics_.negotiate_us += now - e->enqueue_us;
+    Event ev;
+    ev.rank = topo_.rank;
+    ev.phase = Phase::Negotiate;
+    ev.name = e->request.name;
+    ev.op = op_name(r.op);
+    ev.start_us = e->enqueue_us;
+    ev.dur_us = now - e->enqueue_us;
+    ev.bytes = e->request.num_bytes();
+    ring_.push(std::move(ev));
+  }
+  Status s;
+  auto set = sets_.get(r.process_set);
+  if (r.kind == Response::Kind::Error) {
+    s = Status::Error(Status::Code::Mismatch, r.error);
+  } else if (!set || es.size() != r.names.size()) {
+    s = Status::Error(Status::Code::Internal, "engine state out of sync for " + label(r));
+  } else {
+    s = run(r, es, *set);
+  }
+  metrics_.responses += 1;
+  if (es.size() > 1) metrics_.fused_tensors += static_cast<int64_t>(es.size());
+  for (size_t i = 0; i < es.size(); ++i) {
+    TensorEntry& e = *es[i];
+    if (s.ok()) {
+      metrics_.count(r.op, e.request.num_bytes());
+      if (!coordinator_ && i < r.cache_ids.size()) cache_.learn(r.cache_ids[i], e.request);
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        live_names_.erase(e.request.name);
+      }
+      e.handle->complete(s);
+    } else {
+      fail(e, s);
+    }
+    table_.erase(r.names[i]);
+  }
+}
+
+Status Engine::run(const Response& r, std::vector<TensorEntry*>& es, const ProcessSet& set) {
+  int64_t total = 0;
+  for (auto* e : es) total += e->request.num_bytes();
+  const std::string name = label(r);
+  CollectiveContext c{set, topo_.rank, *reductions_, fusion_buffer_,
+                      [&](Phase p, int64_t start) {
+                        record(p, name, op_name(r.op), start, total);
+                        int64_t d = now_us() - start;
+                        if (p == Phase::MemcpyIn) metrics_.memcpy_in_us += d;
+                        if (p == Phase::Collective) metrics_.collective_us += d;
+                        if (p == Phase::MemcpyOut) metrics_.memcpy_out_us += d;
+                      }};
+  switch (r.op) {
+    case OpType::Allreduce: return run_allreduce(c, r, es);
+    case OpType::Allgather: return run_allgather(c, r, *es[0]);
+    case OpType::Broadcast: return run_broadcast(c, r, *es[0]);
+    case OpType::Alltoall: return run_alltoall(c, r, *es[0]);
+    case OpType::Reducescatter: return run_reducescatter(c, r, *es[0]);
+    case OpType::Barrier: return run_barrier(c);
+  }
+  return Status::Error(Status::Code::Internal, "unknown op");
+}
+
+void Engine::begin_stop(const Status& s) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_status_ = s;
+    stop_requested_ = true;
+  }
+  Event ev;
+  ev.rank = topo_.rank;
+  ev.phase = Phase::Abort;
+  ev.name = s.message;
+  ev.op = s.code == Status::Code::Aborted ? "abort" : "shutdown";
+  ev.start_us = now_us();
+  ring_.push(std::move(ev));
+  if (coordinator_) {
+    // Rank 0 has run every response it sent; this notice follows them on every channel.
+    for (int k = 1; k < topo_.size; ++k) channel_->send(k, kAbort, encode_stop(true, s));
+    finish_stop();
+    return;
+  }
+  if (s.origin_rank == topo_.rank)
+    for (int k = 0; k < topo_.size; ++k)
+      if (k != topo_.rank) channel_->send(k, kAbort, encode_stop(false, s));
+  state_ = State::Draining;
+  drain_deadline_us_ = now_us() + kDrainTimeoutUs;
+}
+
+void Engine::finish_stop() {
+  Status s;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    s = stop_status_;
+    state_ = State::Stopped;
+  }
+  for (auto& kv : table_) fail(kv.second, s);
+  table_.clear();
+  std::vector<TensorEntry> rest;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    rest.swap(queue_);
+  }
+  for (auto& e : rest) fail(e, s);
+}
+
+void Engine::periodic(int64_t now) {
+  last_periodic_us_ = now;
+  forward_timeline();
+  if (!coordinator_ || !config_.stall_check || state_ != State::Running) return;
+  for (const auto& st : coordinator_->stalled(now, static_cast<int64_t>(config_.stall_check_s * 1e6))) {
+    std::ostringstream o;
+    o << "tensor '" << st.name << "' has waited " << static_cast<int>(st.waited_seconds)
+      << " s; ranks that have not submitted it: ";
+    for (size_t i = 0; i < st.missing_ranks.size(); ++i) o << (i ? ", " : "") << st.missing_ranks[i];
+    std::fprintf(stderr, "[jupyter_hvd] WARNING: stall detected: %s\n", o.str().c_str());
+    metrics_.stalls += 1;
+    Event ev;
+    ev.rank = topo_.rank;
+    ev.phase = Phase::Stall;
+    ev.name = o.str();
+    ev.op = "stall";
+    ev.start_us = now;
+    ring_.push(std::move(ev));
+    if (config_.stall_shutdown_s > 0 && st.waited_seconds >= config_.stall_shutdown_s)
+      begin_stop(Status::Error(Status::Code::Aborted, "stall shutdown: " + o.str(), topo_.rank));
+    if (state_ != State::Running) return;
+  }
+}
+
+void Engine::forward_timeline() {
+  std::lock_guard<std::mutex> g(timeline_mu_);
+  if (!writer_ && !forwarding_) return;
+  uint64_t dropped = 0;
+  auto es = ring_.drain(forwarded_seq_, 1 << 14, &dropped);
+  if (es.empty()) return;
+  forwarded_seq_ = es.back().seq + 1;
+  if (writer_) writer_->add(std::move(es));
+  else channel_->send(0, kTimeline, encode_events(es));
+}
+
+}  // namespace hvd

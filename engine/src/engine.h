@@ -1,0 +1,127 @@
+// The per-process engine: one background thread owns all communication. Callers enqueue
+// named operations from any thread and wait on handles; rank 0 also coordinates.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "config.h"
+#include "control_channel.h"
+#include "coordinator.h"
+#include "metrics.h"
+#include "process_sets.h"
+#include "reduction.h"
+#include "response_cache.h"
+#include "tensor_entry.h"
+#include "timeline.h"
+#include "trace_writer.h"
+
+namespace hvd {
+
+// Thrown by enqueue and the process-set calls for problems the caller can fix.
+struct InvalidArgument : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+struct Topology {
+  int rank = 0, size = 1, local_rank = 0, local_size = 1, cross_rank = 0, cross_size = 1;
+};
+
+class Engine {
+ public:
+  // Starts on duplicates of `comm`; MPI must already be initialised with MPI_THREAD_MULTIPLE.
+  Engine(MPI_Comm comm, Config config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const Topology& topology() const { return topo_; }
+  const Config& config() const { return config_; }
+  const Metrics& metrics() const { return metrics_; }
+
+  // Queues an operation; the handle completes on the engine thread.
+  std::shared_ptr<Handle> enqueue(TensorEntry entry);
+  // Stops every rank's engine: pending and later operations fail with `reason`.
+  void abort(const std::string& reason);
+  // Stops this engine (and, as in Horovod, the job's engines) and joins the thread.
+  void shutdown();
+  // Why the engine stopped; Ok while running.
+  Status stop_status() const;
+
+  // Collective over the members of `ranks` (all ranks call it in the same order).
+  int32_t add_process_set(std::vector<int> ranks);
+  void remove_process_set(int32_t id);
+  std::shared_ptr<const ProcessSet> process_set(int32_t id) const { return sets_.get(id); }
+  std::vector<int32_t> process_set_ids() const { return sets_.ids(); }
+
+  void start_timeline(const std::string& path);
+  void stop_timeline();
+  std::vector<Event> drain_events(uint64_t since, size_t max, uint64_t* dropped) const {
+    return ring_.drain(since, max, dropped);
+  }
+
+ private:
+  enum class State { Running, Draining, Stopped };
+
+  void loop();
+  void submit(std::vector<TensorEntry> fresh);
+  void dispatch(Message& m);
+  void coordinate(bool got_requests);
+  void distribute(std::vector<Response> responses);
+  void execute(const Response& r);
+  Status run(const Response& r, std::vector<TensorEntry*>& es, const ProcessSet& set);
+  void begin_stop(const Status& s);   // this rank starts a stop (abort or shutdown)
+  void finish_stop();                 // fail what is left; the loop ends
+  void periodic(int64_t now);
+  void forward_timeline();
+  void record(Phase p, const std::string& name, const char* op, int64_t start, int64_t bytes);
+  void fail(TensorEntry& e, const Status& s);
+
+  Config config_;
+  Topology topo_;
+  MPI_Comm ctrl_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, admin_ = MPI_COMM_NULL;
+  std::unique_ptr<Reductions> reductions_;
+  std::unique_ptr<ControlChannel> channel_;
+  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  ProcessSetTable sets_;
+  int32_t next_set_id_ = 1;
+  ResponseCache cache_;
+  Metrics metrics_;
+  EventRing ring_;
+
+  // Shared with callers.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<TensorEntry> queue_;
+  std::unordered_set<std::string> live_names_;
+  Status stop_status_;
+  bool stop_requested_ = false;
+  std::atomic<State> state_{State::Running};
+
+  // Engine thread only.
+  std::unordered_map<std::string, TensorEntry> table_;
+  std::vector<Response> exec_queue_;
+  std::vector<char> fusion_buffer_;
+  bool final_received_ = false;
+  int64_t drain_deadline_us_ = 0;
+  int64_t last_periodic_us_ = 0;
+
+  std::mutex timeline_mu_;
+  std::unique_ptr<TraceWriter> writer_;  // rank 0
+  bool forwarding_ = false;               // other ranks: send events to rank 0
+  uint64_t forwarded_seq_ = 0;
+  int64_t origin_us_ = 0;
+
+  std::thread thread_;
+};
+
+}  // namespace hvd

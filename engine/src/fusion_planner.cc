@@ -1,0 +1,38 @@
+#include "fusion_planner.h"
+
+namespace hvd {
+namespace {
+
+bool fusable(const Response& a, const Response& b) {
+  return a.kind == Response::Kind::Execute && b.kind == Response::Kind::Execute &&
+         a.op == OpType::Allreduce && b.op == OpType::Allreduce && a.reduce == b.reduce &&
+         a.dtype == b.dtype && a.process_set == b.process_set && a.prescale == b.prescale &&
+         a.postscale == b.postscale;
+}
+
+}  // namespace
+
+std::vector<Response> plan_fusion(const std::vector<Response>& ready,
+                                  const std::vector<int64_t>& bytes, int64_t threshold) {
+  std::vector<Response> out;
+  std::vector<bool> used(ready.size(), false);
+  for (size_t i = 0; i < ready.size(); ++i) {
+    if (used[i]) continue;
+    used[i] = true;
+    Response group = ready[i];
+    int64_t total = bytes[i];
+    if (threshold > 0 && total < threshold) {
+      for (size_t j = i + 1; j < ready.size(); ++j) {
+        if (used[j] || !fusable(group, ready[j]) || total + bytes[j] > threshold) continue;
+        used[j] = true;
+        total += bytes[j];
+        group.names.push_back(ready[j].names[0]);
+        group.cache_ids.push_back(ready[j].cache_ids[0]);
+      }
+    }
+    out.push_back(std::move(group));
+  }
+  return out;
+}
+
+}  // namespace hvd

@@ -1,0 +1,18 @@
+// Groups tensors that are ready together into fused responses, up to a byte threshold.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "types.h"
+
+namespace hvd {
+
+// Splits `ready` (validated single-tensor responses in ready order, with their byte sizes)
+// into responses: allreduces with the same op, dtype, process set and scaling share one
+// response while their total stays within `threshold` bytes (0 disables fusion). The first
+// tensor of each group keeps its place in the order, so every rank sees the same sequence.
+std::vector<Response> plan_fusion(const std::vector<Response>& ready,
+                                  const std::vector<int64_t>& bytes, int64_t threshold);
+
+}  // namespace hvd

@@ -1,0 +1,41 @@
+// Completion handle of one enqueued operation: waitable from any thread, with the outputs
+// the engine allocates itself (allgather, alltoall, reducescatter).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "status.h"
+
+namespace hvd {
+
+class Handle {
+ public:
+  using Callback = std::function<void(const Status&)>;
+
+  // Runs once the operation has finished, on the engine thread (or at once if already done).
+  void on_complete(Callback cb);
+  void complete(Status s);
+  bool poll() const;
+  // Waits up to `timeout`; true when done.
+  bool wait_for(std::chrono::microseconds timeout) const;
+  Status status() const;
+
+  // Engine-allocated results; read them only after completion.
+  std::vector<char> output;
+  std::vector<int64_t> output_shape;
+  std::vector<int64_t> received_splits;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+  Callback callback_;
+};
+
+}  // namespace hvd

@@ -1,0 +1,32 @@
+// Per-rank counters the engine thread updates and any thread reads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "types.h"
+
+namespace hvd {
+
+struct Metrics {
+  static constexpr int kOps = 6;
+  std::atomic<int64_t> ops[kOps]{};         // completed tensors per OpType
+  std::atomic<int64_t> bytes[kOps]{};       // payload bytes per OpType
+  std::atomic<int64_t> negotiate_us{0};     // enqueue to response, summed over tensors
+  std::atomic<int64_t> memcpy_in_us{0};
+  std::atomic<int64_t> collective_us{0};
+  std::atomic<int64_t> memcpy_out_us{0};
+  std::atomic<int64_t> responses{0};        // collectives run (a fused group counts once)
+  std::atomic<int64_t> fused_tensors{0};    // tensors that shared a response with others
+  std::atomic<int64_t> cached_requests{0};  // requests sent as cache ids
+  std::atomic<int64_t> full_requests{0};
+  std::atomic<int64_t> errors{0};
+  std::atomic<int64_t> stalls{0};
+
+  void count(OpType op, int64_t nbytes) {
+    ops[static_cast<int>(op)] += 1;
+    bytes[static_cast<int>(op)] += nbytes;
+  }
+};
+
+}  // namespace hvd

@@ -1,0 +1,110 @@
+#include "reduction.h"
+
+#include <algorithm>
+
+#include "half.h"
+
+namespace hvd {
+namespace {
+
+template <float (*ToF)(uint16_t), uint16_t (*FromF)(float), int Kind>
+void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    float x = ToF(a[i]), y = ToF(b[i]);
+    float r = Kind == 0 ? x + y : Kind == 1 ? std::min(x, y) : Kind == 2 ? std::max(x, y) : x * y;
+    b[i] = FromF(r);
+  }
+}
+
+int op_index(ReduceOp r) {
+  switch (r) {
+    case ReduceOp::Sum: case ReduceOp::Average: return 0;
+    case ReduceOp::Min: return 1;
+    case ReduceOp::Max: return 2;
+    case ReduceOp::Product: return 3;
+  }
+  return 0;
+}
+
+template <typename T>
+void scale(void* buf, int64_t n, double f) {
+  auto* p = static_cast<T*>(buf);
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] * f);
+}
+
+template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
+void scale_half(void* buf, int64_t n, double f) {
+  auto* p = static_cast<uint16_t*>(buf);
+  for (int64_t i = 0; i < n; ++i) p[i] = FromF(static_cast<float>(ToF(p[i]) * f));
+}
+
+}  // namespace
+
+Reductions::Reductions() {
+  MPI_User_function* fns[2][4] = {
+      {half_op<half_to_float, float_to_half, 0>, half_op<half_to_float, float_to_half, 1>,
+       half_op<half_to_float, float_to_half, 2>, half_op<half_to_float, float_to_half, 3>},
+      {half_op<bf16_to_float, float_to_bf16, 0>, half_op<bf16_to_float, float_to_bf16, 1>,
+       half_op<bf16_to_float, float_to_bf16, 2>, half_op<bf16_to_float, float_to_bf16, 3>}};
+  for (int d = 0; d < 2; ++d)
+    for (int k = 0; k < 4; ++k) MPI_Op_create(fns[d][k], 1, &half_ops_[d][k]);
+}
+
+Reductions::~Reductions() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  for (auto& row : half_ops_)
+    for (auto& op : row) MPI_Op_free(&op);
+}
+
+MPI_Datatype Reductions::type(DataType t) const {
+  switch (t) {
+    case DataType::UInt8: return MPI_UINT8_T;
+    case DataType::Int8: return MPI_INT8_T;
+    case DataType::Int32: return MPI_INT32_T;
+    case DataType::Int64: return MPI_INT64_T;
+    case DataType::Float16: case DataType::BFloat16: return MPI_UINT16_T;
+    case DataType::Float32: return MPI_FLOAT;
+    case DataType::Float64: return MPI_DOUBLE;
+    case DataType::Bool: return MPI_C_BOOL;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op Reductions::op(DataType t, ReduceOp r) const {
+  if (t == DataType::Float16) return half_ops_[0][op_index(r)];
+  if (t == DataType::BFloat16) return half_ops_[1][op_index(r)];
+  if (t == DataType::Bool) return (r == ReduceOp::Min || r == ReduceOp::Product) ? MPI_LAND : MPI_LOR;
+  switch (r) {
+    case ReduceOp::Sum: case ReduceOp::Average: return MPI_SUM;
+    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Max: return MPI_MAX;
+    case ReduceOp::Product: return MPI_PROD;
+  }
+  return MPI_SUM;
+}
+
+void scale_buffer(DataType t, void* buf, int64_t n, double f) {
+  if (f == 1.0) return;
+  switch (t) {
+    case DataType::UInt8: scale<uint8_t>(buf, n, f); break;
+    case DataType::Int8: scale<int8_t>(buf, n, f); break;
+    case DataType::Int32: scale<int32_t>(buf, n, f); break;
+    case DataType::Int64: scale<int64_t>(buf, n, f); break;
+    case DataType::Float16: scale_half<half_to_float, float_to_half>(buf, n, f); break;
+    case DataType::BFloat16: scale_half<bf16_to_float, float_to_bf16>(buf, n, f); break;
+    case DataType::Float32: {
+      auto* p = static_cast<float*>(buf);
+      const float ff = static_cast<float>(f);
+      for (int64_t i = 0; i < n; ++i) p[i] *= ff;
+      break;
+    }
+    case DataType::Float64: scale<double>(buf, n, f); break;
+    case DataType::Bool: break;
+  }
+}
+
+}  // namespace hvd

@@ -1,0 +1,30 @@
+// Mapping of engine dtypes and reduce ops onto MPI, plus scaling of buffers in place.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+#include "types.h"
+
+namespace hvd {
+
+// Owns the MPI user ops for float16/bfloat16; create after MPI_Init, destroy before finalize.
+class Reductions {
+ public:
+  Reductions();
+  ~Reductions();
+  Reductions(const Reductions&) = delete;
+  Reductions& operator=(const Reductions&) = delete;
+
+  MPI_Datatype type(DataType t) const;
+  MPI_Op op(DataType t, ReduceOp r) const;
+
+ private:
+  MPI_Op half_ops_[2][4];  // [float16, bfloat16][Sum/Average, Min, Max, Product]
+};
+
+// buf[i] *= factor for `count` elements of `t` (integers truncate toward zero).
+void scale_buffer(DataType t, void* buf, int64_t count, double factor);
+
+}  // namespace hvd

@@ -1,0 +1,22 @@
+// One operation a caller enqueued: its request, its buffers and its handle.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "handle.h"
+#include "types.h"
+
+namespace hvd {
+
+struct TensorEntry {
+  Request request;
+  const void* input = nullptr;  // caller-owned; must stay alive until the handle completes
+  void* output = nullptr;       // caller-owned, or null when the engine allocates it (handle)
+  std::vector<int64_t> splits;  // alltoall: rows sent to each member; empty means equal
+  std::shared_ptr<Handle> handle;
+  int64_t enqueue_us = 0;
+};
+
+}  // namespace hvd

@@ -1,0 +1,35 @@
+#include "timeline.h"
+
+#include <algorithm>
+
+namespace hvd {
+
+const char* phase_name(Phase p) {
+  static const char* names[] = {"NEGOTIATE", "QUEUE",  "MEMCPY_IN_FUSION_BUFFER", "COLLECTIVE",
+                                "MEMCPY_OUT_FUSION_BUFFER", "CYCLE", "STALL", "ABORT"};
+  return names[static_cast<int>(p)];
+}
+
+void EventRing::push(Event e) {
+  std::lock_guard<std::mutex> g(mu_);
+  e.seq = next_;
+  slots_[next_ % slots_.size()] = std::move(e);
+  ++next_;
+}
+
+std::vector<Event> EventRing::drain(uint64_t since, size_t max, uint64_t* dropped) const {
+  std::lock_guard<std::mutex> g(mu_);
+  uint64_t oldest = next_ > slots_.size() ? next_ - slots_.size() : 0;
+  uint64_t from = std::max(since, oldest);
+  if (dropped) *dropped = from - std::min(since, from);
+  std::vector<Event> out;
+  for (uint64_t s = from; s < next_ && out.size() < max; ++s) out.push_back(slots_[s % slots_.size()]);
+  return out;
+}
+
+uint64_t EventRing::next_seq() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return next_;
+}
+
+}  // namespace hvd

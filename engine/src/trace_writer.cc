@@ -1,0 +1,109 @@
+#include "trace_writer.h"
+
+#include <cctype>
+#include <stdexcept>
+
+namespace hvd {
+namespace {
+
+const char kTrailer[] = "\n]}\n";
+
+std::string escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') { o += '\\'; o += c; }
+    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
+    else o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+TraceWriter::TraceWriter(const std::string& path, int64_t origin_us)
+    : path_(path), origin_us_(origin_us) {
+  file_ = std::fopen(path.c_str(), "w");
+  if (!file_) throw std::runtime_error("cannot open timeline file '" + path + "'");
+  std::setvbuf(file_, nullptr, _IONBF, 0);  // each append reaches the file as one write
+  std::fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", file_);
+  end_ = std::ftell(file_);
+  std::fputs(kTrailer, file_);
+  std::fflush(file_);
+  thread_ = std::thread([this] { run(); });
+}
+
+TraceWriter::~TraceWriter() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  std::fclose(file_);
+}
+
+void TraceWriter::add(std::vector<Event> events) {
+  if (events.empty()) return;
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& e : events) queue_.push_back(std::move(e));
+  cv_.notify_all();
+}
+
+void TraceWriter::run() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (true) {
+    cv_.wait_for(lk, std::chrono::milliseconds(100), [this] { return stop_ || !queue_.empty(); });
+    std::vector<Event> batch;
+    batch.swap(queue_);
+    bool stopping = stop_;
+    lk.unlock();
+    if (!batch.empty()) write(batch);
+    lk.lock();
+    if (stopping && queue_.empty()) return;
+  }
+}
+
+int TraceWriter::lane(int32_t rank, const std::string& name, std::string* meta) {
+  auto key = std::make_pair(rank, name);
+  auto it = lanes_.find(key);
+  if (it != lanes_.end()) return it->second;
+  int tid = next_lane_[rank]++;
+  lanes_[key] = tid;
+  if (tid == 0) {
+    *meta += (first_ ? "\n" : ",\n");
+    first_ = false;
+    *meta += "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + std::to_string(rank) +
+             ", \"args\": {\"name\": \"rank " + std::to_string(rank) + "\"}}";
+  }
+  *meta += (first_ ? "\n" : ",\n");
+  first_ = false;
+  *meta += "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + std::to_string(rank) +
+           ", \"tid\": " + std::to_string(tid) + ", \"args\": {\"name\": \"" + escape(name) + "\"}}";
+  return tid;
+}
+
+void TraceWriter::write(const std::vector<Event>& events) {
+  std::string out;
+  for (const Event& e : events) {
+    bool engine_wide = e.phase == Phase::Cycle || e.phase == Phase::Stall || e.phase == Phase::Abort;
+    int tid = lane(e.rank, engine_wide ? std::string("engine") : e.name, &out);
+    std::string label = e.phase == Phase::Collective ? e.op : phase_name(e.phase);
+    for (auto& c : label) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    out += (first_ ? "\n" : ",\n");
+    first_ = false;
+    out += "{\"name\": \"" + escape(label) + "\", \"ph\": \"" + (e.dur_us > 0 ? "X" : "i") +
+           "\", \"ts\": " + std::to_string(e.start_us - origin_us_) +
+           (e.dur_us > 0 ? ", \"dur\": " + std::to_string(e.dur_us) : std::string(", \"s\": \"t\"")) +
+           ", \"pid\": " + std::to_string(e.rank) + ", \"tid\": " + std::to_string(tid) +
+           ", \"args\": {\"tensor\": \"" + escape(e.name) + "\", \"bytes\": " +
+           std::to_string(e.bytes) + "}}";
+  }
+  out += kTrailer;
+  // One write that replaces the old trailer keeps the file parseable after every append.
+  std::fseek(file_, end_, SEEK_SET);
+  std::fwrite(out.data(), 1, out.size(), file_);
+  std::fflush(file_);
+  end_ += static_cast<long>(out.size() - (sizeof(kTrailer) - 1));
+}
+
+}  // namespace hvd

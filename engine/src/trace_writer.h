@@ -1,0 +1,48 @@
+// Writes events as a Chrome trace JSON file that is valid JSON after every write:
+// the closing bracket is always on disk and each append overwrites it in one write.
+#pragma once
+
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "timeline.h"
+
+namespace hvd {
+
+class TraceWriter {
+ public:
+  // Throws std::runtime_error when the file cannot be created.
+  TraceWriter(const std::string& path, int64_t origin_us);
+  ~TraceWriter();
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  // Queues events for the writer thread (any rank's events; the rank is the trace process).
+  void add(std::vector<Event> events);
+  const std::string& path() const { return path_; }
+
+ private:
+  void run();
+  void write(const std::vector<Event>& events);
+  int lane(int32_t rank, const std::string& name, std::string* meta);
+
+  std::string path_;
+  int64_t origin_us_;
+  FILE* file_ = nullptr;
+  long end_ = 0;  // offset of the closing bracket
+  bool first_ = true;
+  std::map<std::pair<int32_t, std::string>, int> lanes_;
+  std::map<int32_t, int> next_lane_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Event> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace hvd

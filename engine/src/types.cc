@@ -1,0 +1,49 @@
+#include "types.h"
+
+namespace hvd {
+
+size_t dtype_size(DataType t) {
+  switch (t) {
+    case DataType::UInt8: case DataType::Int8: case DataType::Bool: return 1;
+    case DataType::Float16: case DataType::BFloat16: return 2;
+    case DataType::Int32: case DataType::Float32: return 4;
+    case DataType::Int64: case DataType::Float64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_name(DataType t) {
+  static const char* names[] = {"uint8", "int8", "int32", "int64", "float16",
+                                "bfloat16", "float32", "float64", "bool"};
+  return names[static_cast<int>(t)];
+}
+
+const char* op_name(OpType t) {
+  static const char* names[] = {"allreduce", "allgather", "broadcast",
+                                "alltoall", "reducescatter", "barrier"};
+  return names[static_cast<int>(t)];
+}
+
+const char* reduce_name(ReduceOp t) {
+  static const char* names[] = {"Sum", "Average", "Min", "Max", "Product"};
+  return names[static_cast<int>(t)];
+}
+
+bool is_float(DataType t) {
+  return t == DataType::Float16 || t == DataType::BFloat16 || t == DataType::Float32 ||
+         t == DataType::Float64;
+}
+
+int64_t Request::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+bool Request::same_signature(const Request& o) const {
+  return op == o.op && reduce == o.reduce && dtype == o.dtype && process_set == o.process_set &&
+         root_rank == o.root_rank && prescale == o.prescale && postscale == o.postscale &&
+         shape == o.shape && name == o.name;
+}
+
+}  // namespace hvd

@@ -1,0 +1,57 @@
+// Core value types shared by every part of the engine: ops, dtypes, requests, responses.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hvd {
+
+enum class OpType : uint8_t { Allreduce, Allgather, Broadcast, Alltoall, Reducescatter, Barrier };
+enum class ReduceOp : uint8_t { Sum, Average, Min, Max, Product };
+enum class DataType : uint8_t { UInt8, Int8, Int32, Int64, Float16, BFloat16, Float32, Float64, Bool };
+
+size_t dtype_size(DataType t);
+const char* dtype_name(DataType t);
+const char* op_name(OpType t);
+const char* reduce_name(ReduceOp t);
+bool is_float(DataType t);
+
+// What one rank asks for under one tensor name. Everything but `rank` must agree across ranks
+// (shape only in the dimensions the op requires).
+struct Request {
+  int32_t rank = 0;
+  OpType op = OpType::Allreduce;
+  ReduceOp reduce = ReduceOp::Sum;
+  DataType dtype = DataType::Float32;
+  int32_t process_set = 0;
+  int32_t root_rank = -1;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  std::vector<int64_t> shape;
+  std::string name;
+
+  int64_t num_elements() const;
+  int64_t num_bytes() const { return num_elements() * static_cast<int64_t>(dtype_size(dtype)); }
+  // True when two requests describe the same work (rank aside): the response-cache key.
+  bool same_signature(const Request& o) const;
+};
+
+// What the coordinator tells the members of a process set to do, in a global order.
+struct Response {
+  enum class Kind : uint8_t { Execute, Error };
+  Kind kind = Kind::Execute;
+  OpType op = OpType::Allreduce;
+  ReduceOp reduce = ReduceOp::Sum;
+  DataType dtype = DataType::Float32;
+  int32_t process_set = 0;
+  int32_t root_rank = -1;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  std::vector<std::string> names;   // several when fused, in buffer order
+  std::vector<int32_t> cache_ids;   // parallel to names; -1 when not cached
+  std::string error;                // Kind::Error only
+};
+
+}  // namespace hvd

@@ -1,0 +1,110 @@
+#include "wire.h"
+
+namespace hvd {
+
+void Writer::put_string(const std::string& s) {
+  put<uint32_t>(static_cast<uint32_t>(s.size()));
+  buf_.insert(buf_.end(), s.begin(), s.end());
+}
+
+std::string Reader::get_string() {
+  auto n = get<uint32_t>();
+  need(n);
+  std::string s(p_, n);
+  p_ += n;
+  return s;
+}
+
+void encode(Writer& w, const Request& r) {
+  w.put(r.rank);
+  w.put(r.op);
+  w.put(r.reduce);
+  w.put(r.dtype);
+  w.put(r.process_set);
+  w.put(r.root_rank);
+  w.put(r.prescale);
+  w.put(r.postscale);
+  w.put_vector(r.shape);
+  w.put_string(r.name);
+}
+
+Request decode_request(Reader& rd) {
+  Request r;
+  r.rank = rd.get<int32_t>();
+  r.op = rd.get<OpType>();
+  r.reduce = rd.get<ReduceOp>();
+  r.dtype = rd.get<DataType>();
+  r.process_set = rd.get<int32_t>();
+  r.root_rank = rd.get<int32_t>();
+  r.prescale = rd.get<double>();
+  r.postscale = rd.get<double>();
+  r.shape = rd.get_vector<int64_t>();
+  r.name = rd.get_string();
+  return r;
+}
+
+void encode(Writer& w, const Response& r) {
+  w.put(r.kind);
+  w.put(r.op);
+  w.put(r.reduce);
+  w.put(r.dtype);
+  w.put(r.process_set);
+  w.put(r.root_rank);
+  w.put(r.prescale);
+  w.put(r.postscale);
+  w.put<uint32_t>(static_cast<uint32_t>(r.names.size()));
+  for (const auto& n : r.names) w.put_string(n);
+  w.put_vector(r.cache_ids);
+  w.put_string(r.error);
+}
+
+Response decode_response(Reader& rd) {
+  Response r;
+  r.kind = rd.get<Response::Kind>();
+  r.op = rd.get<OpType>();
+  r.reduce = rd.get<ReduceOp>();
+  r.dtype = rd.get<DataType>();
+  r.process_set = rd.get<int32_t>();
+  r.root_rank = rd.get<int32_t>();
+  r.prescale = rd.get<double>();
+  r.postscale = rd.get<double>();
+  auto n = rd.get<uint32_t>();
+  r.names.resize(n);
+  for (auto& s : r.names) s = rd.get_string();
+  r.cache_ids = rd.get_vector<int32_t>();
+  r.error = rd.get_string();
+  return r;
+}
+
+std::vector<char> encode_batch(const RequestBatch& b) {
+  Writer w;
+  w.put<uint32_t>(static_cast<uint32_t>(b.requests.size()));
+  for (const auto& r : b.requests) encode(w, r);
+  w.put_vector(b.cached);
+  return std::move(w.bytes());
+}
+
+RequestBatch decode_batch(const char* data, size_t size) {
+  Reader rd(data, size);
+  RequestBatch b;
+  auto n = rd.get<uint32_t>();
+  for (uint32_t i = 0; i < n; ++i) b.requests.push_back(decode_request(rd));
+  b.cached = rd.get_vector<int32_t>();
+  return b;
+}
+
+std::vector<char> encode_responses(const std::vector<Response>& rs) {
+  Writer w;
+  w.put<uint32_t>(static_cast<uint32_t>(rs.size()));
+  for (const auto& r : rs) encode(w, r);
+  return std::move(w.bytes());
+}
+
+std::vector<Response> decode_responses(const char* data, size_t size) {
+  Reader rd(data, size);
+  std::vector<Response> rs(rd.get<uint32_t>());
+  for (auto& r : rs) r = decode_response(rd);
+  return rs;
+}
+
+}  // namespace hvd

@@ -1,0 +1,80 @@
+// Byte-level encoding of the messages ranks exchange with the coordinator.
+#pragma once
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "types.h"
+
+namespace hvd {
+
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto* p = reinterpret_cast<const char*>(&v);
+    buf_.insert(buf_.end(), p, p + sizeof(T));
+  }
+  void put_string(const std::string& s);
+  template <typename T>
+  void put_vector(const std::vector<T>& v) {
+    put<uint32_t>(static_cast<uint32_t>(v.size()));
+    for (const T& x : v) put(x);
+  }
+  std::vector<char>& bytes() { return buf_; }
+
+ private:
+  std::vector<char> buf_;
+};
+
+class Reader {
+ public:
+  Reader(const char* data, size_t size) : p_(data), end_(data + size) {}
+  template <typename T>
+  T get() {
+    static_assert(std::is_trivially_copyable_v<T>);
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, p_, sizeof(T));
+    p_ += sizeof(T);
+    return v;
+  }
+  std::string get_string();
+  template <typename T>
+  std::vector<T> get_vector() {
+    auto n = get<uint32_t>();
+    std::vector<T> v(n);
+    for (auto& x : v) x = get<T>();
+    return v;
+  }
+  bool done() const { return p_ == end_; }
+
+ private:
+  void need(size_t n) const {
+    if (static_cast<size_t>(end_ - p_) < n) throw std::runtime_error("truncated engine message");
+  }
+  const char* p_;
+  const char* end_;
+};
+
+// A rank's batch for the coordinator: full requests for new names, cache ids for repeats.
+struct RequestBatch {
+  std::vector<Request> requests;
+  std::vector<int32_t> cached;
+};
+
+void encode(Writer& w, const Request& r);
+Request decode_request(Reader& r);
+void encode(Writer& w, const Response& r);
+Response decode_response(Reader& r);
+
+std::vector<char> encode_batch(const RequestBatch& b);
+RequestBatch decode_batch(const char* data, size_t size);
+std::vector<char> encode_responses(const std::vector<Response>& rs);
+std::vector<Response> decode_responses(const char* data, size_t size);
+
+}  // namespace hvd

@@ -1,0 +1,27 @@
+"""Turning caller tensors into contiguous host arrays the engine can read by address."""
+from typing import Any
+
+import numpy as np
+
+
+def as_array(tensor: Any, what: str) -> np.ndarray:
+    """A zero-copy numpy view of ``tensor`` (numpy or any CPU DLPack tensor)."""
+    if isinstance(tensor, np.ndarray):
+        arr = tensor
+    elif hasattr(tensor, "__dlpack__"):
+        try:
+            arr = np.from_dlpack(tensor)
+        except (BufferError, RuntimeError, TypeError) as e:
+            raise TypeError(f"{what}: cannot read this tensor on the host via DLPack: {e}") from None
+    elif np.isscalar(tensor):
+        arr = np.asarray(tensor)
+    else:
+        raise TypeError(f"{what}: expected a numpy array or a DLPack tensor, got {type(tensor).__name__}")
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"{what}: the tensor must be C-contiguous (use np.ascontiguousarray)")
+    return arr
+
+
+def address(arr: np.ndarray) -> int:
+    """The address of the first element (0 for empty arrays)."""
+    return arr.__array_interface__["data"][0] if arr.size else 0

@@ -1,0 +1,139 @@
+"""Engine lifecycle and job topology: init, shutdown, abort, rank/size queries, build flags."""
+import atexit
+from typing import Any, Optional, Sequence
+
+from . import _C
+from .errors import raise_for_status
+
+_atexit_registered = False
+
+
+def _comm_handle(comm: Any) -> int:
+    """The C handle of an mpi4py communicator, or of a new one over a list of world ranks."""
+    from mpi4py import MPI  # initialises MPI with MPI_THREAD_MULTIPLE (mpi4py's default)
+
+    if comm is None:
+        comm = MPI.COMM_WORLD
+    elif not isinstance(comm, MPI.Comm):
+        ranks = sorted(int(r) for r in comm)
+        group = MPI.COMM_WORLD.Get_group().Incl(ranks)
+        comm = MPI.COMM_WORLD.Create_group(group)
+        if comm == MPI.COMM_NULL:
+            raise ValueError(f"rank {MPI.COMM_WORLD.Get_rank()} is not in the ranks given to init(): {ranks}")
+    return MPI._handleof(comm)
+
+
+def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None:
+    """Start the engine on MPI_COMM_WORLD, an mpi4py communicator, or a list of world ranks."""
+    global _atexit_registered
+    from . import process_sets as ps
+
+    if _C.is_initialized():
+        return
+    _C.init(_comm_handle(comm))
+    ps.on_init()
+    if not _atexit_registered:
+        atexit.register(shutdown)
+        _atexit_registered = True
+    for s in process_sets or ():
+        ps.add_process_set(s)
+
+
+def shutdown() -> None:
+    """Stop the engine (job-wide, as in Horovod); init() may be called again afterwards."""
+    from . import process_sets as ps
+
+    if _C.is_initialized():
+        _C.shutdown()
+        ps.on_shutdown()
+
+
+def is_initialized() -> bool:
+    """True between init() and shutdown()."""
+    return _C.is_initialized()
+
+
+def abort(reason: str) -> None:
+    """Make every rank's pending and later operations raise EngineAbortedError(reason)."""
+    _C.abort(str(reason))
+
+
+def check_running() -> None:
+    """Raise the reason the engine stopped, if it has (e.g. another rank aborted)."""
+    raise_for_status(_C.stop_status())
+
+
+def rank() -> int:
+    """This process's rank in the job."""
+    return _C.topology()[0]
+
+
+def size() -> int:
+    """The number of ranks in the job."""
+    return _C.topology()[1]
+
+
+def local_rank() -> int:
+    """This process's rank among the ranks on its host."""
+    return _C.topology()[2]
+
+
+def local_size() -> int:
+    """The number of ranks on this host."""
+    return _C.topology()[3]
+
+
+def cross_rank() -> int:
+    """The index of this host among the hosts (ranks with the same local rank)."""
+    return _C.topology()[4]
+
+
+def cross_size() -> int:
+    """The number of hosts (ranks sharing this local rank)."""
+    return _C.topology()[5]
+
+
+def metrics() -> dict:
+    """This rank's engine counters: ops and bytes per op, time per phase, fusion and cache use."""
+    return _C.metrics()
+
+
+def mpi_threads_supported() -> bool:
+    """The engine requires and checks MPI_THREAD_MULTIPLE, so this is always True once running."""
+    return True
+
+
+def mpi_built() -> bool:
+    return True
+
+
+def mpi_enabled() -> bool:
+    return _C.is_initialized()
+
+
+def gloo_built() -> bool:
+    return False
+
+
+def gloo_enabled() -> bool:
+    return False
+
+
+def nccl_built() -> bool:
+    return False
+
+
+def ddl_built() -> bool:
+    return False
+
+
+def ccl_built() -> bool:
+    return False
+
+
+def cuda_built() -> bool:
+    return False
+
+
+def rocm_built() -> bool:
+    return False

@@ -1,0 +1,261 @@
+"""Collective operations on host arrays (numpy or DLPack), with Horovod's names and defaults."""
+import itertools
+import warnings
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from . import _C
+from .arrays import address, as_array
+from .dtypes import BOOL_CODE, FLOAT_CODES, dtype_code
+from .handles import Handle
+from .process_sets import ProcessSet, global_process_set, set_id
+
+# Reduce ops, valued as the engine's hvd::ReduceOp.
+Sum, Average, Min, Max, Product = 0, 1, 2, 3, 4
+Adasum = 5
+_REDUCE_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+
+# Op types, valued as the engine's hvd::OpType.
+_ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER, _BARRIER = range(6)
+_counters = {k: itertools.count() for k in ("allreduce", "allgather", "broadcast", "alltoall",
+                                            "reducescatter", "barrier")}
+
+
+def _name(kind: str, name: Optional[str]) -> str:
+    """The caller's name, or one that matches across ranks that call in the same order."""
+    if name is None:
+        return f"{kind}.noname.{next(_counters[kind])}"
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{kind}: name must be a non-empty string, got {name!r}")
+    return name
+
+
+def resolve_op(average: Optional[bool], op: Optional[int], default: int = Average) -> int:
+    """Horovod's op/average arguments to one reduce op; average= still works but warns."""
+    if average is not None:
+        if op is not None:
+            raise ValueError("pass either op= or the deprecated average=, not both")
+        warnings.warn("average= is deprecated; use op=hvd.Average or op=hvd.Sum", DeprecationWarning, stacklevel=3)
+        return Average if average else Sum
+    op = default if op is None else op
+    if op == Adasum:
+        raise NotImplementedError("Adasum is not supported by jupyter_hvd; use op=hvd.Average")
+    if op not in _REDUCE_NAMES:
+        raise ValueError(f"unknown reduce op {op!r}; use hvd.Sum, Average, Min, Max or Product")
+    return op
+
+
+def _check_reduce(code: int, op: int, prescale: float, postscale: float, what: str) -> None:
+    if code == BOOL_CODE and op == Average:
+        raise TypeError(f"{what}: Average is not defined for bool tensors")
+    if code not in FLOAT_CODES and (prescale != 1.0 or postscale != 1.0):
+        raise TypeError(f"{what}: prescale_factor/postscale_factor need a floating-point tensor")
+
+
+def _enqueue(op: int, kind: str, arr: np.ndarray, out: Optional[np.ndarray], name: Optional[str],
+             process_set: ProcessSet, finish: Callable[[Any], Any], *, reduce: int = Sum,
+             root_rank: int = -1, prescale: float = 1.0, postscale: float = 1.0,
+             splits: Sequence[int] = ()) -> Handle:
+    name = _name(kind, name)
+    code = dtype_code(arr.dtype, f"{kind} of '{name}'")
+    pid = set_id(process_set)
+    native = _C.enqueue(op, name, code, list(arr.shape), address(arr), 0 if out is None else address(out),
+                        reduce, pid, root_rank, float(prescale), float(postscale), list(splits))
+    return Handle(native, (arr, out), finish)
+
+
+def _engine_output(dtype: np.dtype) -> Callable[[Any], np.ndarray]:
+    """Wraps the engine-allocated result without a copy (the view keeps the handle alive)."""
+    return lambda native: native.output().view(dtype).reshape(native.output_shape)
+
+
+def allreduce_async(tensor: Any, average: Optional[bool] = None, name: Optional[str] = None,
+                    op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                    process_set: ProcessSet = global_process_set, *, _out: Optional[np.ndarray] = None) -> Handle:
+    """Start an allreduce; the handle's wait() returns the reduced array."""
+    arr = as_array(tensor, "allreduce")
+    op = resolve_op(average, op)
+    out = np.empty_like(arr) if _out is None else _out
+    _check_reduce(dtype_code(arr.dtype, "allreduce"), op, prescale_factor, postscale_factor, "allreduce")
+    return _enqueue(_ALLREDUCE, "allreduce", arr, out, name, process_set, lambda _: out, reduce=op,
+                    prescale=prescale_factor, postscale=postscale_factor)
+
+
+def allreduce(tensor: Any, average: Optional[bool] = None, name: Optional[str] = None, op: Optional[int] = None,
+              prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+              process_set: ProcessSet = global_process_set) -> np.ndarray:
+    """Reduce ``tensor`` over the ranks of ``process_set`` (default op: Average)."""
+    return allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor, process_set).wait()
+
+
+def allreduce_async_(tensor: np.ndarray, average: Optional[bool] = None, name: Optional[str] = None,
+                     op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                     process_set: ProcessSet = global_process_set) -> Handle:
+    """Start an in-place allreduce of ``tensor``."""
+    arr = as_array(tensor, "allreduce_")
+    return allreduce_async(arr, average, name, op, prescale_factor, postscale_factor, process_set, _out=arr)
+
+
+def allreduce_(tensor: np.ndarray, average: Optional[bool] = None, name: Optional[str] = None,
+               op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+               process_set: ProcessSet = global_process_set) -> np.ndarray:
+    """Reduce ``tensor`` in place and return it."""
+    return allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set).wait()
+
+
+def _group_names(name: Optional[str], n: int) -> list:
+    return [None] * n if name is None else [f"{name}.{i}" for i in range(n)]
+
+
+def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
+                            op: Optional[int] = None, prescale_factor: float = 1.0,
+                            postscale_factor: float = 1.0,
+                            process_set: ProcessSet = global_process_set) -> list:
+    """Start allreduces of several tensors at once, so the engine can fuse them."""
+    op = resolve_op(average, op)
+    return [allreduce_async(t, None, n, op, prescale_factor, postscale_factor, process_set)
+            for t, n in zip(tensors, _group_names(name, len(tensors)))]
+
+
+def grouped_allreduce(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
+                      op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                      process_set: ProcessSet = global_process_set) -> list:
+    """Allreduce a list of tensors; returns the reduced arrays in order."""
+    hs = grouped_allreduce_async(tensors, average, name, op, prescale_factor, postscale_factor, process_set)
+    return [h.wait() for h in hs]
+
+
+def grouped_allreduce_(tensors: Sequence[np.ndarray], average: Optional[bool] = None, name: Optional[str] = None,
+                       op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                       process_set: ProcessSet = global_process_set) -> list:
+    """Allreduce a list of tensors in place."""
+    op = resolve_op(average, op)
+    hs = [allreduce_async_(t, None, n, op, prescale_factor, postscale_factor, process_set)
+          for t, n in zip(tensors, _group_names(name, len(tensors)))]
+    return [h.wait() for h in hs]
+
+
+def allgather_async(tensor: Any, name: Optional[str] = None,
+                    process_set: ProcessSet = global_process_set) -> Handle:
+    """Start an allgather along the first dimension (which may differ per rank)."""
+    arr = as_array(tensor, "allgather")
+    if arr.ndim == 0:
+        raise ValueError("allgather: the tensor needs at least one dimension")
+    return _enqueue(_ALLGATHER, "allgather", arr, None, name, process_set, _engine_output(arr.dtype))
+
+
+def allgather(tensor: Any, name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> np.ndarray:
+    """Concatenate every rank's ``tensor`` along dimension 0, in rank order."""
+    return allgather_async(tensor, name, process_set).wait()
+
+
+def grouped_allgather(tensors: Sequence[Any], name: Optional[str] = None,
+                      process_set: ProcessSet = global_process_set) -> list:
+    """Allgather a list of tensors."""
+    hs = [allgather_async(t, n, process_set) for t, n in zip(tensors, _group_names(name, len(tensors)))]
+    return [h.wait() for h in hs]
+
+
+def _check_root(root_rank: int, process_set: ProcessSet, what: str) -> int:
+    if isinstance(root_rank, bool) or not isinstance(root_rank, (int, np.integer)):
+        raise TypeError(f"{what}: root_rank must be an int, got {type(root_rank).__name__}")
+    if int(root_rank) not in process_set.ranks:
+        raise ValueError(f"{what}: root_rank {root_rank} is not a rank of {process_set}")
+    return int(root_rank)
+
+
+def broadcast_async(tensor: Any, root_rank: int, name: Optional[str] = None,
+                    process_set: ProcessSet = global_process_set, *, _out: Optional[np.ndarray] = None) -> Handle:
+    """Start a broadcast of ``root_rank``'s tensor (a global rank in ``process_set``)."""
+    arr = as_array(tensor, "broadcast")
+    root = _check_root(root_rank, process_set, "broadcast")
+    out = np.empty_like(arr) if _out is None else _out
+    return _enqueue(_BROADCAST, "broadcast", arr, out, name, process_set, lambda _: out, root_rank=root)
+
+
+def broadcast(tensor: Any, root_rank: int, name: Optional[str] = None,
+              process_set: ProcessSet = global_process_set) -> np.ndarray:
+    """Return ``root_rank``'s value of ``tensor`` on every rank."""
+    return broadcast_async(tensor, root_rank, name, process_set).wait()
+
+
+def broadcast_async_(tensor: np.ndarray, root_rank: int, name: Optional[str] = None,
+                     process_set: ProcessSet = global_process_set) -> Handle:
+    """Start an in-place broadcast."""
+    arr = as_array(tensor, "broadcast_")
+    return broadcast_async(arr, root_rank, name, process_set, _out=arr)
+
+
+def broadcast_(tensor: np.ndarray, root_rank: int, name: Optional[str] = None,
+               process_set: ProcessSet = global_process_set) -> np.ndarray:
+    """Overwrite ``tensor`` with ``root_rank``'s value and return it."""
+    return broadcast_async_(tensor, root_rank, name, process_set).wait()
+
+
+def alltoall_async(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional[str] = None,
+                   process_set: ProcessSet = global_process_set) -> Handle:
+    """Start an alltoall: rows splits[i] of ``tensor`` go to the i-th member of the set."""
+    arr = as_array(tensor, "alltoall")
+    n = process_set.size()
+    if arr.ndim == 0:
+        raise ValueError("alltoall: the tensor needs at least one dimension")
+    if splits is None:
+        if arr.shape[0] % n:
+            raise ValueError(f"alltoall: first dimension {arr.shape[0]} is not divisible by {n} ranks; pass splits")
+        split_list: list = []
+    else:
+        split_list = [int(s) for s in np.asarray(splits).reshape(-1)]
+        if len(split_list) != n or any(s < 0 for s in split_list) or sum(split_list) != arr.shape[0]:
+            raise ValueError(f"alltoall: splits {split_list} must be {n} non-negative counts "
+                             f"summing to the first dimension {arr.shape[0]}")
+    want_splits = splits is not None
+
+    def finish(native: Any) -> Any:
+        out = _engine_output(arr.dtype)(native)
+        return (out, np.asarray(native.received_splits, dtype=np.int32)) if want_splits else out
+
+    return _enqueue(_ALLTOALL, "alltoall", arr, None, name, process_set, finish, splits=split_list)
+
+
+def alltoall(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional[str] = None,
+             process_set: ProcessSet = global_process_set) -> Any:
+    """Scatter rows to every rank and gather theirs; with ``splits``, also the received splits."""
+    return alltoall_async(tensor, splits, name, process_set).wait()
+
+
+def reducescatter_async(tensor: Any, op: Optional[int] = None, name: Optional[str] = None,
+                        process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
+                        postscale_factor: float = 1.0) -> Handle:
+    """Start a reducescatter: reduce, then rank i keeps the i-th block of rows."""
+    arr = as_array(tensor, "reducescatter")
+    op = resolve_op(None, op)
+    if op not in (Sum, Average):
+        raise ValueError("reducescatter supports op=hvd.Sum or hvd.Average")
+    if arr.ndim == 0:
+        raise ValueError("reducescatter: the tensor needs at least one dimension")
+    _check_reduce(dtype_code(arr.dtype, "reducescatter"), op, prescale_factor, postscale_factor, "reducescatter")
+    return _enqueue(_REDUCESCATTER, "reducescatter", arr, None, name, process_set, _engine_output(arr.dtype),
+                    reduce=op, prescale=prescale_factor, postscale=postscale_factor)
+
+
+def reducescatter(tensor: Any, op: Optional[int] = None, name: Optional[str] = None,
+                  process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
+                  postscale_factor: float = 1.0) -> np.ndarray:
+    """Reduce ``tensor`` over ranks and return this rank's block of rows (default op: Average)."""
+    return reducescatter_async(tensor, op, name, process_set, prescale_factor, postscale_factor).wait()
+
+
+def grouped_reducescatter(tensors: Sequence[Any], op: Optional[int] = None, name: Optional[str] = None,
+                          process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
+                          postscale_factor: float = 1.0) -> list:
+    """Reducescatter a list of tensors."""
+    hs = [reducescatter_async(t, op, n, process_set, prescale_factor, postscale_factor)
+          for t, n in zip(tensors, _group_names(name, len(tensors)))]
+    return [h.wait() for h in hs]
+
+
+def barrier(process_set: ProcessSet = global_process_set) -> None:
+    """Return once every rank of ``process_set`` has called barrier()."""
+    arr = np.zeros(0, dtype=np.uint8)
+    _enqueue(_BARRIER, "barrier", arr, None, None, process_set, lambda _: None).wait()

@@ -1,0 +1,99 @@
+"""Process sets: subsets of ranks with their own collectives (Horovod's dynamic process sets)."""
+from typing import Iterable, Optional, Union
+
+import numpy as np
+
+from . import _C
+
+
+class ProcessSet:
+    """A set of global ranks; usable in ops once registered with add_process_set()."""
+
+    def __init__(self, ranks: Iterable[int]):
+        self.ranks = sorted(int(r) for r in ranks)
+        self.process_set_id: Optional[int] = None
+
+    def _require(self) -> int:
+        if self.process_set_id is None:
+            raise ValueError(f"process set {self.ranks} is not registered; call hvd.add_process_set() first")
+        return self.process_set_id
+
+    def size(self) -> int:
+        """The number of ranks in the set."""
+        return len(self.ranks)
+
+    def rank(self) -> int:
+        """This process's rank within the set (-1 when not a member)."""
+        me = _C.topology()[0]
+        return self.ranks.index(me) if me in self.ranks else -1
+
+    def included(self) -> bool:
+        """True when this process is a member."""
+        return self.rank() >= 0
+
+    def __repr__(self) -> str:
+        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
+
+
+global_process_set = ProcessSet([])
+_registered: dict[int, ProcessSet] = {}
+
+
+def on_init() -> None:
+    """Bind the global set to the new engine."""
+    global_process_set.ranks = list(range(_C.topology()[1]))
+    global_process_set.process_set_id = 0
+    _registered.clear()
+    _registered[0] = global_process_set
+
+
+def on_shutdown() -> None:
+    """Forget registrations: their ids belong to the engine that just stopped."""
+    for s in _registered.values():
+        s.process_set_id = None
+    _registered.clear()
+
+
+def set_id(process_set: ProcessSet) -> int:
+    """The registered id of ``process_set``, checking that this rank is a member."""
+    pid = process_set._require()
+    if not process_set.included():
+        raise ValueError(f"rank {_C.topology()[0]} is not a member of {process_set}")
+    return pid
+
+
+def add_process_set(process_set: Union[ProcessSet, Iterable[int]]) -> ProcessSet:
+    """Register a set on every rank (all ranks must call this with the same ranks)."""
+    from .ops import allgather
+
+    ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
+    if ps.process_set_id is not None:
+        raise ValueError(f"{ps} is already registered")
+    size = _C.topology()[1]
+    mine = np.zeros(size + 1, dtype=np.int64)  # a fixed-size encoding all ranks can compare
+    mine[0] = len(ps.ranks)
+    mine[1:1 + len(ps.ranks)] = ps.ranks[:size]
+    seen = allgather(mine.reshape(1, -1), name=f"process_set.add.{len(_registered)}").reshape(size, -1)
+    if not (seen == seen[0]).all():
+        bad = [r for r in range(size) if not (seen[r] == seen[0]).all()]
+        raise ValueError(f"add_process_set called with different ranks on ranks {bad}")
+    for existing in _registered.values():
+        if existing.ranks == ps.ranks:
+            raise ValueError(f"a process set with ranks {ps.ranks} already exists: {existing}")
+    ps.process_set_id = _C.add_process_set(ps.ranks)
+    _registered[ps.process_set_id] = ps
+    return ps
+
+
+def remove_process_set(process_set: ProcessSet) -> bool:
+    """Unregister a set on every rank; False if it was not registered."""
+    pid = process_set.process_set_id
+    if pid is None or pid not in _registered or pid == 0:
+        return False
+    from .ops import barrier
+
+    barrier(process_set=global_process_set)
+    _C.remove_process_set(pid)
+    del _registered[pid]
+    process_set.process_set_id = None
+    return True
