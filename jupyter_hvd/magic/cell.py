@@ -1,0 +1,184 @@
+"""What runs inside each rank's engine: device pinning, engine start, and the %%hvd cell wrapper.
+
+Only the standard library is imported at module level so that ranks can import
+this module cheaply; the engine API is imported by setup_rank().
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import linecache
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import threading
+from types import CodeType
+from typing import Any
+
+# Per-rank state kept between cells (this module lives as long as the engine).
+_state: dict[str, Any] = {"hvd": None, "device": "cpu"}
+
+
+class RemoteRepr:
+    """Stand-in for a rank's value that cannot be sent to the notebook: it shows the value's repr."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def setup_rank(framework: str, cpu: bool) -> dict[str, Any]:
+    """Pin this rank to its device, bind the engine API to ``hvd`` in the rank namespace and init it."""
+    local_rank = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
+    local_size = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
+    _state["device"] = _pin_device(local_rank, local_size, cpu)
+    api = "jupyter_hvd.mxnet" if framework == "mxnet" and importlib.util.find_spec("jupyter_hvd.mxnet") else "jupyter_hvd"
+    hvd = importlib.import_module(api)
+    _state["hvd"] = hvd
+    _user_ns()["hvd"] = hvd
+    hvd.init()
+    return {
+        "rank": _world_rank(),
+        "local_rank": local_rank,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        **rank_status(),
+    }
+
+
+def rank_status() -> dict[str, Any]:
+    """Report this rank's device, engine API module and whether its engine is initialised."""
+    hvd = _state["hvd"]
+    return {
+        "device": _state["device"],
+        "api": getattr(hvd, "__name__", None),
+        "initialised": bool(hvd is not None and hvd.is_initialized()),
+    }
+
+
+def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None) -> Any:
+    """Run a %%hvd cell in this rank's namespace; on error abort the job so peers cannot hang, then re-raise."""
+    __tracebackhide__ = True  # keep this wrapper out of the traceback the notebook shows
+    hvd = _state["hvd"]
+    if reinit and hvd is not None:
+        hvd.shutdown()
+        hvd.init()
+    deadline = _Deadline(timeout)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        body, last = _compile(code, f"<hvd cell {cell_id}>")
+        namespace = _user_ns()
+        exec(body, namespace)
+        value = eval(last, namespace) if last is not None else None
+    except BaseException as exc:
+        if deadline.expired:
+            raise TimeoutError(f"cell exceeded --timeout {timeout:g}s").with_traceback(
+                exc.__traceback__
+            ) from None
+        _abort_job(exc)
+        raise
+    finally:
+        deadline.cancel()
+        signal.signal(signal.SIGINT, previous)
+    return _sendable(value)
+
+
+class _Deadline:
+    """Cuts a cell off after a timeout: aborts the engine (freeing peers in collectives), then interrupts."""
+
+    def __init__(self, timeout: float | None):
+        self.timeout = timeout
+        self.expired = False
+        self._lock = threading.Lock()
+        self._done = False
+        self._main = threading.main_thread().ident
+        self._timer = threading.Timer(timeout, self._expire) if timeout else None
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.expired = True
+        hvd = _state["hvd"]
+        if hvd is not None and hvd.is_initialized():
+            hvd.abort(f"rank {_world_rank()}: cell exceeded --timeout {self.timeout:g}s")
+        signal.pthread_kill(self._main, signal.SIGINT)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._done = True
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _abort_job(exc: BaseException) -> None:
+    """Abort every rank's collectives because this rank failed, unless the failure is itself an abort."""
+    hvd = _state["hvd"]
+    if hvd is None or not hvd.is_initialized() or isinstance(exc, hvd.EngineAbortedError):
+        return
+    hvd.abort(f"rank {_world_rank()} raised {type(exc).__name__}: {exc}")
+
+
+def _compile(code: str, filename: str) -> tuple[CodeType, CodeType | None]:
+    """Compile IPython cell syntax into a body and, when the cell ends in an expression, that expression."""
+    from IPython import get_ipython
+
+    source = get_ipython().transform_cell(code)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    tree = ast.parse(source, filename)
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = compile(ast.Expression(tree.body.pop().value), filename, "eval")
+    return compile(tree, filename, "exec"), last
+
+
+def _sendable(value: Any) -> Any:
+    """Return value if it can travel back to the notebook, else its repr (arrays are checked without copying)."""
+    try:
+        pickle.dumps(value, protocol=5, buffer_callback=lambda buffer: False)
+    except Exception:
+        return RemoteRepr(repr(value))
+    return value
+
+
+def _pin_device(local_rank: int, local_size: int, cpu: bool) -> str:
+    """Give this rank one GPU (by local rank) when GPUs exist, else share the host's cores; return the device."""
+    gpus = [] if cpu else _visible_gpus()
+    if gpus:
+        gpu = gpus[local_rank % len(gpus)]
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+        return f"gpu:{gpu}"
+    if cpu:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // local_size)))
+    return "cpu"
+
+
+def _visible_gpus() -> list[str]:
+    """GPU ids this rank may use: CUDA_VISIBLE_DEVICES when set, else those `nvidia-smi -L` lists."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, _ in enumerate(line for line in listing.splitlines() if line.startswith("GPU "))]
+
+
+def _world_rank() -> int:
+    return int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+
+
+def _user_ns() -> dict[str, Any]:
+    from IPython import get_ipython
+
+    return get_ipython().user_ns

@@ -1,0 +1,338 @@
+"""N MPI ranks as ipyparallel engines under mpiexec, started from the kernel and ordered by MPI rank."""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import ipyparallel
+import psutil
+from ipyparallel.cluster.launcher import MPIEngineSetLauncher
+from traitlets import Any as AnyTrait
+
+from ..runner.launch import LaunchSpec, default_forward, mpiexec_command
+from .cell import setup_rank
+from .failures import RankError
+
+POLL_S = 0.05
+STOP_TIMEOUT_S = 15.0
+# The hub pings engines every HEARTBEAT_MS and registers a new engine at its first reply,
+# so a short period makes registration fast; 20 misses still tolerate 10 s of silence.
+HEARTBEAT_MS = 500
+CONTROLLER_ARGS = [
+    "--usethreads",
+    f"--HeartMonitor.period={HEARTBEAT_MS}",
+    "--HeartMonitor.max_heartmonitor_misses=20",
+    "--log-level=WARN",
+]
+ENGINE_ARGS = ["--IPEngine.enable_nanny=False", "--log-level=WARN"]
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Everything that defines a rank job; a different config means a new job."""
+
+    np: int
+    hosts: str | None = None
+    hostfile: str | None = None
+    cpu: bool = False
+    framework: str = "none"
+
+
+@dataclass
+class RankInfo:
+    """One rank: its ipyparallel engine, process and device."""
+
+    rank: int
+    engine_id: int
+    pid: int
+    host: str
+    local_rank: int
+    device: str
+    api: str
+    process: psutil.Process | None = field(default=None, repr=False)  # None when on another host
+
+    def alive(self) -> bool:
+        """Whether the rank's process still runs (ranks on other hosts are presumed alive)."""
+        return self.process is None or _alive(self.process)
+
+
+class _RankLauncher(MPIEngineSetLauncher):
+    """ipyparallel's mpiexec engine launcher, with the command line and environment of runner.launch."""
+
+    launch_spec = AnyTrait()
+
+    def _command(self) -> tuple[list[str], dict[str, str]]:
+        spec = replace(self.launch_spec, env={**self.launch_spec.env, **super().get_env()})
+        return mpiexec_command(spec, self.program + self.program_args)
+
+    def find_args(self) -> list[str]:
+        return self._command()[0]
+
+    def get_env(self) -> dict[str, str]:
+        return self._command()[1]
+
+
+class _BackgroundLoop:
+    """A long-lived event loop thread for ipyparallel's async cluster calls and launcher callbacks."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="jupyter-hvd-cluster", daemon=True).start()
+
+    def run(self, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+
+_loop: _BackgroundLoop | None = None
+
+
+def _background_loop() -> _BackgroundLoop:
+    global _loop
+    if _loop is None:
+        _loop = _BackgroundLoop()
+    return _loop
+
+
+class RankCluster:
+    """An ipyparallel controller plus N engines started by one mpiexec, addressed by MPI rank."""
+
+    def __init__(self, config: LaunchConfig, start_timeout: float = 120.0):
+        self.config = config
+        self.start_timeout = start_timeout
+        self.ranks: list[RankInfo] = []
+        self.cold_start_s: float | None = None
+        self.stopped = False
+        self._client: ipyparallel.Client | None = None
+        self._profile_dir = tempfile.mkdtemp(prefix="jupyter-hvd-")
+        self._cluster = ipyparallel.Cluster(
+            engine_launcher_class=_RankLauncher,
+            n=config.np,
+            delay=0,
+            load_profile=False,
+            shutdown_atexit=False,
+            profile_dir=self._profile_dir,
+            controller_args=CONTROLLER_ARGS,
+            controller_ip="*" if config.hosts or config.hostfile else "",
+            log=_quiet_log(),
+            parent=None,
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start controller and ranks, wait until all N engines registered and initialised the engine API."""
+        began = time.monotonic()
+        deadline = began + self.start_timeout
+        atexit.register(self.stop)
+        try:
+            loop = _background_loop()
+            loop.run(self._cluster.start_controller(), self.start_timeout)
+            spec = LaunchSpec(
+                np=self.config.np,
+                hosts=self.config.hosts,
+                hostfile=self.config.hostfile,
+                env={"PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))},
+                forward=default_forward(os.environ),
+            )
+            loop.run(self._cluster.start_engines(self.config.np, launch_spec=spec, engine_args=ENGINE_ARGS), self.start_timeout)
+            self._client = loop.run(self._cluster.connect_client(), self.start_timeout)
+            self._wait_registered(deadline)
+            self._setup_ranks(deadline)
+        except BaseException as exc:
+            output = self._output()
+            self.stop()
+            if isinstance(exc, (KeyboardInterrupt, RankError)):
+                raise
+            raise self._start_error(f"{type(exc).__name__}: {exc}", output) from None
+        self.cold_start_s = time.monotonic() - began
+
+    def stop(self) -> list[psutil.Process]:
+        """Stop ranks, mpiexec and controller, kill any straggler, and return processes that survived."""
+        if self.stopped:
+            return []
+        self.stopped = True
+        atexit.unregister(self.stop)
+        processes = self._processes()
+        if self._client is not None:
+            self._client.close(linger=0)
+        try:
+            _background_loop().run(self._cluster.stop_cluster(), STOP_TIMEOUT_S)
+        except Exception:  # whatever ipyparallel could not stop is killed below
+            pass
+        processes += [child for p in processes if _alive(p) for child in _children(p)]
+        for process in processes:
+            if _alive(process):
+                _kill(process)
+        _, survivors = psutil.wait_procs(processes, timeout=5)
+        shutil.rmtree(self._profile_dir, ignore_errors=True)
+        return [p for p in survivors if _alive(p)]
+
+    # -- work on ranks ---------------------------------------------------------------------------
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
+        """Call fn(*args) on every rank without waiting; return the AsyncResults in rank order."""
+        return [self._client[r.engine_id].apply_async(fn, *args) for r in self.ranks]
+
+    def gather(self, results: list[Any], timeout: float, ranks: list[int] | None = None) -> list[Any]:
+        """Wait for AsyncResults of the given ranks (default: all, in order) and return their values.
+
+        Raises RankError when a rank dies, raises, or does not answer within timeout seconds.
+        """
+        ranks = list(range(len(results))) if ranks is None else ranks
+        deadline = time.monotonic() + timeout
+        while not all(r.ready() for r in results):
+            self.raise_if_dead()
+            if time.monotonic() > deadline:
+                raise RankError(f"ranks did not answer within {timeout:g}s")
+            time.sleep(POLL_S)
+        for rank, result in zip(ranks, results):
+            error = result.exception()
+            if error is not None:
+                raise RankError(f"rank {rank}: {getattr(error, 'ename', type(error).__name__)}: {getattr(error, 'evalue', error)}", (rank,))
+        return [r.get() for r in results]
+
+    def push(self, values: dict[str, Any], timeout: float = 60.0) -> None:
+        """Set these variables in every rank's namespace."""
+        self.gather([self._client[r.engine_id].push(values, block=False) for r in self.ranks], timeout)
+
+    def pull(self, name: str, rank: int, timeout: float = 60.0) -> Any:
+        """Return a variable from one rank's namespace."""
+        result = self._client[self.ranks[rank].engine_id].pull(name, block=False)
+        return self.gather([result], timeout, ranks=[rank])[0]
+
+    # -- health and signals ----------------------------------------------------------------------
+
+    def dead_ranks(self) -> list[RankInfo]:
+        """Ranks whose process is gone; every rank when mpiexec itself is gone."""
+        dead = [r for r in self.ranks if not r.alive()]
+        if not dead and self.ranks and not self._mpiexec_alive():
+            return list(self.ranks)
+        return dead
+
+    def raise_if_dead(self) -> None:
+        """If any rank died, stop the whole job and raise a RankError naming the dead ranks."""
+        dead = self.dead_ranks()
+        if dead:
+            self.stop()
+            names = "; ".join(f"rank {r.rank} (pid {r.pid} on {r.host}) died" for r in dead)
+            raise RankError(f"{names}. The job was stopped; the next %%hvd cell starts new ranks.", tuple(r.rank for r in dead))
+
+    def signal_ranks(self, signum: int) -> list[int]:
+        """Send a signal to every rank process on this host; return the ranks signalled."""
+        sent = []
+        for r in self.ranks:
+            if r.process is not None and _alive(r.process):
+                r.process.send_signal(signum)
+                sent.append(r.rank)
+        return sent
+
+    def _output(self) -> str:
+        """What the controller, mpiexec and the ranks wrote outside ipyparallel's channels (errors, MPI messages)."""
+        launchers = [self._cluster.controller, *self._cluster.engines.values()]
+        return "\n".join(launcher.get_output() for launcher in launchers if launcher is not None)
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _wait_registered(self, deadline: float) -> None:
+        while len(self._client.ids) < self.config.np:
+            if not self._mpiexec_alive():
+                raise self._start_error("mpiexec exited before all engines registered", self._output())
+            if time.monotonic() > deadline:
+                raise self._start_error(
+                    f"only {len(self._client.ids)} of {self.config.np} engines registered "
+                    f"within {self.start_timeout:g}s",
+                    self._output(),
+                )
+            time.sleep(POLL_S)
+
+    def _setup_ranks(self, deadline: float) -> None:
+        ids = list(self._client.ids)
+        results = [self._client[i].apply_async(setup_rank, self.config.framework, self.config.cpu) for i in ids]
+        while not all(r.ready() for r in results):
+            if not self._mpiexec_alive():
+                raise self._start_error("mpiexec exited while the ranks were initialising", self._output())
+            if time.monotonic() > deadline:
+                raise self._start_error(f"ranks did not initialise within {self.start_timeout:g}s", self._output())
+            time.sleep(POLL_S)
+        for engine_id, result in zip(ids, results):
+            error = result.exception()
+            if error is not None:
+                lines = [f"engine {engine_id} failed to initialise: {error.ename}: {error.evalue}"]
+                raise self._start_error("\n".join(lines + (error.traceback or "").splitlines()), "")
+        here = socket.gethostname()
+        infos = sorted((r.get() | {"engine_id": i} for i, r in zip(ids, results)), key=lambda info: info["rank"])
+        self.ranks = [
+            RankInfo(
+                rank=info["rank"],
+                engine_id=info["engine_id"],
+                pid=info["pid"],
+                host=info["host"],
+                local_rank=info["local_rank"],
+                device=info["device"],
+                api=info["api"],
+                process=psutil.Process(info["pid"]) if info["host"] == here else None,
+            )
+            for info in infos
+        ]
+
+    def _mpiexec_alive(self) -> bool:
+        launcher = next(iter(self._cluster.engines.values()), None)
+        return launcher is not None and launcher.state == "running" and _alive(launcher.process)
+
+    def _processes(self) -> list[psutil.Process]:
+        """The controller and mpiexec with all their descendants, plus the local rank processes."""
+        roots = [getattr(self._cluster.controller, "process", None)]
+        roots += [getattr(launcher, "process", None) for launcher in self._cluster.engines.values()]
+        roots = [p for p in roots if p is not None and _alive(p)]
+        return roots + [c for p in roots for c in _children(p)] + [r.process for r in self.ranks if r.process]
+
+    def _start_error(self, reason: str, output: str) -> RankError:
+        message = f"could not start {self.config.np} ranks: {reason}"
+        tail = output.strip().splitlines()[-20:]
+        if tail:
+            message += "\nprocess output (last lines):\n" + "\n".join(tail)
+        return RankError(message)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _children(process: psutil.Process) -> list[psutil.Process]:
+    try:
+        return process.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _kill(process: psutil.Process) -> None:
+    try:
+        process.kill()
+    except psutil.Error:
+        pass
+
+
+def _quiet_log() -> Any:
+    """ipyparallel's cluster log, limited to errors: expected exit codes of stopped ranks are not news."""
+    import logging
+
+    log = logging.getLogger("jupyter_hvd.magic.ipyparallel")
+    log.setLevel(logging.ERROR)
+    if not log.handlers:
+        log.addHandler(logging.StreamHandler(sys.stderr))
+        log.propagate = False
+    return log

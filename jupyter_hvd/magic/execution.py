@@ -1,0 +1,102 @@
+"""Run one %%hvd cell on every rank and come back no matter what: errors, deaths, timeouts, interrupts."""
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+from ipyparallel.error import EngineError
+
+from .cell import run_cell
+from .cluster import POLL_S, RankCluster
+from .failures import RankError, describe_failure
+from .output import RankOutput
+
+FAILURE_GRACE_S = 5.0  # peers of a failed rank get this long to finish (they should see the abort)
+TIMEOUT_GRACE_S = 2.0  # the rank-side deadline fires first; the kernel steps in after this grace
+INTERRUPT_GRACE_S = 5.0  # ranks get this long to stop after SIGINT before the job is stopped
+OUTPUT_WAIT_S = 1.0  # output that trails a rank's result
+
+
+class CellRun:
+    """One cell on all ranks: submits it, relays output, and escalates until every rank is done."""
+
+    def __init__(self, cluster: RankCluster, code: str, cell_id: int, reinit: bool, timeout: float | None,
+                 only_rank: int | None = None):
+        self.cluster = cluster
+        self.timeout = timeout
+        self.output = RankOutput(len(cluster.ranks), only_rank)
+        self.results = cluster.submit(run_cell, code, cell_id, reinit, timeout)
+        self.started = time.monotonic()
+        self.failed_order: list[int] = []  # ranks in the order their failure was seen
+        self.first_failure_at: float | None = None
+        self.interrupted_at: float | None = None  # when the kernel sent SIGINT to the ranks
+        self.why_interrupted = ""
+        self.signalled: list[int] = []
+
+    def wait(self) -> list[Any]:
+        """Return every rank's value of the cell's last expression, or raise RankError describing the failure."""
+        while not all(r.ready() for r in self.results):
+            try:
+                self._step()
+            except KeyboardInterrupt:
+                if self.interrupted_at is not None:  # a second interrupt: stop waiting for the ranks
+                    self._give_up("interrupted twice")
+                self._interrupt("the kernel was interrupted")
+        self._finish_output()
+        errors = {rank: r.exception() for rank, r in enumerate(self.results) if r.exception() is not None}
+        if any(isinstance(e, EngineError) for e in errors.values()):
+            self.cluster.raise_if_dead()
+        if errors:
+            order = self.failed_order + [rank for rank in errors if rank not in self.failed_order]
+            note = f"{self.why_interrupted}: sent SIGINT to ranks {_ranks(self.signalled)}" if self.why_interrupted else ""
+            raise describe_failure(errors, order, note)
+        if self.why_interrupted:  # the ranks finished anyway
+            raise RankError(f"{self.why_interrupted}; the ranks had finished the cell")
+        return [r.get() for r in self.results]
+
+    def _step(self) -> None:
+        self.output.poll(self.results)
+        if self.cluster.dead_ranks():
+            self.output.flush()
+            self.cluster.raise_if_dead()
+        now = time.monotonic()
+        for rank, result in enumerate(self.results):
+            if rank not in self.failed_order and result.ready() and not result.successful():
+                self.failed_order.append(rank)
+                self.first_failure_at = self.first_failure_at or now
+        if self.interrupted_at is None:
+            if self.timeout is not None and now > self.started + self.timeout + TIMEOUT_GRACE_S:
+                self._interrupt(f"the cell exceeded --timeout {self.timeout:g}s")
+            elif self.first_failure_at is not None and now > self.first_failure_at + FAILURE_GRACE_S:
+                self._interrupt(f"ranks still running {FAILURE_GRACE_S:g}s after rank {self.failed_order[0]} failed")
+        elif now > self.interrupted_at + INTERRUPT_GRACE_S:
+            self._give_up(f"{self.why_interrupted}, and ranks ignored SIGINT for {INTERRUPT_GRACE_S:g}s")
+        time.sleep(POLL_S)
+
+    def _interrupt(self, why: str) -> None:
+        self.signalled = self.cluster.signal_ranks(signal.SIGINT)
+        self.interrupted_at = time.monotonic()
+        self.why_interrupted = why
+
+    def _give_up(self, why: str) -> None:
+        running = [rank for rank, r in enumerate(self.results) if not r.ready()]
+        self._finish_output()
+        self.cluster.stop()
+        raise RankError(
+            f"{why}: ranks {_ranks(running)} did not finish, so the job was stopped; "
+            "the next %%hvd cell starts new ranks.",
+            tuple(running),
+        )
+
+    def _finish_output(self) -> None:
+        deadline = time.monotonic() + OUTPUT_WAIT_S
+        for result in self.results:
+            if result.ready():
+                result.wait_for_output(max(0.0, deadline - time.monotonic()))
+        self.output.poll(self.results)
+        self.output.flush()
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks)) or "none"

@@ -1,0 +1,70 @@
+"""How %%hvd reports a failed cell: the first failing rank's own traceback, then what happened to the rest."""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+# Exceptions a rank raises because of another rank's failure or our interrupt, not as a cause.
+CONSEQUENCES = frozenset({"EngineAbortedError", "KeyboardInterrupt"})
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class RankError(Exception):
+    """A %%hvd failure shown as its message alone, without a traceback of the magic's own code."""
+
+    def __init__(self, message: str, ranks: tuple[int, ...] = ()):
+        super().__init__(message)
+        self.ranks = ranks
+
+    def _render_traceback_(self) -> list[str]:
+        return str(self).splitlines()
+
+
+def describe_failure(errors: Mapping[int, BaseException], order: list[int], note: str = "") -> RankError:
+    """Build the report for ranks that raised: the first cause (by order) in full, the others on one line.
+
+    note says what the kernel did (e.g. interrupted the ranks); it leads when no rank failed on its own.
+    """
+    causes = [r for r in order if _name(errors[r]) not in CONSEQUENCES]
+    first = causes[0] if causes else min(errors)
+    lines = [note] if note and not causes else []
+    lines += [f"rank {first} raised {_name(errors[first])}: {_value(errors[first])}"]
+    lines += _user_frames(_traceback(errors[first]))
+    others = [r for r in order if r != first]
+    aborted = [r for r in others if _name(errors[r]) in CONSEQUENCES]
+    also = [r for r in others if r not in aborted]
+    if aborted:
+        lines.append("aborted ranks: " + _listing(errors, aborted))
+    if also:
+        lines.append("also failed: " + _listing(errors, also))
+    if note and causes:
+        lines.append(note)
+    return RankError("\n".join(lines), ranks=(first, *others))
+
+
+def _user_frames(lines: list[str]) -> list[str]:
+    """Drop the engine's own frames that precede the first frame of a %%hvd cell."""
+    plain = [_ANSI.sub("", line) for line in lines]
+    start = next((i for i, line in enumerate(plain) if line.startswith("File <string>")), None)
+    end = next((i for i, line in enumerate(plain) if line.startswith("File <hvd cell")), None)
+    if start is None or end is None or end < start:
+        return lines
+    return lines[:start] + lines[end:]
+
+
+def _listing(errors: Mapping[int, BaseException], ranks: list[int]) -> str:
+    return ", ".join(f"rank {r} ({_name(errors[r])})" for r in ranks)
+
+
+def _name(error: BaseException) -> str:
+    """The remote exception's class name (ipyparallel's RemoteError carries it as ename)."""
+    return getattr(error, "ename", None) or type(error).__name__
+
+
+def _value(error: BaseException) -> str:
+    return getattr(error, "evalue", None) if hasattr(error, "ename") else str(error)
+
+
+def _traceback(error: BaseException) -> list[str]:
+    """The rank-side traceback lines, as the rank formatted them."""
+    return (getattr(error, "traceback", None) or "").splitlines()

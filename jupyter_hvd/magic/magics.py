@@ -1,0 +1,221 @@
+"""The IPython magics: %%hvd runs a cell on N MPI ranks, %hvd manages those ranks."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from ..runner.launch import parse_hosts
+from .cell import rank_status
+from .cluster import LaunchConfig, RankCluster
+from .execution import CellRun
+from .failures import RankError
+
+FRAMEWORKS = ("mxnet", "none")
+
+
+@magics_class
+class HvdMagics(Magics):
+    """%%hvd runs a cell on every MPI rank; %hvd shows, stops, restarts and exchanges data with the ranks."""
+
+    def __init__(self, shell: Any):
+        super().__init__(shell)
+        self._cluster: RankCluster | None = None
+        self.launch: LaunchConfig | None = None  # kept after a crash so the next cell restarts the same job
+        self.monitor = True
+        self._reinit = False  # an earlier cell failed: ranks re-initialise the engine before the next one
+        self._cells = 0
+
+    @property
+    def cluster(self) -> RankCluster | None:
+        """The running ranks, or None (a job stopped after a crash counts as not running)."""
+        if self._cluster is not None and self._cluster.stopped:
+            self._cluster = None
+        return self._cluster
+
+    @magic_arguments()
+    @argument("-np", type=int, help="number of ranks; required the first time, a different value restarts")
+    @argument("--restart", action="store_true", help="start new ranks before running the cell")
+    @argument("--hosts", help="hosts and slots, e.g. h1:4,h2:4")
+    @argument("--hostfile", help="an Open MPI hostfile")
+    @argument("--cpu", action="store_true", help="use the CPU even when GPUs are present")
+    @argument("--rank", type=int, help="show only this rank's output (and return its value)")
+    @argument("-o", dest="output", metavar="NAME", help="store the list of per-rank values in NAME")
+    @argument("--timeout", type=float, metavar="S", help="stop the cell on every rank after S seconds")
+    @argument("--framework", choices=FRAMEWORKS, help="engine API bound to hvd on the ranks (default: mxnet if installed)")
+    @argument("--no-monitor", action="store_true", help="do not show the training monitor")
+    @cell_magic("hvd")
+    def hvd_cell(self, line: str, cell: str) -> Any:
+        """Run the cell on every MPI rank; print each rank's output as [rank k] lines; return rank 0's value.
+
+        Without -np the running ranks are reused (or, after a crash, the last job is restarted);
+        --hosts, --hostfile, --cpu and --framework given without -np adjust the running job.
+        """
+        args = parse_argstring(self.hvd_cell, line)
+        config = self._launch_config(args)
+        if args.rank is not None and not 0 <= args.rank < config.np:
+            raise UsageError(f"--rank must be between 0 and {config.np - 1}, got {args.rank}")
+        if args.timeout is not None and args.timeout <= 0:
+            raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
+        if args.output is not None and not args.output.isidentifier():
+            raise UsageError(f"-o needs a variable name, got {args.output!r}")
+        self.monitor = not args.no_monitor
+        cluster = self._ensure_ranks(config, restart=args.restart)
+        self._cells += 1
+        try:
+            values = CellRun(cluster, cell, self._cells, self._reinit, args.timeout, args.rank).wait()
+        except RankError:
+            self._reinit = True
+            raise
+        self._reinit = False
+        if args.output:
+            self.shell.user_ns[args.output] = values
+        if cell.rstrip().endswith(";"):
+            return None
+        return values[args.rank or 0]
+
+    @magic_arguments()
+    @argument("command", choices=("status", "stop", "restart", "push", "pull"))
+    @argument("names", nargs="*", help="variables to push, or the one to pull")
+    @argument("--rank", type=int, default=0, help="rank to pull from (default 0)")
+    @line_magic("hvd")
+    def hvd_line(self, line: str) -> Any:
+        """Manage the ranks: status, stop, restart, push NAME [NAME...], pull NAME [--rank R]."""
+        args = parse_argstring(self.hvd_line, line)
+        if args.command == "status":
+            print(self.status())
+        elif args.command == "stop":
+            stopped = self.cluster is not None
+            self.stop_ranks()
+            print("[hvd] stopped the ranks" if stopped else "[hvd] no ranks running")
+        elif args.command == "restart":
+            if self.launch is None:
+                raise UsageError("no ranks to restart: start them with %%hvd -np N")
+            self._ensure_ranks(self.launch, restart=True)
+        elif args.command == "push":
+            return self._push(args.names)
+        else:
+            return self._pull(args.names, args.rank)
+        return None
+
+    def status(self) -> str:
+        """Describe the running ranks: host, pid, device and whether each engine is initialised."""
+        if self.cluster is None:
+            return "[hvd] no ranks running"
+        cluster = self.cluster
+        try:
+            states = cluster.gather(cluster.submit(rank_status), timeout=10)
+        except RankError as exc:
+            return f"[hvd] {exc}"
+        config = cluster.config
+        where = config.hosts or config.hostfile or "this host"
+        lines = [
+            f"[hvd] {config.np} ranks on {where}, API {cluster.ranks[0].api}, "
+            f"started in {cluster.cold_start_s:.1f}s",
+            f"{'rank':>4}  {'host':<20} {'pid':>8}  {'device':<8} engine",
+        ]
+        for info, state in zip(cluster.ranks, states):
+            engine = "initialised" if state["initialised"] else "not initialised"
+            lines.append(f"{info.rank:>4}  {info.host:<20} {info.pid:>8}  {state['device']:<8} {engine}")
+        return "\n".join(lines)
+
+    def stop_ranks(self) -> None:
+        """Stop the ranks and every process started for them."""
+        if self.cluster is not None:
+            cluster, self._cluster = self.cluster, None
+            survivors = cluster.stop()
+            if survivors:
+                print(f"[hvd] warning: processes survived the stop: {[p.pid for p in survivors]}")
+
+    def _ensure_ranks(self, config: LaunchConfig, restart: bool) -> RankCluster:
+        """Return running ranks for config, starting (or restarting) them when needed."""
+        if self.cluster is not None:
+            reason = "--restart" if restart else self._restart_reason(config)
+            if reason:
+                print(f"[hvd] restarting the ranks ({reason})")
+                self.stop_ranks()
+        if self.cluster is None:
+            self.launch = config
+            cluster = RankCluster(config)
+            cluster.start()
+            self._cluster = cluster
+            self._reinit = False
+            print(f"[hvd] started {config.np} ranks in {cluster.cold_start_s:.1f}s")
+        return self.cluster
+
+    def _restart_reason(self, config: LaunchConfig) -> str:
+        """Why the running ranks cannot serve config, or '' when they can."""
+        assert self.cluster is not None
+        if config != self.cluster.config:
+            changed = [k for k in vars(config) if getattr(config, k) != getattr(self.cluster.config, k)]
+            return "changed " + ", ".join(f"-{k}" if k == "np" else f"--{k}" for k in changed)
+        dead = self.cluster.dead_ranks()
+        if dead:
+            return "ranks died: " + ", ".join(str(r.rank) for r in dead)
+        return ""
+
+    def _launch_config(self, args: Any) -> LaunchConfig:
+        """The job a cell asks for: a full spec with -np, else the current job adjusted by the flags given."""
+        if args.np is None and self.launch is None:
+            raise UsageError("-np N is required to start the ranks, e.g. %%hvd -np 2")
+        if args.np is not None and args.np < 1:
+            raise UsageError(f"-np must be at least 1, got {args.np}")
+        base = LaunchConfig(np=args.np, framework=_default_framework()) if args.np is not None else self.launch
+        changes = {k: getattr(args, k) for k in ("hosts", "hostfile", "framework") if getattr(args, k) is not None}
+        if args.cpu:
+            changes["cpu"] = True
+        config = LaunchConfig(**{**vars(base), **changes})
+        _check_placement(config)
+        if config.framework == "mxnet" and importlib.util.find_spec("mxnet") is None:
+            raise UsageError("--framework mxnet: mxnet is not installed (pip install mxnet)")
+        return config
+
+    def _push(self, names: list[str]) -> None:
+        if not names:
+            raise UsageError("usage: %hvd push NAME [NAME...]")
+        missing = [n for n in names if n not in self.shell.user_ns]
+        if missing:
+            raise UsageError(f"not defined in the notebook: {', '.join(missing)}")
+        self._running().push({n: self.shell.user_ns[n] for n in names})
+        print(f"[hvd] pushed {', '.join(names)} to {len(self._running().ranks)} ranks")
+
+    def _pull(self, names: list[str], rank: int) -> Any:
+        if len(names) != 1:
+            raise UsageError("usage: %hvd pull NAME [--rank R]")
+        cluster = self._running()
+        if not 0 <= rank < len(cluster.ranks):
+            raise UsageError(f"--rank must be between 0 and {len(cluster.ranks) - 1}, got {rank}")
+        return cluster.pull(names[0], rank)
+
+    def _running(self) -> RankCluster:
+        if self.cluster is None:
+            raise UsageError("no ranks running: start them with %%hvd -np N")
+        return self.cluster
+
+
+def _default_framework() -> str:
+    """mxnet when it is installed, else the framework-neutral API."""
+    return "mxnet" if importlib.util.find_spec("mxnet") is not None else "none"
+
+
+def _check_placement(config: LaunchConfig) -> None:
+    """Reject host lists that mpiexec could not use, with a one-line reason."""
+    if config.hosts and config.hostfile:
+        raise UsageError("give --hosts or --hostfile, not both")
+    if config.hostfile and not os.path.isfile(config.hostfile):
+        raise UsageError(f"--hostfile {config.hostfile}: no such file")
+    if config.hosts:
+        try:
+            hosts = parse_hosts(config.hosts)
+        except ValueError as exc:
+            raise UsageError(f"--hosts: {exc}") from None
+        for host, _ in hosts:
+            try:
+                socket.getaddrinfo(host, None)
+            except OSError:
+                raise UsageError(f"--hosts: unknown host {host!r}") from None
