@@ -1,7 +1,9 @@
 """What runs inside each rank's engine: device pinning, engine start, and the %%hvd cell wrapper.
 
 Only the standard library is imported at module level so that ranks can import
-this module cheaply; the engine API is imported by setup_rank().
+this module cheaply; the engine API is imported by setup_rank(). The engine's
+lifecycle (init, shutdown, abort) goes through the core ``jupyter_hvd`` module,
+since framework modules such as ``jupyter_hvd.mxnet`` mirror Horovod and omit abort.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from types import CodeType
 from typing import Any
 
 # Per-rank state kept between cells (this module lives as long as the engine).
-_state: dict[str, Any] = {"hvd": None, "device": "cpu"}
+_state: dict[str, Any] = {"engine": None, "api": None, "device": "cpu"}
 
 
 class RemoteRepr:
@@ -33,15 +35,14 @@ class RemoteRepr:
 
 
 def setup_rank(framework: str, cpu: bool) -> dict[str, Any]:
-    """Pin this rank to its device, bind the engine API to ``hvd`` in the rank namespace and init it."""
+    """Pin this rank to its device, init the engine and bind the framework's API to ``hvd`` for the cells."""
     local_rank = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
     local_size = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
     _state["device"] = _pin_device(local_rank, local_size, cpu)
+    engine = _state["engine"] = importlib.import_module("jupyter_hvd")
     api = "jupyter_hvd.mxnet" if framework == "mxnet" and importlib.util.find_spec("jupyter_hvd.mxnet") else "jupyter_hvd"
-    hvd = importlib.import_module(api)
-    _state["hvd"] = hvd
-    _user_ns()["hvd"] = hvd
-    hvd.init()
+    _state["api"] = _user_ns()["hvd"] = importlib.import_module(api)
+    engine.init()
     return {
         "rank": _world_rank(),
         "local_rank": local_rank,
@@ -53,21 +54,21 @@ def setup_rank(framework: str, cpu: bool) -> dict[str, Any]:
 
 def rank_status() -> dict[str, Any]:
     """Report this rank's device, engine API module and whether its engine is initialised."""
-    hvd = _state["hvd"]
+    engine = _state["engine"]
     return {
         "device": _state["device"],
-        "api": getattr(hvd, "__name__", None),
-        "initialised": bool(hvd is not None and hvd.is_initialized()),
+        "api": getattr(_state["api"], "__name__", None),
+        "initialised": bool(engine is not None and engine.is_initialized()),
     }
 
 
 def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None) -> Any:
     """Run a %%hvd cell in this rank's namespace; on error abort the job so peers cannot hang, then re-raise."""
     __tracebackhide__ = True  # keep this wrapper out of the traceback the notebook shows
-    hvd = _state["hvd"]
-    if reinit and hvd is not None:
-        hvd.shutdown()
-        hvd.init()
+    engine = _state["engine"]
+    if reinit and engine is not None:
+        engine.shutdown()
+        engine.init()
     deadline = _Deadline(timeout)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
@@ -107,9 +108,9 @@ class _Deadline:
             if self._done:
                 return
             self.expired = True
-        hvd = _state["hvd"]
-        if hvd is not None and hvd.is_initialized():
-            hvd.abort(f"rank {_world_rank()}: cell exceeded --timeout {self.timeout:g}s")
+        engine = _state["engine"]
+        if engine is not None and engine.is_initialized():
+            engine.abort(f"rank {_world_rank()}: cell exceeded --timeout {self.timeout:g}s")
         signal.pthread_kill(self._main, signal.SIGINT)
 
     def cancel(self) -> None:
@@ -121,10 +122,10 @@ class _Deadline:
 
 def _abort_job(exc: BaseException) -> None:
     """Abort every rank's collectives because this rank failed, unless the failure is itself an abort."""
-    hvd = _state["hvd"]
-    if hvd is None or not hvd.is_initialized() or isinstance(exc, hvd.EngineAbortedError):
+    engine = _state["engine"]
+    if engine is None or not engine.is_initialized() or isinstance(exc, engine.EngineAbortedError):
         return
-    hvd.abort(f"rank {_world_rank()} raised {type(exc).__name__}: {exc}")
+    engine.abort(f"rank {_world_rank()} raised {type(exc).__name__}: {exc}")
 
 
 def _compile(code: str, filename: str) -> tuple[CodeType, CodeType | None]:

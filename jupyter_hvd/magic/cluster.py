@@ -152,8 +152,10 @@ class RankCluster:
         except BaseException as exc:
             output = self._output()
             self.stop()
-            if isinstance(exc, (KeyboardInterrupt, RankError)):
+            if isinstance(exc, RankError):
                 raise
+            if isinstance(exc, KeyboardInterrupt):
+                raise RankError("interrupted while starting the ranks; stopped what had started") from None
             raise self._start_error(f"{type(exc).__name__}: {exc}", output) from None
         self.cold_start_s = time.monotonic() - began
 
@@ -171,10 +173,10 @@ class RankCluster:
         except Exception:  # whatever ipyparallel could not stop is killed below
             pass
         processes += [child for p in processes if _alive(p) for child in _children(p)]
-        for process in processes:
-            if _alive(process):
-                _kill(process)
-        _, survivors = psutil.wait_procs(processes, timeout=5)
+        leftovers = [p for p in dict.fromkeys(processes) if _alive(p)]
+        for process in leftovers:
+            _kill(process)
+        _, survivors = psutil.wait_procs(leftovers, timeout=5)
         shutil.rmtree(self._profile_dir, ignore_errors=True)
         return [p for p in survivors if _alive(p)]
 
@@ -195,7 +197,7 @@ class RankCluster:
             self.raise_if_dead()
             if time.monotonic() > deadline:
                 raise RankError(f"ranks did not answer within {timeout:g}s")
-            time.sleep(POLL_S)
+            wait_a_little(results)
         for rank, result in zip(ranks, results):
             error = result.exception()
             if error is not None:
@@ -303,6 +305,13 @@ class RankCluster:
         if tail:
             message += "\nprocess output (last lines):\n" + "\n".join(tail)
         return RankError(message)
+
+
+def wait_a_little(results: list[Any]) -> None:
+    """Block up to POLL_S, returning early when the first unfinished AsyncResult completes."""
+    pending = [r for r in results if not r.ready()]
+    if pending:
+        pending[0].wait(POLL_S)
 
 
 def _alive(process: psutil.Process) -> bool:

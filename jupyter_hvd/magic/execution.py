@@ -8,7 +8,7 @@ from typing import Any
 from ipyparallel.error import EngineError
 
 from .cell import run_cell
-from .cluster import POLL_S, RankCluster
+from .cluster import RankCluster, wait_a_little
 from .failures import RankError, describe_failure
 from .output import RankOutput
 
@@ -72,7 +72,7 @@ class CellRun:
                 self._interrupt(f"ranks still running {FAILURE_GRACE_S:g}s after rank {self.failed_order[0]} failed")
         elif now > self.interrupted_at + INTERRUPT_GRACE_S:
             self._give_up(f"{self.why_interrupted}, and ranks ignored SIGINT for {INTERRUPT_GRACE_S:g}s")
-        time.sleep(POLL_S)
+        wait_a_little(self.results)
 
     def _interrupt(self, why: str) -> None:
         self.signalled = self.cluster.signal_ranks(signal.SIGINT)

@@ -1,0 +1,275 @@
+"""The %%hvd magic driven through a real IPython shell on real MPI ranks (2 by default)."""
+import _thread
+import importlib.util
+import os
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.magic_arguments import parse_argstring
+
+import jupyter_hvd
+from jupyter_hvd.magic.magics import HvdMagics
+
+pytestmark = pytest.mark.timeout(180)
+
+HEAD = "%%hvd -np 2 --framework none"  # reuses the running ranks unless they differ
+needs_abort = pytest.mark.skipif(not hasattr(jupyter_hvd, "abort"), reason="engine has no hvd.abort yet")
+
+
+@pytest.fixture(scope="module")
+def ip():
+    """One shell with the extension loaded; its ranks are stopped at the end of the module."""
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "jupyter_hvd.magic")
+    yield shell
+    shell.run_line_magic("hvd", "stop")
+
+
+@pytest.fixture(scope="module")
+def started(ip):
+    """Cold-start two ranks once for the module; yields the output of that first cell."""
+    began = time.monotonic()
+    result = ip.run_cell(f"{HEAD}\nprint('hello from', hvd.rank(), 'of', hvd.size())")
+    assert result.success
+    return time.monotonic() - began
+
+
+def run(ip, capsys, source):
+    """Run a cell in the shell; return its ExecutionResult and everything it printed."""
+    result = ip.run_cell(source)
+    captured = capsys.readouterr()
+    return result, captured.out + captured.err
+
+
+def magics(ip) -> HvdMagics:
+    return ip.magics_manager.registry["HvdMagics"]
+
+
+def cluster_processes():
+    """Processes this test process started for ranks: controller, mpiexec/prterun, engines."""
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            line = " ".join(p.cmdline())
+        except psutil.Error:
+            continue
+        if "ipyparallel" in line or p.name() in ("mpiexec", "prterun", "prted"):
+            found.append(p)
+    return found
+
+
+def test_cold_start_prefixes_each_ranks_output(ip, started, capsys):
+    result, out = run(ip, capsys, f"{HEAD}\nprint('hello from', hvd.rank(), 'of', hvd.size())")
+    assert result.success
+    assert "[rank 0] hello from 0 of 2" in out
+    assert "[rank 1] hello from 1 of 2" in out
+    assert started < 60
+
+
+def test_last_expression_comes_from_rank_0(ip, started, capsys):
+    result, _ = run(ip, capsys, f"{HEAD}\nhvd.rank() + 100")
+    assert result.result == 100
+
+
+def test_variables_persist_between_cells(ip, started, capsys):
+    run(ip, capsys, f"{HEAD}\nkept = hvd.rank() * 7")
+    result, _ = run(ip, capsys, "%%hvd\nkept + 1")
+    assert result.result == 1
+
+
+def test_output_option_stores_every_ranks_value(ip, started, capsys):
+    result, _ = run(ip, capsys, f"{HEAD} -o values\n[hvd.rank()] * 2")
+    assert result.success
+    assert ip.user_ns["values"] == [[0, 0], [1, 1]]
+
+
+def test_rank_option_shows_only_that_rank(ip, started, capsys):
+    result, out = run(ip, capsys, f"{HEAD} --rank 1\nprint('only', hvd.rank())\nhvd.rank()")
+    assert "[rank 1] only 1" in out
+    assert "[rank 0]" not in out
+    assert result.result == 1
+
+
+def test_partial_lines_wait_for_their_newline_and_stderr_is_prefixed(ip, started, capsys):
+    source = (
+        f"{HEAD}\nimport sys, time\nprint('part', end='', flush=True)\ntime.sleep(0.5)\nprint('-whole')\n"
+        "print('oops', file=sys.stderr)\nprint('tail', end='')"
+    )
+    result, out = run(ip, capsys, source)
+    assert result.success
+    for rank in (0, 1):
+        assert f"[rank {rank}] part-whole" in out
+        assert f"[rank {rank}] oops" in out
+        assert f"[rank {rank}] tail" in out
+
+
+def test_status_lists_ranks(ip, started, capsys):
+    _, out = run(ip, capsys, "%hvd status")
+    cluster = magics(ip).cluster
+    assert "2 ranks" in out
+    for info in cluster.ranks:
+        assert str(info.pid) in out
+    assert "initialised" in out and "cpu" in out
+
+
+def test_push_and_pull(ip, started, capsys):
+    ip.user_ns["shared"] = {"lr": 0.1}
+    _, out = run(ip, capsys, "%hvd push shared")
+    assert "pushed shared" in out
+    run(ip, capsys, f"{HEAD}\nmine = (shared['lr'], hvd.rank())")
+    assert run(ip, capsys, "%hvd pull mine")[0].result == (0.1, 0)
+    assert run(ip, capsys, "%hvd pull mine --rank 1")[0].result == (0.1, 1)
+    result, out = run(ip, capsys, "%hvd pull missing_name --rank 1")
+    assert not result.success
+    assert "rank 1: NameError" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("%%hvd -np 0", "-np must be at least 1"),
+        ("%%hvd --bogus", "unrecognized arguments: --bogus"),
+        ("%%hvd -np two", "invalid int value"),
+        ("%%hvd -np 2 --hosts no-such-host.invalid:2", "unknown host 'no-such-host.invalid'"),
+        ("%%hvd -np 2 --hostfile /no/such/hostfile", "no such file"),
+        ("%%hvd -np 2 --framework tensorflow", "invalid choice: 'tensorflow'"),
+        ("%%hvd --rank 5", "--rank must be between 0 and 1"),
+        ("%%hvd --timeout -1", "--timeout must be positive"),
+        ("%%hvd -o 1x", "-o needs a variable name"),
+        ("%hvd frobnicate", "invalid choice: 'frobnicate'"),
+        ("%hvd push undefined_here", "not defined in the notebook: undefined_here"),
+    ],
+)
+def test_bad_flags_give_one_clear_message(ip, started, capsys, line, message):
+    result, out = run(ip, capsys, f"{line}\nprint('never runs')" if line.startswith("%%") else line)
+    assert not result.success
+    assert isinstance(result.error_in_exec, UsageError)
+    assert message in out
+    assert "Traceback" not in out and "never runs" not in out
+
+
+def test_np_is_required_the_first_time(ip):
+    with pytest.raises(UsageError, match="-np N is required"):
+        HvdMagics(ip).hvd_cell("", "print(1)")
+
+
+def test_framework_defaults_to_mxnet_when_installed(ip):
+    fresh = HvdMagics(ip)
+    expected = "mxnet" if importlib.util.find_spec("mxnet") is not None else "none"
+    assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == expected
+
+
+def test_exception_on_rank_1_is_reported_and_next_cell_works(ip, started, capsys):
+    source = f"{HEAD}\nif hvd.rank() == 1:\n    raise ValueError('bad batch on rank 1')\n'fine'"
+    result, out = run(ip, capsys, source)
+    assert not result.success
+    assert out.splitlines()[0].startswith("rank 1 raised ValueError: bad batch on rank 1")
+    assert "<hvd cell" in out and "run_cell" not in out
+    result, out = run(ip, capsys, f"{HEAD}\nprint('next', hvd.rank())\nhvd.rank()")
+    assert result.success and result.result == 0
+    assert "[rank 1] next 1" in out
+
+
+@needs_abort
+def test_raise_while_peer_waits_in_allreduce_aborts_the_peer(ip, started, capsys):
+    source = (
+        f"{HEAD}\nimport numpy as np, time\n"
+        "if hvd.rank() == 1:\n    time.sleep(0.5)\n    raise RuntimeError('rank 1 gave up')\n"
+        "hvd.allreduce(np.ones(4), name='never_matched')"
+    )
+    began = time.monotonic()
+    result, out = run(ip, capsys, source)
+    assert time.monotonic() - began < 5
+    assert not result.success
+    assert out.splitlines()[0] == "rank 1 raised RuntimeError: rank 1 gave up"
+    assert "aborted ranks: rank 0 (EngineAbortedError)" in out
+    result, _ = run(ip, capsys, f"{HEAD}\nimport numpy as np\nfloat(hvd.allreduce(np.ones(2) * hvd.rank())[0])")
+    assert result.success and result.result == 0.5
+
+
+def test_peer_outside_collectives_is_interrupted_after_grace(ip, started, capsys):
+    source = f"{HEAD}\nimport time\nif hvd.rank() == 1:\n    raise KeyError('k')\ntime.sleep(60)"
+    began = time.monotonic()
+    result, out = run(ip, capsys, source)
+    assert time.monotonic() - began < 15
+    assert out.splitlines()[0] == "rank 1 raised KeyError: 'k'"
+    assert "aborted ranks: rank 0 (KeyboardInterrupt)" in out
+    assert run(ip, capsys, f"{HEAD}\nhvd.rank()")[0].result == 0
+
+
+def test_timeout_cuts_a_sleeping_cell_off(ip, started, capsys):
+    began = time.monotonic()
+    result, out = run(ip, capsys, f"{HEAD} --timeout 2\nimport time\ntime.sleep(60)")
+    assert time.monotonic() - began < 8
+    assert not result.success
+    assert "TimeoutError: cell exceeded --timeout 2s" in out
+    assert run(ip, capsys, f"{HEAD}\n'alive'")[0].result == "alive"
+
+
+@needs_abort
+def test_timeout_frees_a_rank_blocked_in_a_collective(ip, started, capsys):
+    source = (
+        f"{HEAD} --timeout 2\nimport numpy as np, time\n"
+        "if hvd.rank() == 0:\n    hvd.allreduce(np.ones(3), name='lonely')\nelse:\n    time.sleep(60)"
+    )
+    began = time.monotonic()
+    result, out = run(ip, capsys, source)
+    assert time.monotonic() - began < 10
+    assert not result.success and "--timeout 2s" in out
+    result, _ = run(ip, capsys, f"{HEAD}\nimport numpy as np\nfloat(hvd.allreduce(np.ones(1))[0])")
+    assert result.success and result.result == 1.0
+
+
+def test_kernel_interrupt_signals_the_ranks(ip, started, capsys):
+    timer = threading.Timer(1.5, _thread.interrupt_main)
+    timer.start()
+    began = time.monotonic()
+    result, out = run(ip, capsys, f"{HEAD}\nimport time\ntime.sleep(60)")
+    timer.join()
+    assert time.monotonic() - began < 10
+    assert not result.success
+    assert out.splitlines()[0] == "the kernel was interrupted: sent SIGINT to ranks 0, 1"
+    assert "KeyboardInterrupt" in out
+    assert run(ip, capsys, f"{HEAD}\nhvd.rank()")[0].result == 0
+
+
+def test_killed_rank_is_reported_and_next_cell_restarts(ip, started, capsys):
+    victim = magics(ip).cluster.ranks[1].pid
+    timer = threading.Timer(1.0, os.kill, (victim, signal.SIGKILL))
+    timer.start()
+    began = time.monotonic()
+    result, out = run(ip, capsys, f"{HEAD}\nimport time\ntime.sleep(60)")
+    assert time.monotonic() - began < 11
+    assert not result.success
+    assert f"rank 1 (pid {victim}" in out and "died" in out
+    result, out = run(ip, capsys, f"{HEAD}\nprint('reborn', hvd.rank())\nhvd.size()")
+    assert result.success and result.result == 2
+    assert "[hvd] started 2 ranks" in out and "[rank 1] reborn 1" in out
+    assert victim not in [r.pid for r in magics(ip).cluster.ranks]
+
+
+def test_different_np_restarts(ip, started, capsys):
+    result, out = run(ip, capsys, "%%hvd -np 1 --framework none\nhvd.size()")
+    assert result.result == 1
+    assert "restarting the ranks (changed -np)" in out
+    result, out = run(ip, capsys, f"{HEAD}\nhvd.size()")
+    assert result.result == 2
+
+
+def test_restart_and_stop_leave_no_processes(ip, started, capsys):
+    before = [r.pid for r in magics(ip).cluster.ranks]
+    _, out = run(ip, capsys, "%hvd restart")
+    assert "restarting the ranks (--restart)" in out
+    assert set(before).isdisjoint(r.pid for r in magics(ip).cluster.ranks)
+    assert cluster_processes()
+    _, out = run(ip, capsys, "%hvd stop")
+    assert "stopped" in out
+    assert cluster_processes() == []
+    assert "no ranks running" in run(ip, capsys, "%hvd status")[1]
+    result, out = run(ip, capsys, "%%hvd\nhvd.rank()")
+    assert result.success and "[hvd] started 2 ranks" in out
