@@ -13,6 +13,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic_arguments import parse_argstring
 
 import jupyter_hvd
+from jupyter_hvd.magic import cell
+from jupyter_hvd.magic.cluster import LaunchConfig, RankCluster
+from jupyter_hvd.magic.failures import RankError
 from jupyter_hvd.magic.magics import HvdMagics
 
 pytestmark = pytest.mark.timeout(180)
@@ -162,6 +165,35 @@ def test_framework_defaults_to_mxnet_when_installed(ip):
     fresh = HvdMagics(ip)
     expected = "mxnet" if importlib.util.find_spec("mxnet") is not None else "none"
     assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == expected
+
+
+def test_a_missing_framework_is_a_usage_error(ip, monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mxnet" else real_find_spec(name, *a))
+    fresh = HvdMagics(ip)
+    assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == "none"
+    with pytest.raises(UsageError, match="mxnet is not installed"):
+        fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1 --framework mxnet"))
+
+
+@pytest.mark.parametrize(
+    "visible, local_rank, cpu, device, pinned",
+    [("3,5", 1, False, "gpu:5", "5"), ("3,5", 2, False, "gpu:3", "3"), ("3,5", 0, True, "cpu", ""), ("", 0, False, "cpu", "")],
+)
+def test_device_pinning_follows_the_local_rank(monkeypatch, visible, local_rank, cpu, device, pinned):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert cell._pin_device(local_rank, 2, cpu) == device
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == pinned
+    assert ("OMP_NUM_THREADS" in os.environ) == (device == "cpu")
+
+
+def test_start_timeout_is_a_clear_error_and_leaves_no_processes():
+    running = set(cluster_processes())  # the module's own ranks may be up
+    slow = RankCluster(LaunchConfig(np=2), start_timeout=2)
+    with pytest.raises(RankError, match="could not start 2 ranks: .*within 2s"):
+        slow.start()
+    assert slow.stopped and set(cluster_processes()) <= running
 
 
 def test_exception_on_rank_1_is_reported_and_next_cell_works(ip, started, capsys):

@@ -62,8 +62,11 @@ def rank_status() -> dict[str, Any]:
     }
 
 
-def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None) -> Any:
-    """Run a %%hvd cell in this rank's namespace; on error abort the job so peers cannot hang, then re-raise."""
+def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value_ranks: list[int] | None) -> Any:
+    """Run a %%hvd cell in this rank's namespace; on error abort the job so peers cannot hang, then re-raise.
+
+    The last expression's value is sent back only from value_ranks (None: from every rank).
+    """
     __tracebackhide__ = True  # keep this wrapper out of the traceback the notebook shows
     engine = _state["engine"]
     if reinit and engine is not None:
@@ -86,6 +89,8 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None) -> An
     finally:
         deadline.cancel()
         signal.signal(signal.SIGINT, previous)
+    if value_ranks is not None and _world_rank() not in value_ranks:
+        return None
     return _sendable(value)
 
 

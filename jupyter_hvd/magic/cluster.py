@@ -136,8 +136,7 @@ class RankCluster:
         deadline = began + self.start_timeout
         atexit.register(self.stop)
         try:
-            loop = _background_loop()
-            loop.run(self._cluster.start_controller(), self.start_timeout)
+            self._run_until(self._cluster.start_controller(), deadline, "the controller")
             spec = LaunchSpec(
                 np=self.config.np,
                 hosts=self.config.hosts,
@@ -145,8 +144,9 @@ class RankCluster:
                 env={"PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))},
                 forward=default_forward(os.environ),
             )
-            loop.run(self._cluster.start_engines(self.config.np, launch_spec=spec, engine_args=ENGINE_ARGS), self.start_timeout)
-            self._client = loop.run(self._cluster.connect_client(), self.start_timeout)
+            engines = self._cluster.start_engines(self.config.np, launch_spec=spec, engine_args=ENGINE_ARGS)
+            self._run_until(engines, deadline, "the engine launch")
+            self._client = self._run_until(self._cluster.connect_client(), deadline, "the client")
             self._wait_registered(deadline)
             self._setup_ranks(deadline)
         except BaseException as exc:
@@ -245,6 +245,13 @@ class RankCluster:
         return "\n".join(launcher.get_output() for launcher in launchers if launcher is not None)
 
     # -- internals -------------------------------------------------------------------------------
+
+    def _run_until(self, step: Coroutine[Any, Any, Any], deadline: float, what: str) -> Any:
+        """Run one async start step on the background loop, failing with a clear error at the deadline."""
+        try:
+            return _background_loop().run(step, max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            raise self._start_error(f"{what} did not start within {self.start_timeout:g}s", self._output()) from None
 
     def _wait_registered(self, deadline: float) -> None:
         while len(self._client.ids) < self.config.np:

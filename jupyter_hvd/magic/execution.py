@@ -22,11 +22,11 @@ class CellRun:
     """One cell on all ranks: submits it, relays output, and escalates until every rank is done."""
 
     def __init__(self, cluster: RankCluster, code: str, cell_id: int, reinit: bool, timeout: float | None,
-                 only_rank: int | None = None):
+                 only_rank: int | None = None, value_ranks: list[int] | None = None):
         self.cluster = cluster
         self.timeout = timeout
         self.output = RankOutput(len(cluster.ranks), only_rank)
-        self.results = cluster.submit(run_cell, code, cell_id, reinit, timeout)
+        self.results = cluster.submit(run_cell, code, cell_id, reinit, timeout, value_ranks)
         self.started = time.monotonic()
         self.failed_order: list[int] = []  # ranks in the order their failure was seen
         self.first_failure_at: float | None = None
@@ -35,7 +35,7 @@ class CellRun:
         self.signalled: list[int] = []
 
     def wait(self) -> list[Any]:
-        """Return every rank's value of the cell's last expression, or raise RankError describing the failure."""
+        """Return each rank's value of the cell's last expression (None where not asked for), or raise RankError."""
         while not all(r.ready() for r in self.results):
             try:
                 self._step()

@@ -67,8 +67,10 @@ class HvdMagics(Magics):
         self.monitor = not args.no_monitor
         cluster = self._ensure_ranks(config, restart=args.restart)
         self._cells += 1
+        shown = args.rank or 0
+        value_ranks = None if args.output else [shown]  # only -o needs every rank's value
         try:
-            values = CellRun(cluster, cell, self._cells, self._reinit, args.timeout, args.rank).wait()
+            values = CellRun(cluster, cell, self._cells, self._reinit, args.timeout, args.rank, value_ranks).wait()
         except RankError:
             self._reinit = True
             raise
@@ -77,7 +79,7 @@ class HvdMagics(Magics):
             self.shell.user_ns[args.output] = values
         if cell.rstrip().endswith(";"):
             return None
-        return values[args.rank or 0]
+        return values[shown]
 
     @magic_arguments()
     @argument("command", choices=("status", "stop", "restart", "push", "pull"))
@@ -167,6 +169,8 @@ class HvdMagics(Magics):
             raise UsageError(f"-np must be at least 1, got {args.np}")
         base = LaunchConfig(np=args.np, framework=_default_framework()) if args.np is not None else self.launch
         changes = {k: getattr(args, k) for k in ("hosts", "hostfile", "framework") if getattr(args, k) is not None}
+        if args.np is None and (args.hosts or args.hostfile):  # a new placement replaces the old one
+            changes = {"hosts": None, "hostfile": None, **changes}
         if args.cpu:
             changes["cpu"] = True
         config = LaunchConfig(**{**vars(base), **changes})
