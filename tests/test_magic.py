@@ -169,7 +169,11 @@ def test_framework_defaults_to_mxnet_when_installed(ip):
 
 def test_a_missing_framework_is_a_usage_error(ip, monkeypatch):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mxnet" else real_find_spec(name, *a))
+
+    def without_mxnet(name, *args):
+        return None if name == "mxnet" else real_find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_mxnet)
     fresh = HvdMagics(ip)
     assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == "none"
     with pytest.raises(UsageError, match="mxnet is not installed"):
@@ -178,7 +182,12 @@ def test_a_missing_framework_is_a_usage_error(ip, monkeypatch):
 
 @pytest.mark.parametrize(
     "visible, local_rank, cpu, device, pinned",
-    [("3,5", 1, False, "gpu:5", "5"), ("3,5", 2, False, "gpu:3", "3"), ("3,5", 0, True, "cpu", ""), ("", 0, False, "cpu", "")],
+    [
+        ("3,5", 1, False, "gpu:5", "5"),
+        ("3,5", 2, False, "gpu:3", "3"),
+        ("3,5", 0, True, "cpu", ""),
+        ("", 0, False, "cpu", ""),
+    ],
 )
 def test_device_pinning_follows_the_local_rank(monkeypatch, visible, local_rank, cpu, device, pinned):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)

@@ -8,6 +8,7 @@ since framework modules such as ``jupyter_hvd.mxnet`` mirror Horovod and omit ab
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import importlib.util
 import linecache
@@ -40,8 +41,8 @@ def setup_rank(framework: str, cpu: bool) -> dict[str, Any]:
     local_size = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
     _state["device"] = _pin_device(local_rank, local_size, cpu)
     engine = _state["engine"] = importlib.import_module("jupyter_hvd")
-    api = "jupyter_hvd.mxnet" if framework == "mxnet" and importlib.util.find_spec("jupyter_hvd.mxnet") else "jupyter_hvd"
-    _state["api"] = _user_ns()["hvd"] = importlib.import_module(api)
+    with_mxnet = framework == "mxnet" and importlib.util.find_spec("jupyter_hvd.mxnet") is not None
+    _state["api"] = _user_ns()["hvd"] = importlib.import_module("jupyter_hvd.mxnet" if with_mxnet else "jupyter_hvd")
     engine.init()
     return {
         "rank": _world_rank(),
@@ -130,7 +131,9 @@ def _abort_job(exc: BaseException) -> None:
     engine = _state["engine"]
     if engine is None or not engine.is_initialized() or isinstance(exc, engine.EngineAbortedError):
         return
-    engine.abort(f"rank {_world_rank()} raised {type(exc).__name__}: {exc}")
+    # A failing abort must not hide the cell's own error; peers it failed to free get SIGINT from the kernel.
+    with contextlib.suppress(Exception):
+        engine.abort(f"rank {_world_rank()} raised {type(exc).__name__}: {exc}")
 
 
 def _compile(code: str, filename: str) -> tuple[CodeType, CodeType | None]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import logging
 import os
 import shutil
 import socket
@@ -150,7 +151,7 @@ class RankCluster:
             self._wait_registered(deadline)
             self._setup_ranks(deadline)
         except BaseException as exc:
-            output = self._output()
+            output = self._output()  # read before stop() removes the log files
             self.stop()
             if isinstance(exc, RankError):
                 raise
@@ -201,7 +202,8 @@ class RankCluster:
         for rank, result in zip(ranks, results):
             error = result.exception()
             if error is not None:
-                raise RankError(f"rank {rank}: {getattr(error, 'ename', type(error).__name__)}: {getattr(error, 'evalue', error)}", (rank,))
+                name, value = getattr(error, "ename", type(error).__name__), getattr(error, "evalue", error)
+                raise RankError(f"rank {rank}: {name}: {value}", (rank,))
         return [r.get() for r in results]
 
     def push(self, values: dict[str, Any], timeout: float = 60.0) -> None:
@@ -228,14 +230,18 @@ class RankCluster:
         if dead:
             self.stop()
             names = "; ".join(f"rank {r.rank} (pid {r.pid} on {r.host}) died" for r in dead)
-            raise RankError(f"{names}. The job was stopped; the next %%hvd cell starts new ranks.", tuple(r.rank for r in dead))
+            message = f"{names}. The job was stopped; the next %%hvd cell starts new ranks."
+            raise RankError(message, tuple(r.rank for r in dead))
 
     def signal_ranks(self, signum: int) -> list[int]:
         """Send a signal to every rank process on this host; return the ranks signalled."""
         sent = []
         for r in self.ranks:
             if r.process is not None and _alive(r.process):
-                r.process.send_signal(signum)
+                try:
+                    r.process.send_signal(signum)
+                except psutil.Error:  # it exited meanwhile; dead_ranks() will report it
+                    continue
                 sent.append(r.rank)
         return sent
 
@@ -277,8 +283,8 @@ class RankCluster:
         for engine_id, result in zip(ids, results):
             error = result.exception()
             if error is not None:
-                lines = [f"engine {engine_id} failed to initialise: {error.ename}: {error.evalue}"]
-                raise self._start_error("\n".join(lines + (error.traceback or "").splitlines()), "")
+                reason = f"engine {engine_id} failed to initialise: {error.ename}: {error.evalue}"
+                raise self._start_error(f"{reason}\n{error.traceback or ''}", "")
         here = socket.gethostname()
         infos = sorted((r.get() | {"engine_id": i} for i, r in zip(ids, results)), key=lambda info: info["rank"])
         self.ranks = [
@@ -342,10 +348,8 @@ def _kill(process: psutil.Process) -> None:
         pass
 
 
-def _quiet_log() -> Any:
+def _quiet_log() -> logging.Logger:
     """ipyparallel's cluster log, limited to errors: expected exit codes of stopped ranks are not news."""
-    import logging
-
     log = logging.getLogger("jupyter_hvd.magic.ipyparallel")
     log.setLevel(logging.ERROR)
     if not log.handlers:

@@ -49,7 +49,7 @@ class CellRun:
             self.cluster.raise_if_dead()
         if errors:
             order = self.failed_order + [rank for rank in errors if rank not in self.failed_order]
-            note = f"{self.why_interrupted}: sent SIGINT to ranks {_ranks(self.signalled)}" if self.why_interrupted else ""
+            note = self.why_interrupted and f"{self.why_interrupted}: sent SIGINT to ranks {_ranks(self.signalled)}"
             raise describe_failure(errors, order, note)
         if self.why_interrupted:  # the ranks finished anyway
             raise RankError(f"{self.why_interrupted}; the ranks had finished the cell")

@@ -47,7 +47,7 @@ class HvdMagics(Magics):
     @argument("--rank", type=int, help="show only this rank's output (and return its value)")
     @argument("-o", dest="output", metavar="NAME", help="store the list of per-rank values in NAME")
     @argument("--timeout", type=float, metavar="S", help="stop the cell on every rank after S seconds")
-    @argument("--framework", choices=FRAMEWORKS, help="engine API bound to hvd on the ranks (default: mxnet if installed)")
+    @argument("--framework", choices=FRAMEWORKS, help="API bound to hvd on the ranks (default: mxnet if installed)")
     @argument("--no-monitor", action="store_true", help="do not show the training monitor")
     @cell_magic("hvd")
     def hvd_cell(self, line: str, cell: str) -> Any:
