@@ -1,5 +1,6 @@
 """Collective operations on host arrays (numpy or DLPack), with Horovod's names and defaults."""
 import itertools
+from collections import defaultdict
 import warnings
 from typing import Any, Callable, Optional, Sequence
 
@@ -18,14 +19,16 @@ _REDUCE_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product
 
 # Op types, valued as the engine's hvd::OpType.
 _ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER, _BARRIER = range(6)
-_counters = {k: itertools.count() for k in ("allreduce", "allgather", "broadcast", "alltoall",
-                                            "reducescatter", "barrier")}
+_counters: dict = defaultdict(itertools.count)
 
 
-def _name(kind: str, name: Optional[str]) -> str:
-    """The caller's name, or one that matches across ranks that call in the same order."""
+def _name(kind: str, name: Optional[str], set_id: int) -> str:
+    """The caller's name, or one that matches across the set's ranks when they call in the same order.
+
+    Counting per process set keeps names aligned: only a set's members call ops on it.
+    """
     if name is None:
-        return f"{kind}.noname.{next(_counters[kind])}"
+        return f"{kind}.noname.{set_id}.{next(_counters[kind, set_id])}"
     if not isinstance(name, str) or not name:
         raise ValueError(f"{kind}: name must be a non-empty string, got {name!r}")
     return name
@@ -57,9 +60,9 @@ def _enqueue(op: int, kind: str, arr: np.ndarray, out: Optional[np.ndarray], nam
              process_set: ProcessSet, finish: Callable[[Any], Any], *, reduce: int = Sum,
              root_rank: int = -1, prescale: float = 1.0, postscale: float = 1.0,
              splits: Sequence[int] = ()) -> Handle:
-    name = _name(kind, name)
-    code = dtype_code(arr.dtype, f"{kind} of '{name}'")
     pid = set_id(process_set)
+    name = _name(kind, name, pid)
+    code = dtype_code(arr.dtype, f"{kind} of '{name}'")
     native = _C.enqueue(op, name, code, list(arr.shape), address(arr), 0 if out is None else address(out),
                         reduce, pid, root_rank, float(prescale), float(postscale), list(splits))
     return Handle(native, (arr, out), finish)

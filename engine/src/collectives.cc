@@ -31,8 +31,10 @@ Status allreduce_in_place(CollectiveContext& c, const Response& r, void* buf, in
   return Status::Ok();
 }
 
-double postscale(const Response& r, int set_size) {
-  return r.reduce == ReduceOp::Average ? r.postscale / set_size : r.postscale;
+// Applies the postscale factor, and the division of an Average, to a reduced buffer.
+void finish_reduce(const Response& r, void* buf, int64_t count, int set_size) {
+  if (r.reduce == ReduceOp::Average) average_buffer(r.dtype, buf, count, set_size, r.postscale);
+  else scale_buffer(r.dtype, buf, count, r.postscale);
 }
 
 int64_t row_bytes(const Request& q) {
@@ -52,7 +54,6 @@ void* output_of(TensorEntry& e, int64_t nbytes, std::vector<int64_t> shape) {
 
 Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es) {
   const int n = static_cast<int>(c.set.ranks.size());
-  const double post = postscale(r, n);
   const size_t esz = dtype_size(r.dtype);
   if (es.size() == 1) {  // no fusion buffer: reduce in the output itself
     TensorEntry& e = *es[0];
@@ -62,7 +63,7 @@ Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<Tensor
     int64_t t0 = now_us();
     Status s = allreduce_in_place(c, r, e.output, count);
     c.record(Phase::Collective, t0);
-    scale_buffer(r.dtype, e.output, count, post);
+    finish_reduce(r, e.output, count, n);
     return s;
   }
   int64_t total = 0;
@@ -82,7 +83,7 @@ Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<Tensor
   c.record(Phase::Collective, t1);
   if (!s.ok()) return s;
   int64_t t2 = now_us();
-  scale_buffer(r.dtype, buf, count, post);
+  finish_reduce(r, buf, count, n);
   off = 0;
   for (auto* e : es) {
     std::memcpy(e->output, buf + off, e->request.num_bytes());
@@ -188,7 +189,7 @@ Status run_reducescatter(CollectiveContext& c, const Response& r, TensorEntry& e
                                            c.reductions.op(q.dtype, r.reduce), c.set.comm),
                         "MPI_Reduce_scatter");
   c.record(Phase::Collective, t0);
-  scale_buffer(q.dtype, out, counts[me], postscale(r, n));
+  finish_reduce(r, out, counts[me], n);
   return s;
 }
 

@@ -34,6 +34,12 @@ void scale(void* buf, int64_t n, double f) {
   for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] * f);
 }
 
+template <typename T>
+void divide(void* buf, int64_t count, int n) {
+  auto* p = static_cast<T*>(buf);
+  for (int64_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] / n);
+}
+
 template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
 void scale_half(void* buf, int64_t n, double f) {
   auto* p = static_cast<uint16_t*>(buf);
@@ -104,6 +110,16 @@ void scale_buffer(DataType t, void* buf, int64_t n, double f) {
     }
     case DataType::Float64: scale<double>(buf, n, f); break;
     case DataType::Bool: break;
+  }
+}
+
+void average_buffer(DataType t, void* buf, int64_t count, int n, double postscale) {
+  switch (t) {
+    case DataType::UInt8: divide<uint8_t>(buf, count, n); break;
+    case DataType::Int8: divide<int8_t>(buf, count, n); break;
+    case DataType::Int32: divide<int32_t>(buf, count, n); break;
+    case DataType::Int64: divide<int64_t>(buf, count, n); break;
+    default: scale_buffer(t, buf, count, postscale / n);
   }
 }
 

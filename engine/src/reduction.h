@@ -26,5 +26,7 @@ class Reductions {
 
 // buf[i] *= factor for `count` elements of `t` (integers truncate toward zero).
 void scale_buffer(DataType t, void* buf, int64_t count, double factor);
+// Finishes an Average: floats scale by postscale/n, integers divide by n exactly (toward zero).
+void average_buffer(DataType t, void* buf, int64_t count, int n, double postscale);
 
 }  // namespace hvd

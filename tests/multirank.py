@@ -1,0 +1,37 @@
+"""Run a command on N real MPI ranks through hvdrun, with a hard timeout: a hang fails fast."""
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_ranks(np_: int, args: list, timeout: float = 120, env: dict | None = None,
+              check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``python args...`` on ``np_`` ranks; fail the test on timeout (or non-zero exit if check)."""
+    cmd = [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", "-np", str(np_), sys.executable, *args]
+    full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{np_}-rank run of {args} hung for {timeout} s; output:\n{out[-6000:]}")
+    result = subprocess.CompletedProcess(cmd, proc.returncode, out, "")
+    if check and proc.returncode != 0:
+        pytest.fail(f"{np_}-rank run of {args} exited {proc.returncode}; output:\n{out[-8000:]}")
+    return result
+
+
+def run_rank_tests(np_: int, module: str, timeout: float = 180, env: dict | None = None) -> str:
+    """Run the pytest module tests/ranks/<module> on every rank; all ranks must pass."""
+    res = run_ranks(np_, ["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly",
+                          f"tests/ranks/{module}"], timeout=timeout, env=env)
+    assert res.stdout.count(" passed") >= np_, res.stdout[-4000:]
+    return res.stdout

@@ -1,0 +1,218 @@
+"""Every collective x dtype x process set against a numpy reference, on all ranks at once."""
+import numpy as np
+import pytest
+
+import jupyter_hvd as hvd
+from refdata import ALL, BF16, FLOATS, INTS, data, stacked
+
+
+@pytest.fixture(scope="module")
+def sets():
+    """The global set plus the even ranks and a set of all ranks but rank 0, registered on every rank."""
+    n = hvd.size()
+    extra = [hvd.add_process_set(list(range(0, n, 2)))]
+    if n > 2:
+        extra.append(hvd.add_process_set(list(range(1, n))))
+    yield [hvd.global_process_set] + extra
+    for s in extra:
+        assert hvd.remove_process_set(s)
+
+
+def expected_reduce(op, dtype, ranks, shape, seed, high):
+    st = stacked(ranks, dtype, shape, seed, high)
+    if dtype == np.bool_:
+        st = st.astype(bool)
+        res = st.all(0) if op in (hvd.Min, hvd.Product) else st.any(0)
+        return res
+    red = {hvd.Sum: st.sum(0), hvd.Min: st.min(0), hvd.Max: st.max(0), hvd.Product: st.prod(0),
+           hvd.Average: st.sum(0) / len(ranks)}[op]
+    if op == hvd.Average and dtype in INTS:
+        red = np.trunc(red)
+    return red.astype(dtype)
+
+
+OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_allreduce_every_op_and_set(sets, dtype):
+    for si, ps in enumerate(sets):
+        if not ps.included():
+            continue
+        for op in OPS:
+            if dtype == np.bool_ and op == hvd.Average:
+                continue
+            high = 2 if op == hvd.Product else 4
+            for shape in [(5,), (3, 4), (0,), (1, 1, 7)]:
+                seed = hash((si, op, shape)) % 10000
+                x = data(hvd.rank(), dtype, shape, seed, high)
+                got = hvd.allreduce(x, op=op, process_set=ps, name=f"ar.{dtype}.{si}.{op}.{shape}")
+                want = expected_reduce(op, dtype, ps.ranks, shape, seed, high)
+                assert got.dtype == dtype and got.shape == shape
+                rtol = 1e-2 if dtype in (np.float16,) + tuple(BF16) else 1e-6  # Average divides
+                np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_allreduce_scaling_and_in_place(dtype):
+    x = data(hvd.rank(), dtype, (6,), 7)
+    want = stacked(list(range(hvd.size())), dtype, (6,), 7).sum(0) * 0.5 * 2.0
+    got = hvd.allreduce(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=2.0)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-2)
+    y = x.copy()
+    out = hvd.allreduce_(y, op=hvd.Average)
+    assert out is y
+    np.testing.assert_allclose(y.astype(np.float64), stacked(list(range(hvd.size())), dtype, (6,), 7).mean(0),
+                               rtol=1e-2)
+
+
+def test_default_op_is_average_and_average_kwarg_warns():
+    x = np.full(3, float(hvd.rank()), dtype=np.float32)
+    mean = sum(range(hvd.size())) / hvd.size()
+    np.testing.assert_allclose(hvd.allreduce(x), mean)
+    with pytest.warns(DeprecationWarning):
+        np.testing.assert_allclose(hvd.allreduce(x, average=False), mean * hvd.size())
+
+
+def test_grouped_allreduce_fuses_and_matches():
+    before = hvd.metrics()["fused_tensors"]
+    xs = [data(hvd.rank(), np.float32, (i + 1, 3), i) for i in range(20)]
+    got = hvd.grouped_allreduce(xs, op=hvd.Sum, name="grp")
+    for i, g in enumerate(got):
+        np.testing.assert_array_equal(g, stacked(list(range(hvd.size())), np.float32, (i + 1, 3), i).sum(0))
+    ys = [x.copy() for x in xs]
+    hvd.grouped_allreduce_(ys, op=hvd.Sum, name="grp_")
+    for g, y in zip(got, ys):
+        np.testing.assert_array_equal(g, y)
+    if hvd.metrics()["fused_tensors"] == before:
+        import os
+        assert os.environ.get("HOROVOD_FUSION_THRESHOLD") == "0", "ready tensors were never fused"
+
+
+def test_ranks_enqueue_in_different_orders():
+    names = [f"order.{i}" for i in range(30)]
+    order = list(np.random.default_rng(hvd.rank()).permutation(len(names)))
+    handles = {}
+    for i in order:
+        handles[i] = hvd.allreduce_async(data(hvd.rank(), np.float64, (4,), i), op=hvd.Sum, name=names[i])
+    for i in range(len(names)):
+        np.testing.assert_array_equal(handles[i].wait(),
+                                      stacked(list(range(hvd.size())), np.float64, (4,), i).sum(0))
+
+
+def test_repeated_names_use_the_response_cache():
+    for step in range(5):
+        for i in range(4):
+            x = np.full(8, float(step + i), dtype=np.float32)
+            np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Sum, name=f"cached.{i}"), x * hvd.size())
+    if hvd.rank() != 0:
+        assert hvd.metrics()["cached_requests"] > 0
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_allgather_varying_first_dim(sets, dtype):
+    for si, ps in enumerate(sets):
+        if not ps.included():
+            continue
+        rows = hvd.rank() % 3  # includes ranks that send nothing
+        x = data(hvd.rank(), dtype, (rows, 2, 3), si)
+        got = hvd.allgather(x, process_set=ps, name=f"ag.{dtype}.{si}")
+        want = np.concatenate([data(r, dtype, (r % 3, 2, 3), si) for r in ps.ranks])
+        assert got.shape == want.shape and got.dtype == dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_grouped_allgather():
+    xs = [np.full((hvd.rank() + 1, 2), i, dtype=np.int32) for i in range(3)]
+    for i, g in enumerate(hvd.grouped_allgather(xs)):
+        assert g.shape == (sum(r + 1 for r in range(hvd.size())), 2) and (g == i).all()
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_broadcast_from_every_root(sets, dtype):
+    for si, ps in enumerate(sets):
+        if not ps.included():
+            continue
+        for root in ps.ranks:
+            x = data(hvd.rank(), dtype, (4, 3), root)
+            got = hvd.broadcast(x, root_rank=root, process_set=ps, name=f"bc.{dtype}.{si}.{root}")
+            np.testing.assert_array_equal(got, data(root, dtype, (4, 3), root))
+            y = x.copy()
+            assert hvd.broadcast_(y, root, process_set=ps, name=f"bc_.{dtype}.{si}.{root}") is y
+            np.testing.assert_array_equal(y, data(root, dtype, (4, 3), root))
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_alltoall_equal_and_explicit_splits(sets, dtype):
+    for si, ps in enumerate(sets):
+        if not ps.included():
+            continue
+        n, me = ps.size(), ps.rank()
+        x = data(hvd.rank(), dtype, (2 * n, 3), si)
+        got = hvd.alltoall(x, process_set=ps, name=f"a2a.{dtype}.{si}")
+        want = np.concatenate([data(r, dtype, (2 * n, 3), si)[2 * me:2 * me + 2] for r in ps.ranks])
+        np.testing.assert_array_equal(got, want)
+        # rank at set index i sends (i + j) % 3 rows to member j
+        splits = [(ps.rank() + j) % 3 for j in range(n)]
+        x = data(hvd.rank(), dtype, (sum(splits), 2), si + 50)
+        out, recv = hvd.alltoall(x, splits=splits, process_set=ps, name=f"a2av.{dtype}.{si}")
+        parts = []
+        for i, r in enumerate(ps.ranks):
+            s = [(i + j) % 3 for j in range(n)]
+            start = sum(s[:me])
+            parts.append(data(r, dtype, (sum(s), 2), si + 50)[start:start + s[me]])
+        np.testing.assert_array_equal(out, np.concatenate(parts))
+        assert list(recv) == [len(p) for p in parts]
+
+
+@pytest.mark.parametrize("dtype", [d for d in ALL if d != np.bool_], ids=str)
+def test_reducescatter_uneven_rows(sets, dtype):
+    for si, ps in enumerate(sets):
+        if not ps.included():
+            continue
+        n, me = ps.size(), ps.rank()
+        rows = 2 * n + 1
+        for op in (hvd.Sum, hvd.Average):
+            x = data(hvd.rank(), dtype, (rows, 2), si)
+            got = hvd.reducescatter(x, op=op, process_set=ps, name=f"rs.{dtype}.{si}.{op}")
+            full = expected_reduce(op, dtype, ps.ranks, (rows, 2), si, 4)
+            counts = [rows // n + (1 if i < rows % n else 0) for i in range(n)]
+            start = sum(counts[:me])
+            np.testing.assert_allclose(got.astype(np.float64), full[start:start + counts[me]].astype(np.float64),
+                                       rtol=1e-2)
+    g = hvd.grouped_reducescatter([np.ones((hvd.size(), 2), np.float32)] * 2, op=hvd.Sum)
+    assert all(x.shape == (1, 2) and (x == hvd.size()).all() for x in g)
+
+
+def test_barrier_and_objects(sets):
+    for ps in sets:
+        if ps.included():
+            hvd.barrier(process_set=ps)
+    obj = {"rank": hvd.rank(), "payload": list(range(hvd.rank()))}
+    assert hvd.allgather_object(obj) == [{"rank": r, "payload": list(range(r))} for r in range(hvd.size())]
+    assert hvd.broadcast_object(obj, root_rank=hvd.size() - 1) == {
+        "rank": hvd.size() - 1, "payload": list(range(hvd.size() - 1))}
+
+
+def test_dlpack_input_and_async_poll():
+    class DLPackOnly:  # any CPU DLPack producer crosses without a copy
+        def __init__(self, a):
+            self._a = a
+
+        def __dlpack__(self, **kw):
+            return self._a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self._a.__dlpack_device__()
+
+    h = hvd.allreduce_async(DLPackOnly(np.ones(4, np.float32)), op=hvd.Sum)
+    np.testing.assert_array_equal(hvd.synchronize(h), np.full(4, hvd.size(), np.float32))
+    assert hvd.poll(h)
+
+
+def test_topology():
+    assert 0 <= hvd.rank() < hvd.size()
+    assert hvd.local_size() == hvd.size() and hvd.local_rank() == hvd.rank()  # one host
+    assert hvd.cross_size() == 1 and hvd.cross_rank() == 0
+    assert hvd.mpi_built() and hvd.mpi_enabled() and hvd.mpi_threads_supported()
+    assert not hvd.nccl_built() and not hvd.gloo_built()

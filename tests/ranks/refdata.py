@@ -1,0 +1,27 @@
+"""Deterministic per-rank test data, so every rank can compute the whole job's reference."""
+import numpy as np
+
+try:
+    import ml_dtypes
+
+    BF16 = [np.dtype(ml_dtypes.bfloat16)]
+except ImportError:
+    BF16 = []
+
+INTS = [np.dtype(t) for t in (np.uint8, np.int8, np.int32, np.int64)]
+FLOATS = [np.dtype(t) for t in (np.float16, np.float32, np.float64)] + BF16
+BOOL = [np.dtype(np.bool_)]
+ALL = INTS + FLOATS + BOOL
+
+
+def data(rank: int, dtype: np.dtype, shape: tuple, seed: int, high: int = 4) -> np.ndarray:
+    """Small integer values (exact in every dtype) that differ per rank and per seed."""
+    vals = np.random.default_rng(seed * 1000 + rank).integers(0, high, size=shape)
+    if dtype == np.bool_:
+        return (vals % 2).astype(np.bool_)
+    return vals.astype(dtype)
+
+
+def stacked(ranks: list, dtype: np.dtype, shape: tuple, seed: int, high: int = 4) -> np.ndarray:
+    """Every listed rank's data, stacked along a new first axis (computed in float64)."""
+    return np.stack([data(r, dtype, shape, seed, high).astype(np.float64) for r in ranks])
