@@ -12,6 +12,9 @@
 #include <mutex>
 
 #include "engine.h"
+#ifdef JHVD_WITH_MXNET
+#include "mxnet_bridge.h"
+#endif
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -72,6 +75,17 @@ nb::dict metrics_dict(const hvd::Metrics& m) {
 }
 
 }  // namespace
+
+namespace jhvd {
+
+// Holds the registry lock while enqueueing, so a concurrent shutdown cannot free the engine meanwhile.
+std::shared_ptr<hvd::Handle> enqueue_entry(hvd::TensorEntry entry) {
+  std::lock_guard<std::mutex> g(g_mu);
+  if (!g_engine) throw std::runtime_error("jupyter_hvd has not been initialized; use hvd.init().");
+  return g_engine->enqueue(std::move(entry));
+}
+
+}  // namespace jhvd
 
 NB_MODULE(_C, m) {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
@@ -175,4 +189,7 @@ NB_MODULE(_C, m) {
   }, "since"_a, "max"_a = 100000);
   m.def("metrics", [] { return metrics_dict(engine().metrics()); });
   m.def("fusion_threshold", [] { return engine().config().fusion_threshold; });
+#ifdef JHVD_WITH_MXNET
+  jhvd::bind_mxnet(m);
+#endif
 }

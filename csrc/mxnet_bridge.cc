@@ -1,0 +1,234 @@
+// Pushes collectives on NDArrays into MXNet's dependency engine. Each push is one asynchronous
+// MXNet operation that holds its NDArrays as mutable dependencies: MXNet starts it once their
+// writers (say, backward) are done, it hands the raw buffers to the engine without a copy, and it
+// completes from the engine thread, so readers of the NDArrays wait for the collective and see
+// its error as an MXNetError.
+#include "mxnet_bridge.h"
+
+#include <dlpack/dlpack.h>
+#include <mxnet/c_api.h>
+#include <mxnet/engine.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace jhvd {
+namespace {
+
+// The C API entry points of the libmxnet that Python loaded; set once, before the first push.
+struct MXApi {
+  decltype(&MXEnginePushAsyncND) push_async_nd = nullptr;
+  decltype(&MXNDArrayToDLPack) to_dlpack = nullptr;
+  decltype(&MXShallowCopyNDArray) shallow_copy = nullptr;
+  decltype(&MXNDArrayFree) free_array = nullptr;
+  decltype(&MXGetLastError) last_error = nullptr;
+};
+MXApi g_api;
+
+// An NDArray handle of our own (a shallow copy), so its storage outlives the Python object.
+class OwnedArray {
+ public:
+  explicit OwnedArray(NDArrayHandle h) : h_(h) {}
+  OwnedArray(OwnedArray&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  OwnedArray(const OwnedArray&) = delete;
+  OwnedArray& operator=(const OwnedArray&) = delete;
+  OwnedArray& operator=(OwnedArray&&) = delete;
+  ~OwnedArray() {
+    if (h_) g_api.free_array(h_);
+  }
+  NDArrayHandle get() const { return h_; }
+
+ private:
+  NDArrayHandle h_;
+};
+
+// One pushed MXNet operation: the same collective on one or more NDArrays, each in place.
+struct PushedOp {
+  hvd::OpType op = hvd::OpType::Allreduce;
+  hvd::ReduceOp reduce = hvd::ReduceOp::Sum;
+  int32_t process_set = 0;
+  int32_t root_rank = -1;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  std::vector<std::string> names;
+  std::vector<OwnedArray> arrays;
+};
+
+void delete_op(void* param) { delete static_cast<PushedOp*>(param); }
+
+// Completes the MXNet operation once every tensor in it has finished, with the first error.
+class GroupCompletion {
+ public:
+  GroupCompletion(mxnet::engine::CallbackOnComplete done, size_t count) : done_(done), left_(count) {}
+
+  void finish(const hvd::Status& s) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (!s.ok() && error_.empty()) error_ = s.message.empty() ? "collective failed" : s.message;
+      if (--left_ > 0) return;
+    }
+    if (error_.empty()) {
+      done_();
+    } else {
+      dmlc::Error err(error_);
+      done_(&err);
+    }
+  }
+
+ private:
+  mxnet::engine::CallbackOnComplete done_;
+  std::mutex mu_;
+  size_t left_;
+  std::string error_;
+};
+
+hvd::DataType dtype_of(const DLDataType& t, const std::string& name) {
+  if (t.lanes == 1) {
+    if (t.code == kDLFloat && t.bits == 16) return hvd::DataType::Float16;
+    if (t.code == kDLFloat && t.bits == 32) return hvd::DataType::Float32;
+    if (t.code == kDLFloat && t.bits == 64) return hvd::DataType::Float64;
+    if (t.code == kDLBfloat && t.bits == 16) return hvd::DataType::BFloat16;
+    if (t.code == kDLInt && t.bits == 8) return hvd::DataType::Int8;
+    if (t.code == kDLInt && t.bits == 32) return hvd::DataType::Int32;
+    if (t.code == kDLInt && t.bits == 64) return hvd::DataType::Int64;
+    if (t.code == kDLUInt && t.bits == 8) return hvd::DataType::UInt8;
+    if (t.code == kDLUInt && t.bits == 1) return hvd::DataType::Bool;
+  }
+  throw std::invalid_argument("NDArray '" + name + "' has a dtype the engine does not support (DLPack code " +
+                              std::to_string(t.code) + ", " + std::to_string(t.bits) + " bits)");
+}
+
+std::string mxnet_error(const std::string& what) {
+  std::string msg = g_api.last_error ? g_api.last_error() : "";
+  if (msg.find("MKLDNN") != std::string::npos)
+    msg = "it is in an MKLDNN-internal layout, which cannot be shared in place; pass a copy (arr.copy())";
+  return what + ": " + msg;
+}
+
+// The engine request for tensor i, reading the NDArray's buffer in place (no copy).
+hvd::TensorEntry entry_for(const PushedOp& op, size_t i) {
+  const std::string& name = op.names[i];
+  DLManagedTensorHandle raw = nullptr;
+  if (g_api.to_dlpack(op.arrays[i].get(), &raw) != 0)
+    throw std::invalid_argument(mxnet_error("cannot read NDArray '" + name + "'"));
+  std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor*)> view(
+      static_cast<DLManagedTensor*>(raw), [](DLManagedTensor* t) {
+        if (t->deleter) t->deleter(t);
+      });
+  const DLTensor& t = view->dl_tensor;
+  if (t.ctx.device_type != kDLCPU && t.ctx.device_type != kDLCPUPinned)
+    throw std::invalid_argument("NDArray '" + name + "' is not on the CPU; jupyter_hvd.mxnet reduces CPU NDArrays");
+  hvd::TensorEntry e;
+  e.request.op = op.op;
+  e.request.name = name;
+  e.request.dtype = dtype_of(t.dtype, name);
+  e.request.shape.assign(t.shape, t.shape + t.ndim);
+  e.request.reduce = op.reduce;
+  e.request.process_set = op.process_set;
+  e.request.root_rank = op.root_rank;
+  e.request.prescale = op.prescale;
+  e.request.postscale = op.postscale;
+  void* data = static_cast<char*>(t.data) + t.byte_offset;
+  e.input = data;
+  e.output = data;
+  return e;
+}
+
+// MXNet's EngineAsyncFunc: runs once the NDArrays' earlier writers and readers are done.
+// It never throws: failures complete the operation with an error instead.
+void run_op(void* /*run_ctx*/, void* on_complete, void* param) {
+  auto done = *static_cast<mxnet::engine::CallbackOnComplete*>(on_complete);
+  const auto& op = *static_cast<const PushedOp*>(param);
+  std::vector<hvd::TensorEntry> entries;
+  entries.reserve(op.names.size());
+  try {
+    for (size_t i = 0; i < op.names.size(); ++i) entries.push_back(entry_for(op, i));
+  } catch (const std::exception& ex) {
+    GroupCompletion(done, 1).finish(hvd::Status::Error(hvd::Status::Code::Invalid, ex.what()));
+    return;
+  }
+  // From here `op` may be freed as soon as the last tensor completes: use only locals.
+  auto group = std::make_shared<GroupCompletion>(done, entries.size());
+  for (auto& e : entries) {
+    std::shared_ptr<hvd::Handle> handle;
+    try {
+      handle = enqueue_entry(std::move(e));
+    } catch (const std::exception& ex) {
+      group->finish(hvd::Status::Error(hvd::Status::Code::Invalid, ex.what()));
+      continue;
+    }
+    handle->on_complete([group](const hvd::Status& s) { group->finish(s); });
+  }
+}
+
+const char* opr_name(hvd::OpType op) {
+  switch (op) {
+    case hvd::OpType::Allreduce: return "jupyter_hvd_allreduce";
+    case hvd::OpType::Broadcast: return "jupyter_hvd_broadcast";
+    default: return "jupyter_hvd_collective";
+  }
+}
+
+void setup(uintptr_t push_async_nd, uintptr_t to_dlpack, uintptr_t shallow_copy, uintptr_t free_array,
+           uintptr_t last_error) {
+  if (!push_async_nd || !to_dlpack || !shallow_copy || !free_array || !last_error)
+    throw nb::value_error("mxnet_setup: every MXNet C API address must be non-null");
+  g_api.push_async_nd = reinterpret_cast<decltype(g_api.push_async_nd)>(push_async_nd);
+  g_api.to_dlpack = reinterpret_cast<decltype(g_api.to_dlpack)>(to_dlpack);
+  g_api.shallow_copy = reinterpret_cast<decltype(g_api.shallow_copy)>(shallow_copy);
+  g_api.free_array = reinterpret_cast<decltype(g_api.free_array)>(free_array);
+  g_api.last_error = reinterpret_cast<decltype(g_api.last_error)>(last_error);
+}
+
+void push(int op, std::vector<std::string> names, const std::vector<uintptr_t>& arrays, int reduce,
+          int process_set, int root_rank, double prescale, double postscale, int priority) {
+  if (!g_api.push_async_nd) throw nb::value_error("mxnet_push before mxnet_setup");
+  if (arrays.empty() || names.size() != arrays.size())
+    throw nb::value_error("mxnet_push: need one name per NDArray, and at least one NDArray");
+  auto p = std::make_unique<PushedOp>();
+  p->op = static_cast<hvd::OpType>(op);
+  p->reduce = static_cast<hvd::ReduceOp>(reduce);
+  p->process_set = process_set;
+  p->root_rank = root_rank;
+  p->prescale = prescale;
+  p->postscale = postscale;
+  p->names = std::move(names);
+  p->arrays.reserve(arrays.size());
+  std::vector<NDArrayHandle> deps;
+  deps.reserve(arrays.size());
+  for (uintptr_t a : arrays) {
+    NDArrayHandle copy = nullptr;
+    if (g_api.shallow_copy(reinterpret_cast<NDArrayHandle>(a), &copy) != 0)
+      throw std::runtime_error(mxnet_error("cannot reference NDArray"));
+    p->arrays.emplace_back(copy);
+    deps.push_back(copy);
+  }
+  static const mxnet::Context ctx = mxnet::Context::CPU();
+  // Horovod's choice too: MXNet's prioritised CPU pool, so collectives never wait behind compute.
+  static const mxnet::FnProperty prop = mxnet::FnProperty::kCPUPrioritized;
+  hvd::OpType kind = p->op;
+  // MXNet owns the op from here, and frees it with delete_op even when the push fails.
+  int rc = g_api.push_async_nd(run_op, p.release(), delete_op, &ctx, nullptr, 0,
+                               deps.data(), static_cast<int>(deps.size()),
+                               &prop, priority, opr_name(kind), false);
+  if (rc != 0) throw std::runtime_error(mxnet_error("pushing the collective into MXNet's engine failed"));
+}
+
+}  // namespace
+
+void bind_mxnet(nb::module_& m) {
+  m.def("mxnet_setup", &setup, "push_async_nd"_a, "to_dlpack"_a, "shallow_copy"_a, "free_array"_a,
+        "last_error"_a);
+  m.def("mxnet_push", &push, "op"_a, "names"_a, "arrays"_a, "reduce"_a, "process_set"_a, "root_rank"_a,
+        "prescale"_a, "postscale"_a, "priority"_a);
+}
+
+}  // namespace jhvd

@@ -1,0 +1,21 @@
+// The MXNet engine bridge: collectives on NDArrays pushed into MXNet's dependency engine as
+// asynchronous operations, so reads of a result wait for it and communication overlaps compute.
+// libmxnet is not linked: its C API entry points arrive from Python at run time.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <memory>
+
+#include "engine.h"
+
+namespace jhvd {
+
+// Enqueues on the process-wide engine (defined next to it in module.cc). Throws
+// hvd::InvalidArgument for bad requests and std::runtime_error when no engine is running.
+std::shared_ptr<hvd::Handle> enqueue_entry(hvd::TensorEntry entry);
+
+// Adds mxnet_setup and mxnet_push to the module.
+void bind_mxnet(nanobind::module_& m);
+
+}  // namespace jhvd

@@ -1,0 +1,42 @@
+"""The native bridge into MXNet's dependency engine, wired to the loaded libmxnet once at import."""
+import ctypes
+import os
+from typing import Sequence
+
+import mxnet as mx
+from mxnet.base import MXNetError
+
+from .. import _C
+
+if not hasattr(_C, "mxnet_push"):
+    raise ImportError("jupyter_hvd was built without its MXNet bridge (mxnet's headers were not found at "
+                      "build time); with mxnet installed, reinstall: pip install --no-build-isolation -e .")
+
+
+def _address(symbol: str) -> int:
+    """The address of one of libmxnet's C API functions."""
+    return ctypes.cast(getattr(mx.base._LIB, symbol), ctypes.c_void_p).value
+
+
+_C.mxnet_setup(_address("MXEnginePushAsyncND"), _address("MXNDArrayToDLPack"), _address("MXShallowCopyNDArray"),
+               _address("MXNDArrayFree"), _address("MXGetLastError"))
+
+# MXNet's NaiveEngine runs every push inline and cannot complete one later from another thread.
+_NAIVE_ENGINE = os.environ.get("MXNET_ENGINE_TYPE", "") == "NaiveEngine"
+
+
+def push(op: int, names: Sequence[str], tensors: Sequence[mx.nd.NDArray], process_set_id: int, *,
+         reduce: int = 0, root_rank: int = -1, prescale: float = 1.0, postscale: float = 1.0,
+         priority: int = 0) -> None:
+    """Queue one MXNet engine operation that runs ``op`` on every tensor in place, then returns at once.
+
+    The tensors become mutable dependencies of the operation: MXNet starts it after their pending
+    writers and readers, and later readers wait for it (and raise its error as MXNetError).
+    """
+    if _NAIVE_ENGINE:
+        raise MXNetError("jupyter_hvd.mxnet needs MXNet's threaded engine; unset MXNET_ENGINE_TYPE=NaiveEngine")
+    try:
+        _C.mxnet_push(op, list(names), [t.handle.value for t in tensors], reduce, process_set_id, root_rank,
+                      float(prescale), float(postscale), int(priority))
+    except RuntimeError as e:
+        raise MXNetError(str(e)) from e

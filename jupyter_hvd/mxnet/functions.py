@@ -1,0 +1,61 @@
+"""Broadcasting model parameters (including deferred-initialised ones) and Python objects."""
+import types
+from typing import Any, Optional
+
+import mxnet as mx
+
+from .. import objects as core_objects
+from ..basics import size
+from ..process_sets import ProcessSet, global_process_set
+from .ops import broadcast_, mxnet_errors
+
+
+def _broadcast_after_init(param: mx.gluon.Parameter, root_rank: int, name: str) -> None:
+    """Make ``param`` broadcast its value from ``root_rank`` right after its (deferred) initialisation."""
+    init_impl = param._init_impl
+
+    def init_then_broadcast(self: mx.gluon.Parameter, *args: Any, **kwargs: Any) -> None:
+        init_impl(*args, **kwargs)
+        broadcast_(self.data(), root_rank=root_rank, name=name)
+
+    param._init_impl = types.MethodType(init_then_broadcast, param)
+
+
+def broadcast_parameters(params: Any, root_rank: int = 0, prefix: Optional[str] = None) -> None:
+    """Overwrite every rank's parameters with ``root_rank``'s, asynchronously.
+
+    ``params`` is a dict of NDArrays or Parameters, or a ParameterDict (``block.collect_params()``).
+    Parameters whose initialisation is deferred are broadcast as soon as they are initialised (on the
+    first forward pass). Use distinct ``prefix`` values when broadcasting several sets.
+    """
+    if size() == 1:
+        return
+    if prefix is not None and not isinstance(prefix, str):
+        raise ValueError(f"prefix must be a string, got {type(prefix).__name__}")
+    prefix = prefix or ""
+    if not isinstance(params, (dict, mx.gluon.ParameterDict)):
+        raise ValueError(f"invalid params of type: {type(params)}")
+    tensors = []
+    for name, p in sorted(params.items()):
+        if isinstance(p, mx.gluon.Parameter):
+            try:
+                tensors.append((p.data(), prefix + str(name)))
+            except mx.gluon.parameter.DeferredInitializationError:
+                _broadcast_after_init(p, root_rank, prefix + str(name))
+        else:
+            tensors.append((p, prefix + str(name)))
+    for tensor, name in tensors:
+        broadcast_(tensor, root_rank, name=name)
+
+
+def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
+                     process_set: ProcessSet = global_process_set) -> Any:
+    """``root_rank``'s picklable ``obj``, on every rank (synchronous)."""
+    with mxnet_errors():
+        return core_objects.broadcast_object(obj, root_rank, name, process_set)
+
+
+def allgather_object(obj: Any, name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> list:
+    """The list of every rank's picklable ``obj``, in rank order (synchronous)."""
+    with mxnet_errors():
+        return core_objects.allgather_object(obj, name, process_set)

@@ -1,0 +1,229 @@
+"""Collectives on MXNet NDArrays with horovod.mxnet's names, arguments, defaults and results.
+
+allreduce and broadcast (plain, in place and grouped) are asynchronous operations in MXNet's
+dependency engine: they return at once, the engine reads and writes the NDArrays' buffers without
+copies, and whatever reads the result waits for it. The ops whose output size the ranks decide
+(allgather, alltoall, reducescatter) run synchronously through the core numpy path.
+"""
+import contextlib
+import itertools
+from collections import defaultdict
+from typing import Any, DefaultDict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import mxnet as mx
+import numpy as np
+from mxnet.base import MXNetError
+
+from .. import ops as core
+from ..basics import is_initialized
+from ..dtypes import BFLOAT16, dtype_code
+from ..errors import HorovodInternalError
+from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
+from ..process_sets import ProcessSet, global_process_set, set_id
+from . import bridge
+
+NDArray = mx.nd.NDArray
+_unnamed: DefaultDict[Tuple[str, int], Iterator[int]] = defaultdict(itertools.count)
+
+
+@contextlib.contextmanager
+def mxnet_errors() -> Iterator[None]:
+    """Re-raise the core's collective and argument errors as MXNetError, as horovod.mxnet surfaces them."""
+    try:
+        yield
+    except (ValueError, HorovodInternalError) as e:
+        raise MXNetError(str(e)) from e
+
+
+def _require_init() -> None:
+    if not is_initialized():
+        raise ValueError("jupyter_hvd has not been initialized; use hvd.init().")
+
+
+def _op_names(kind: str, name: Optional[str], n: int, set_id: int) -> List[str]:
+    """Horovod's naming: the op kind prefixes a given name (``name.i`` within a group).
+
+    Unnamed ops are numbered in call order per process set, which matches across its ranks.
+    """
+    if name is None or name == "":
+        return [f"mxnet.{kind}.noname.{set_id}.{next(_unnamed[kind, set_id])}" for _ in range(n)]
+    return [f"{kind}.{name}"] if n == 1 else [f"{kind}.{name}.{i}" for i in range(n)]
+
+
+def _core_name(kind: str, name: Optional[str]) -> Optional[str]:
+    """The name to hand a core (synchronous) op: prefixed like the async ones, or None to number it."""
+    return None if name is None or name == "" else f"{kind}.{name}"
+
+
+def _dtype_code(tensor: NDArray, what: str) -> int:
+    dt = np.dtype(tensor.dtype)
+    return BFLOAT16 if dt.names == ("bfloat16",) else dtype_code(dt, what)
+
+
+def _check_ndarrays(tensors: Sequence[Any], what: str) -> None:
+    for t in tensors:
+        if not isinstance(t, NDArray):
+            raise TypeError(f"{what}: expected an mxnet NDArray, got {type(t).__name__}")
+
+
+def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, prescale: float, postscale: float,
+                    process_set: ProcessSet, priority: int) -> None:
+    """Queue an in-place allreduce of ``tensors`` as one MXNet engine operation."""
+    _require_init()
+    _check_ndarrays(tensors, "allreduce")
+    for t in tensors:
+        core._check_reduce(_dtype_code(t, "allreduce"), op, prescale, postscale, "allreduce")
+    with mxnet_errors():
+        pid = set_id(process_set)
+    bridge.push(core._ALLREDUCE, _op_names("allreduce", name, len(tensors), pid), tensors, pid, reduce=op,
+                prescale=prescale, postscale=postscale, priority=priority)
+
+
+def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, process_set: ProcessSet,
+                    priority: int) -> None:
+    """Queue an in-place broadcast of ``tensor`` from ``root_rank``."""
+    _require_init()
+    _check_ndarrays([tensor], "broadcast")
+    _dtype_code(tensor, "broadcast")
+    with mxnet_errors():
+        pid = set_id(process_set)
+        root = core._check_root(root_rank, process_set, "broadcast")
+    bridge.push(core._BROADCAST, _op_names("broadcast", name, 1, pid), [tensor], pid, root_rank=root,
+                priority=priority)
+
+
+def allreduce(tensor: NDArray, average: Optional[bool] = None, name: Optional[str] = None, priority: int = 0,
+              prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+              process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> NDArray:
+    """Reduce ``tensor`` over the ranks into a new NDArray (default op: Average); returns at once."""
+    op = resolve_op(average, op)
+    _check_ndarrays([tensor], "allreduce")
+    output = tensor.copy()
+    _push_allreduce([output], name, op, prescale_factor, postscale_factor, process_set, priority)
+    return output
+
+
+def allreduce_(tensor: NDArray, average: Optional[bool] = None, name: Optional[str] = None, priority: int = 0,
+               prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+               process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> NDArray:
+    """Reduce ``tensor`` in place over the ranks and return it; returns at once."""
+    op = resolve_op(average, op)
+    _push_allreduce([tensor], name, op, prescale_factor, postscale_factor, process_set, priority)
+    return tensor
+
+
+def grouped_allreduce(tensors: Sequence[NDArray], average: Optional[bool] = None, name: Optional[str] = None,
+                      priority: int = 0, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                      process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> List[NDArray]:
+    """Reduce a list of NDArrays into new ones, as one engine operation the engine can fuse."""
+    op = resolve_op(average, op)
+    if not tensors:
+        return tensors
+    _check_ndarrays(tensors, "grouped_allreduce")
+    outputs = [t.copy() for t in tensors]
+    _push_allreduce(outputs, name, op, prescale_factor, postscale_factor, process_set, priority)
+    return outputs
+
+
+def grouped_allreduce_(tensors: Sequence[NDArray], average: Optional[bool] = None, name: Optional[str] = None,
+                       priority: int = 0, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                       process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> Sequence[NDArray]:
+    """Reduce a list of NDArrays in place, as one engine operation; returns the list at once."""
+    op = resolve_op(average, op)
+    if not tensors:
+        return tensors
+    _push_allreduce(list(tensors), name, op, prescale_factor, postscale_factor, process_set, priority)
+    return tensors
+
+
+def broadcast(tensor: NDArray, root_rank: int, name: Optional[str] = None, priority: int = 0,
+              process_set: ProcessSet = global_process_set) -> NDArray:
+    """A new NDArray holding ``root_rank``'s value of ``tensor``; returns at once."""
+    _check_ndarrays([tensor], "broadcast")
+    output = tensor.copy()
+    _push_broadcast(output, name, root_rank, process_set, priority)
+    return output
+
+
+def broadcast_(tensor: NDArray, root_rank: int, name: Optional[str] = None, priority: int = 0,
+               process_set: ProcessSet = global_process_set) -> NDArray:
+    """Overwrite ``tensor`` with ``root_rank``'s value and return it; returns at once."""
+    _push_broadcast(tensor, name, root_rank, process_set, priority)
+    return tensor
+
+
+def _host(tensor: NDArray, what: str) -> np.ndarray:
+    """The NDArray's value on the host, once its pending writers are done."""
+    _check_ndarrays([tensor], what)
+    return tensor.asnumpy()
+
+
+def _like(arr: np.ndarray, tensor: NDArray) -> NDArray:
+    return mx.nd.array(arr, ctx=tensor.context, dtype=arr.dtype)
+
+
+def allgather(tensor: NDArray, name: Optional[str] = None, priority: int = 0,
+              process_set: ProcessSet = global_process_set) -> NDArray:
+    """Concatenate every rank's ``tensor`` along dimension 0, in rank order.
+
+    Synchronous: waits for ``tensor``, then for the result (its size depends on every rank).
+    ``priority`` is accepted for compatibility.
+    """
+    _require_init()
+    with mxnet_errors():
+        out = core.allgather(_host(tensor, "allgather"), _core_name("allgather", name), process_set)
+    return _like(out, tensor)
+
+
+def grouped_allgather(tensors: Sequence[NDArray], name: Optional[str] = None, priority: int = 0,
+                      process_set: ProcessSet = global_process_set) -> List[NDArray]:
+    """Allgather a list of NDArrays (synchronous, like allgather)."""
+    _require_init()
+    hosts = [_host(t, "grouped_allgather") for t in tensors]
+    with mxnet_errors():
+        outs = core.grouped_allgather(hosts, _core_name("allgather", name), process_set)
+    return [_like(o, t) for o, t in zip(outs, tensors)]
+
+
+def alltoall(tensor: NDArray, splits: Optional[Union[NDArray, Sequence[int]]] = None, name: Optional[str] = None,
+             priority: int = 0, process_set: ProcessSet = global_process_set) -> Union[NDArray, Tuple[NDArray, NDArray]]:
+    """Send rows ``splits[i]`` of ``tensor`` to the i-th rank of the set and gather what they send.
+
+    Returns the gathered NDArray, and with ``splits`` also the int32 rows received from each rank.
+    Synchronous: waits for ``tensor``, then for the result (its size depends on every rank).
+    """
+    _require_init()
+    if isinstance(splits, NDArray):
+        splits = splits.asnumpy()
+    with mxnet_errors():
+        res = core.alltoall(_host(tensor, "alltoall"), splits, _core_name("alltoall", name), process_set)
+    if splits is None:
+        return _like(res, tensor)
+    out, received = res
+    return _like(out, tensor), mx.nd.array(received, ctx=mx.cpu(), dtype=np.int32)
+
+
+def reducescatter(tensor: NDArray, op: int = Average, name: Optional[str] = None, priority: int = 0,
+                  process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
+                  postscale_factor: float = 1.0) -> NDArray:
+    """Reduce ``tensor`` over the ranks and keep this rank's block of rows (op: Average or Sum).
+
+    Synchronous: waits for ``tensor``, then for the result.
+    """
+    _require_init()
+    with mxnet_errors():
+        out = core.reducescatter(_host(tensor, "reducescatter"), op, _core_name("reducescatter", name), process_set,
+                                 prescale_factor, postscale_factor)
+    return _like(out, tensor)
+
+
+def grouped_reducescatter(tensors: Sequence[NDArray], op: int = Average, name: Optional[str] = None,
+                          priority: int = 0, process_set: ProcessSet = global_process_set,
+                          prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> List[NDArray]:
+    """Reducescatter a list of NDArrays (synchronous, like reducescatter)."""
+    _require_init()
+    hosts = [_host(t, "grouped_reducescatter") for t in tensors]
+    with mxnet_errors():
+        outs = core.grouped_reducescatter(hosts, op, _core_name("reducescatter", name), process_set,
+                                          prescale_factor, postscale_factor)
+    return [_like(o, t) for o, t in zip(outs, tensors)]

@@ -1,0 +1,173 @@
+"""Data-parallel training for MXNet: DistributedOptimizer wraps an Optimizer, DistributedTrainer is a Trainer.
+
+Both sum each gradient over the ranks with asynchronous in-place allreduces (so communication
+overlaps the rest of backward) and, as horovod.mxnet does on CPU, fold the 1 / size of the average
+into the optimizer's gradient rescaling instead of spending a pass over every gradient on it.
+"""
+import warnings
+from collections import OrderedDict, defaultdict
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import mxnet as mx
+
+import jupyter_hvd
+
+from ..process_sets import ProcessSet, global_process_set
+from .compression import Compression, Compressor
+from .ops import Sum, _require_init, allreduce_, grouped_allreduce_
+
+
+def split_list(items: Sequence[Any], n: int) -> List[Sequence[Any]]:
+    """``items`` cut into ``n`` contiguous chunks whose sizes differ by at most one."""
+    d, r = divmod(len(items), n)
+    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+
+
+def _count_samples(batch_size: int) -> None:
+    """Report processed samples to the throughput monitor, when this jupyter_hvd has one."""
+    monitor_step = getattr(jupyter_hvd, "monitor_step", None)
+    if monitor_step is not None:
+        monitor_step(batch_size)
+
+
+class DistributedOptimizer(mx.optimizer.Optimizer):
+    """Wraps ``optimizer`` so every update first sums its gradients over the ranks of ``process_set``.
+
+    Gradients are scaled by 1 / gradient_predivide_factor before the sum, and the wrapped optimizer's
+    rescale_grad is multiplied by gradient_predivide_factor / size once, here. Attribute reads fall
+    through to the wrapped optimizer, writes stay on the wrapper (as in Horovod): with gluon.Trainer,
+    whose batch-size rescaling writes rescale_grad, prefer DistributedTrainer.
+    """
+
+    def __init__(self, optimizer: mx.optimizer.Optimizer, gradient_predivide_factor: float = 1.0,
+                 num_groups: int = 0, process_set: ProcessSet = global_process_set):
+        _require_init()
+        self._optimizer = optimizer
+        self._gradient_predivide_factor = gradient_predivide_factor
+        self._average_factor = gradient_predivide_factor / process_set.size()
+        self._optimizer.rescale_grad *= self._average_factor
+        self._num_groups = num_groups
+        self._process_set = process_set
+
+    def __getattr__(self, item: str) -> Any:
+        if item == "_optimizer":  # not yet set (e.g. while unpickling): no recursion
+            raise AttributeError(item)
+        return getattr(self._optimizer, item)
+
+    def unwrap(self) -> mx.optimizer.Optimizer:
+        """The wrapped optimizer, with the averaging factor this wrapper folded into it taken out again."""
+        self._optimizer.rescale_grad /= self._average_factor
+        return self._optimizer
+
+    def create_state(self, index: int, weight: mx.nd.NDArray) -> Any:
+        return self._optimizer.create_state(index, weight)
+
+    def create_state_multi_precision(self, index: int, weight: mx.nd.NDArray) -> Any:
+        return self._optimizer.create_state_multi_precision(index, weight)
+
+    def _do_allreduce(self, index: Any, grad: Any) -> None:
+        if self._process_set.size() == 1:
+            return
+        prescale = 1.0 / self._gradient_predivide_factor
+        if not isinstance(index, (tuple, list)):
+            allreduce_(grad, name=str(index), prescale_factor=prescale, process_set=self._process_set, op=Sum)
+        elif self._num_groups > 0:
+            groups = zip(split_list(grad, self._num_groups), split_list(index, self._num_groups))
+            for i, (grads, indices) in enumerate(g for g in groups if len(g[0])):
+                grouped_allreduce_(list(grads), name=f"{indices[0]}:{indices[-1]}", priority=-i,
+                                   prescale_factor=prescale, process_set=self._process_set, op=Sum)
+        else:
+            for i in range(len(index)):
+                allreduce_(grad[i], name=str(index[i]), priority=-i, prescale_factor=prescale,
+                           process_set=self._process_set, op=Sum)
+
+    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        if self._process_set.included():
+            self._do_allreduce(index, grad)
+        self._optimizer.update(index, weight, grad, state)
+
+    def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        if self._process_set.included():
+            self._do_allreduce(index, grad)
+        self._optimizer.update_multi_precision(index, weight, grad, state)
+
+    def set_learning_rate(self, lr: float) -> None:
+        self._optimizer.set_learning_rate(lr)
+
+    def set_lr_mult(self, args_lr_mult: Dict[Any, float]) -> None:
+        self._optimizer.set_lr_mult(args_lr_mult)
+
+    def set_wd_mult(self, args_wd_mult: Dict[Any, float]) -> None:
+        self._optimizer.set_wd_mult(args_wd_mult)
+
+
+class DistributedTrainer(mx.gluon.Trainer):
+    """A gluon.Trainer that averages gradients over the ranks of ``process_set`` with allreduce.
+
+    Gradients are scaled by 1 / gradient_predivide_factor, summed (optionally compressed to float16,
+    and in ``num_groups`` fused groups), and the Trainer's rescaling takes gradient_predivide_factor /
+    size on top of its 1 / batch_size. Several trainers in one program need distinct ``prefix`` values.
+    """
+
+    def __init__(self, params: Union[Dict[str, mx.gluon.Parameter], mx.gluon.ParameterDict,
+                                     Sequence[mx.gluon.Parameter]],
+                 optimizer: Union[str, mx.optimizer.Optimizer], optimizer_params: Optional[dict] = None,
+                 compression: type = Compression.none, gradient_predivide_factor: float = 1.0,
+                 prefix: Optional[str] = None, num_groups: int = 0, process_set: ProcessSet = global_process_set):
+        _require_init()
+        if isinstance(optimizer, DistributedOptimizer):
+            optimizer = optimizer.unwrap()
+            warnings.warn("DistributedTrainer does not take DistributedOptimizer as its optimizer. "
+                          "We have unwrapped it for you.")
+        if prefix is not None and not isinstance(prefix, str):
+            raise ValueError(f"prefix must be a string, got {type(prefix).__name__}")
+        # The same parameter order on every rank, whatever order the caller listed them in.
+        if isinstance(params, dict):
+            params = OrderedDict(params)
+        elif isinstance(params, (list, tuple)):
+            params = sorted(params, key=lambda p: p.name)
+        super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=None)
+        self._compression: Compressor = compression
+        self._process_set = process_set
+        self._gradient_predivide_factor = gradient_predivide_factor
+        self._scale *= gradient_predivide_factor / process_set.size()
+        self._prefix = prefix or ""
+        self._num_groups = num_groups
+
+    def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
+        """Allreduce the gradients and update the parameters (``batch_size``: this rank's samples)."""
+        super().step(batch_size, ignore_stale_grad)
+        _count_samples(batch_size)
+
+    def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
+        """Update the parameters from already-reduced gradients (after allreduce_grads())."""
+        super().update(batch_size, ignore_stale_grad)
+        _count_samples(batch_size)
+
+    def _allreduce_grads(self) -> None:
+        if self._process_set.size() == 1 or not self._process_set.included():
+            return
+        prescale = 1.0 / self._gradient_predivide_factor
+        # (parameter index, the tensor to send, its decompression context, the gradient)
+        entries = []
+        for i, param in enumerate(self._params):
+            if param.grad_req != "null":
+                grad = param.list_grad()[0]
+                sent, ctx = self._compression.compress(grad)
+                entries.append((i, sent, ctx, grad))
+        if self._num_groups > 0:
+            for g, group in enumerate(split_list(entries, self._num_groups)):
+                by_dtype = defaultdict(list)  # one fused call per dtype
+                for e in group:
+                    by_dtype[e[1].dtype].append(e)
+                for same in by_dtype.values():
+                    grouped_allreduce_([e[1] for e in same],
+                                       name=f"{self._prefix}{same[0][0]}:{self._prefix}{same[-1][0]}",
+                                       priority=-g, prescale_factor=prescale, process_set=self._process_set, op=Sum)
+        else:
+            for i, sent, _, _ in entries:
+                allreduce_(sent, name=self._prefix + str(i), priority=-i, prescale_factor=prescale,
+                           process_set=self._process_set, op=Sum)
+        if self._compression is not Compression.none:
+            for _, sent, ctx, grad in entries:
+                grad[:] = self._compression.decompress(sent, ctx)
