@@ -16,7 +16,7 @@ from mxnet.base import MXNetError
 
 from .. import ops as core
 from ..basics import is_initialized
-from ..dtypes import BFLOAT16, dtype_code
+from ..dtypes import dtype_code
 from ..errors import HorovodInternalError
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, global_process_set, set_id
@@ -56,8 +56,7 @@ def _core_name(kind: str, name: Optional[str]) -> Optional[str]:
 
 
 def _dtype_code(tensor: NDArray, what: str) -> int:
-    dt = np.dtype(tensor.dtype)
-    return BFLOAT16 if dt.names == ("bfloat16",) else dtype_code(dt, what)
+    return dtype_code(np.dtype(tensor.dtype), what)
 
 
 def _check_ndarrays(tensors: Sequence[Any], what: str) -> None:

@@ -1,0 +1,98 @@
+"""Error paths of jupyter_hvd.mxnet: every rank raises MXNetError, nobody hangs, and the engine keeps working."""
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet.base import MXNetError
+
+import jupyter_hvd.mxnet as hvd
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:mxnet.*")
+
+
+def read_fails(t: mx.nd.NDArray, match: str):
+    """Reading ``t`` raises the collective's error (MXNet raises an operation's error once)."""
+    with pytest.raises(MXNetError, match=match):
+        t.asnumpy()
+
+
+def engine_still_works():
+    t = mx.nd.ones((3,))
+    hvd.allreduce_(t, op=hvd.Sum, name="still.works")
+    np.testing.assert_array_equal(t.asnumpy(), np.full(3, hvd.size(), np.float32))
+
+
+def test_shape_mismatch_async_and_grouped():
+    bad = hvd.allreduce(mx.nd.ones((3 + hvd.rank(),)), name="err.shape")
+    read_fails(bad, "mismatched shapes")
+    good, odd = mx.nd.ones((2,)), mx.nd.ones((2, 1 + hvd.rank()))
+    hvd.grouped_allreduce_([good, odd], name="err.group")
+    read_fails(good, "mismatched shapes")  # one MXNet operation: its error surfaces on the first read
+    engine_still_works()
+
+
+def test_dtype_mismatch():
+    dtype = np.float32 if hvd.rank() == 0 else np.float64
+    t = mx.nd.ones((4,), dtype=dtype)
+    hvd.allreduce_(t, name="err.dtype")
+    read_fails(t, "dtype")
+    got = hvd.broadcast(mx.nd.ones((2,), dtype=dtype), root_rank=0, name="err.bcast.dtype")
+    read_fails(got, "dtype")
+    engine_still_works()
+
+
+def test_root_mismatch_and_bad_root():
+    t = hvd.broadcast(mx.nd.ones((2,)), root_rank=hvd.rank() % 2, name="err.root")
+    read_fails(t, "root")
+    with pytest.raises(MXNetError, match="root"):
+        hvd.broadcast_(mx.nd.ones((2,)), root_rank=hvd.size())
+    with pytest.raises(MXNetError, match="root"):
+        hvd.broadcast(mx.nd.ones((2,)), root_rank=-1)
+    engine_still_works()
+
+
+def test_sync_op_errors():
+    with pytest.raises(MXNetError, match="splits"):
+        hvd.alltoall(mx.nd.ones((3, 2)), splits=[1] * (hvd.size() + 1))
+    with pytest.raises(MXNetError, match="splits"):
+        hvd.alltoall(mx.nd.ones((3, 2)), splits=[4] + [0] * (hvd.size() - 1))
+    with pytest.raises(MXNetError, match="divisible"):
+        hvd.alltoall(mx.nd.ones((hvd.size() + 1, 2)))
+    with pytest.raises(MXNetError, match="shape"):
+        hvd.allgather(mx.nd.ones((2, 1 + hvd.rank())), name="err.allgather")
+    with pytest.raises(MXNetError):
+        hvd.reducescatter(mx.nd.ones((4, 2)), op=hvd.Max)
+    with pytest.raises(MXNetError, match="shape"):
+        hvd.reducescatter(mx.nd.ones((4, 1 + hvd.rank())), name="err.rs")
+    engine_still_works()
+
+
+def test_process_set_membership():
+    only_zero = hvd.add_process_set([0])
+    try:
+        if hvd.rank() == 0:
+            t = mx.nd.full((2,), 5.0)
+            hvd.allreduce_(t, op=hvd.Sum, process_set=only_zero)
+            np.testing.assert_array_equal(t.asnumpy(), [5.0, 5.0])
+        else:
+            with pytest.raises(MXNetError, match="not a member"):
+                hvd.allreduce_(mx.nd.ones((2,)), process_set=only_zero)
+    finally:
+        hvd.remove_process_set(only_zero)
+    engine_still_works()
+
+
+def test_bad_arguments_are_local_python_errors():
+    with pytest.raises(TypeError, match="NDArray"):
+        hvd.broadcast_(np.ones(2), root_rank=0)
+    with pytest.raises(TypeError, match="prescale"):
+        hvd.allreduce(mx.nd.ones((2,), dtype=np.int32), op=hvd.Sum, prescale_factor=0.5)
+
+
+def test_global_exception_is_reported_once_by_waitall():
+    """MXNet also records failed operations globally; waitall raises them once, then the slate is clean."""
+    try:
+        mx.nd.waitall()
+    except MXNetError:
+        pass
+    mx.nd.waitall()
+    engine_still_works()

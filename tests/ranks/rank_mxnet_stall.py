@@ -1,0 +1,24 @@
+"""Mismatched names stall; the stall shutdown turns that into MXNetError on every rank (run with a short
+HOROVOD_STALL_SHUTDOWN_TIME_SECONDS), and the engine then restarts in the same process."""
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet.base import MXNetError
+
+import jupyter_hvd.mxnet as hvd
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:mxnet.*")
+
+
+def test_name_mismatch_fails_every_rank_then_restart():
+    t = mx.nd.ones((4,))
+    hvd.allreduce_(t, name=f"only.on.rank.{hvd.rank()}")
+    with pytest.raises(MXNetError, match="stall"):
+        t.asnumpy()
+    hvd.shutdown()
+    with pytest.raises(ValueError, match="not been initialized"):
+        hvd.allreduce_(mx.nd.ones((2,)))
+    hvd.init()
+    u = mx.nd.ones((4,))
+    hvd.allreduce_(u, op=hvd.Sum, name="after.restart")
+    np.testing.assert_array_equal(u.asnumpy(), np.full(4, hvd.size(), np.float32))

@@ -1,0 +1,169 @@
+"""Gluon training with jupyter_hvd.mxnet: broadcast_parameters, DistributedTrainer/Optimizer equivalence with
+single-process training on the whole batch, and identical parameters on every rank after every step."""
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+from mxnet.gluon import nn
+
+import jupyter_hvd
+import jupyter_hvd.mxnet as hvd
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:mxnet.*")
+
+PER_RANK = 6  # samples per rank and step
+FEATURES, CLASSES = 8, 4
+
+
+def mlp(seed: int, deferred: bool = False) -> nn.HybridSequential:
+    mx.random.seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="relu", in_units=0 if deferred else FEATURES),
+            nn.Dense(CLASSES, in_units=0 if deferred else 16))
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def batch(step: int):
+    """The whole job's batch for ``step`` (every rank can build it) and this rank's shard of it."""
+    rng = np.random.default_rng(step)
+    x = rng.normal(size=(PER_RANK * hvd.size(), FEATURES)).astype(np.float32)
+    y = rng.integers(0, CLASSES, size=PER_RANK * hvd.size()).astype(np.float32)
+    shard = slice(hvd.rank() * PER_RANK, (hvd.rank() + 1) * PER_RANK)
+    return (mx.nd.array(x), mx.nd.array(y)), (mx.nd.array(x[shard]), mx.nd.array(y[shard]))
+
+
+def train_step(net, trainer, x, y, batch_size):
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    with autograd.record():
+        loss = loss_fn(net(x), y)
+    loss.backward()
+    trainer.step(batch_size)
+
+
+def flat(net) -> np.ndarray:
+    return np.concatenate([p.data().asnumpy().ravel() for p in net.collect_params().values()])
+
+
+def same_on_every_rank(values: np.ndarray) -> bool:
+    everyone = hvd.allgather(mx.nd.array(values[None], dtype=values.dtype), name="check.same").asnumpy()
+    return all(np.array_equal(everyone[0], row) for row in everyone)
+
+
+def test_broadcast_parameters_including_deferred():
+    net = mlp(seed=100 + hvd.rank())
+    net.add(nn.Dense(3))  # deferred: its shape is known only at the first forward pass
+    net[-1].initialize(mx.init.Normal(1.0 + hvd.rank()))
+    root_first = hvd.broadcast_object(net[0].weight.data().asnumpy(), root_rank=1, name="root.first")
+    hvd.broadcast_parameters(net.collect_params(), root_rank=1)
+    np.testing.assert_array_equal(net[0].weight.data().asnumpy(), root_first)
+    net(mx.nd.ones((2, FEATURES))).wait_to_read()  # initialises and broadcasts the deferred layer
+    assert same_on_every_rank(flat(net))
+
+
+def test_broadcast_parameters_dict_of_ndarrays_with_prefix():
+    arg_params = {"w": mx.nd.full((3, 2), float(hvd.rank())), "b": mx.nd.full((2,), 10.0 + hvd.rank())}
+    hvd.broadcast_parameters(arg_params, root_rank=0, prefix="module.")
+    np.testing.assert_array_equal(arg_params["w"].asnumpy(), np.zeros((3, 2), np.float32))
+    np.testing.assert_array_equal(arg_params["b"].asnumpy(), np.full(2, 10.0, np.float32))
+    with pytest.raises(ValueError):
+        hvd.broadcast_parameters([mx.nd.ones((1,))])
+
+
+def single_process_reference(seed, steps, optimizer_params):
+    """Plain gluon.Trainer on the whole batch (no ranks involved)."""
+    net = mlp(seed)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", dict(optimizer_params), kvstore=None)
+    for step in range(steps):
+        (x, y), _ = batch(step)
+        train_step(net, trainer, x, y, PER_RANK * hvd.size())
+    return flat(net)
+
+
+OPT = {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-3}
+
+
+@pytest.mark.parametrize("kwargs,atol", [
+    ({}, 1e-6),
+    ({"gradient_predivide_factor": 2.0}, 1e-6),
+    ({"num_groups": 2}, 1e-6),
+    ({"compression": hvd.Compression.fp16}, 2e-3),
+], ids=["plain", "predivide", "groups", "fp16"])
+def test_distributed_trainer_matches_one_process_on_the_whole_batch(kwargs, atol):
+    net = mlp(seed=7)
+    hvd.broadcast_parameters(net.collect_params())
+    trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", dict(OPT), **kwargs)
+    for step in range(2):
+        _, (x, y) = batch(step)
+        train_step(net, trainer, x, y, PER_RANK)
+    np.testing.assert_allclose(flat(net), single_process_reference(7, 2, OPT), rtol=0, atol=atol)
+
+
+def test_distributed_optimizer_matches_one_process_on_the_whole_batch():
+    """As in horovod.mxnet, the wrapped optimizer's own rescale_grad (not the Trainer's) scales the gradient."""
+    net = mlp(seed=8)
+    opt = mx.optimizer.SGD(rescale_grad=1.0 / PER_RANK, **OPT)
+    trainer = gluon.Trainer(net.collect_params(), hvd.DistributedOptimizer(opt), kvstore=None)
+    for step in range(2):
+        _, (x, y) = batch(step)
+        train_step(net, trainer, x, y, PER_RANK)
+    np.testing.assert_allclose(flat(net), single_process_reference(8, 2, OPT), rtol=0, atol=1e-6)
+
+
+def test_distributed_optimizer_groups_and_unwrapping():
+    net = mlp(seed=9)
+    opt = hvd.DistributedOptimizer(mx.optimizer.SGD(**OPT), num_groups=3)
+    with pytest.warns(UserWarning, match="unwrapped"):
+        trainer = hvd.DistributedTrainer(net.collect_params(), opt)
+    assert trainer._optimizer is opt._optimizer and opt._optimizer.rescale_grad == 1.0
+    grouped = hvd.DistributedOptimizer(mx.optimizer.SGD(rescale_grad=1.0 / PER_RANK, **OPT), num_groups=3)
+    net = mlp(seed=8)
+    trainer = gluon.Trainer(net.collect_params(), grouped, kvstore=None)
+    for step in range(2):
+        _, (x, y) = batch(step)
+        train_step(net, trainer, x, y, PER_RANK)
+    np.testing.assert_allclose(flat(net), single_process_reference(8, 2, OPT), rtol=0, atol=1e-6)
+
+
+def test_parameters_identical_after_every_step_and_samples_counted(monkeypatch):
+    counted = []
+    monkeypatch.setattr(jupyter_hvd, "monitor_step", counted.append, raising=False)
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 3, activation="relu"), nn.MaxPool2D(), nn.Flatten(), nn.Dense(CLASSES))
+    ctx = mx.cpu(hvd.local_rank())  # Horovod's per-rank context idiom
+    net.initialize(mx.init.Xavier(), ctx=ctx)  # shapes deferred: broadcast at the first forward pass
+    net.hybridize()
+    hvd.broadcast_parameters(net.collect_params())
+    trainer = hvd.DistributedTrainer(net.collect_params(), "adam", {"learning_rate": 0.01}, prefix="conv.")
+    rng = np.random.default_rng(hvd.rank())
+    for step in range(4):
+        x = mx.nd.array(rng.normal(size=(PER_RANK, 1, 10, 10)), ctx=ctx)
+        y = mx.nd.array(rng.integers(0, CLASSES, size=PER_RANK), ctx=ctx)
+        train_step(net, trainer, x, y, PER_RANK)
+        assert same_on_every_rank(flat(net)), f"parameters differ after step {step}"
+    assert counted == [PER_RANK] * 4
+
+
+def test_allreduce_grads_then_update():
+    """The clipping pattern: reduce the gradients explicitly, inspect them, then update."""
+    net = mlp(seed=11)
+    trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    _, (x, y) = batch(0)
+    with autograd.record():
+        loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
+    loss.backward()
+    trainer.allreduce_grads()
+    grads = np.concatenate([p.grad().asnumpy().ravel() for p in net.collect_params().values()])
+    assert same_on_every_rank(grads)
+    trainer.update(PER_RANK)
+    assert same_on_every_rank(flat(net))
+
+
+def test_deprecated_average_in_a_training_step_still_works():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = hvd.allreduce(mx.nd.ones((2,)) * hvd.rank(), average=True, name="deprecated.avg.train")
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
+    np.testing.assert_allclose(out.asnumpy(), np.full(2, (hvd.size() - 1) / 2))
