@@ -56,9 +56,10 @@ def on_shutdown() -> None:
 
 def set_id(process_set: ProcessSet) -> int:
     """The registered id of ``process_set``, checking that this rank is a member."""
+    me = _C.topology()[0]  # raises first when the engine is not initialized
     pid = process_set._require()
-    if not process_set.included():
-        raise ValueError(f"rank {_C.topology()[0]} is not a member of {process_set}")
+    if me not in process_set.ranks:
+        raise ValueError(f"rank {me} is not a member of {process_set}")
     return pid
 
 

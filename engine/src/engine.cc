@@ -168,7 +168,7 @@ void Engine::shutdown() {
 
 Status Engine::stop_status() const {
   std::lock_guard<std::mutex> g(mu_);
-  return state_ == State::Running ? Status::Ok() : stop_status_;
+  return (state_ == State::Running && !stop_requested_) ? Status::Ok() : stop_status_;
 }
 
 int32_t Engine::add_process_set(std::vector<int> ranks) {

@@ -16,8 +16,9 @@ class Writer {
   template <typename T>
   void put(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
-    const auto* p = reinterpret_cast<const char*>(&v);
-    buf_.insert(buf_.end(), p, p + sizeof(T));
+    size_t n = buf_.size();
+    buf_.resize(n + sizeof(T));
+    std::memcpy(buf_.data() + n, &v, sizeof(T));
   }
   void put_string(const std::string& s);
   template <typename T>

@@ -1,4 +1,6 @@
 """Every collective x dtype x process set against a numpy reference, on all ranks at once."""
+import os
+
 import numpy as np
 import pytest
 
@@ -85,7 +87,6 @@ def test_grouped_allreduce_fuses_and_matches():
     for g, y in zip(got, ys):
         np.testing.assert_array_equal(g, y)
     if hvd.metrics()["fused_tensors"] == before:
-        import os
         assert os.environ.get("HOROVOD_FUSION_THRESHOLD") == "0", "ready tensors were never fused"
 
 
@@ -105,7 +106,7 @@ def test_repeated_names_use_the_response_cache():
         for i in range(4):
             x = np.full(8, float(step + i), dtype=np.float32)
             np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Sum, name=f"cached.{i}"), x * hvd.size())
-    if hvd.rank() != 0:
+    if hvd.rank() != 0 and os.environ.get("HOROVOD_CACHE_CAPACITY") != "0":
         assert hvd.metrics()["cached_requests"] > 0
 
 

@@ -1,0 +1,86 @@
+#include "check.h"
+#include "coordinator.h"
+
+using namespace hvd;
+
+static const std::vector<int> kAll = {0, 1, 2};
+static const std::vector<int> kPair = {0, 2};
+
+static Coordinator make(int64_t threshold = 1 << 20) {
+  return Coordinator([](int32_t id) -> const std::vector<int>* {
+    return id == 0 ? &kAll : id == 1 ? &kPair : nullptr;
+  }, threshold, 16);
+}
+
+static Request req(int rank, const std::string& name, std::vector<int64_t> shape = {4}, int set = 0) {
+  Request r;
+  r.rank = rank;
+  r.name = name;
+  r.shape = std::move(shape);
+  r.process_set = set;
+  return r;
+}
+
+TEST(ready_only_when_every_member_submitted) {
+  auto c = make();
+  c.add(req(0, "x"), 0);
+  c.add(req(1, "x"), 0);
+  CHECK(!c.has_ready());
+  c.add(req(2, "x"), 0);
+  auto rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Execute && rs[0].cache_ids[0] >= 0);
+  CHECK(c.pending() == 0);
+}
+
+TEST(process_set_members_only) {
+  auto c = make();
+  c.add(req(0, "p", {4}, 1), 0);
+  c.add(req(2, "p", {4}, 1), 0);
+  CHECK(c.take_ready().size() == 1);
+}
+
+TEST(unknown_process_set_waits) {
+  auto c = make();
+  c.add(req(0, "u", {4}, 7), 0);
+  CHECK(c.take_ready().empty() && c.pending() == 1);
+}
+
+TEST(shape_mismatch_is_an_error_naming_tensor_and_ranks) {
+  auto c = make();
+  c.add(req(0, "m", {4}), 0);
+  c.add(req(1, "m", {5}), 0);
+  c.add(req(2, "m", {4}), 0);
+  auto rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Error);
+  CHECK(rs[0].error.find("'m'") != std::string::npos);
+  CHECK(rs[0].error.find("[4] on rank 0") != std::string::npos);
+  CHECK(rs[0].error.find("[5] on rank 1") != std::string::npos);
+}
+
+TEST(cached_requests_rebuild_the_signature) {
+  auto c = make();
+  for (int r = 0; r < 3; ++r) c.add(req(r, "k"), 0);
+  int32_t id = c.take_ready()[0].cache_ids[0];
+  CHECK(c.add_cached(1, id, 0) && c.add_cached(2, id, 0));
+  c.add(req(0, "k"), 0);
+  auto rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Execute);
+  CHECK(!c.add_cached(1, 12345, 0));
+}
+
+TEST(ready_tensors_are_fused_in_one_response) {
+  auto c = make();
+  for (const char* n : {"a", "b", "c"})
+    for (int r = 0; r < 3; ++r) c.add(req(r, n), 0);
+  auto rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].names.size() == 3);
+}
+
+TEST(stalled_lists_missing_ranks) {
+  auto c = make();
+  c.add(req(0, "s"), 0);
+  c.add(req(2, "s"), 0);
+  auto st = c.stalled(2000000, 1000000);
+  CHECK(st.size() == 1 && st[0].name == "s" && st[0].missing_ranks == std::vector<int>{1});
+  CHECK(c.stalled(2500000, 1000000).empty());  // not repeated within the check interval
+}

@@ -1,0 +1,77 @@
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "check.h"
+#include "timeline.h"
+#include "trace_writer.h"
+
+using namespace hvd;
+
+static Event ev(int rank, const std::string& name, Phase p = Phase::Collective) {
+  Event e;
+  e.rank = rank;
+  e.name = name;
+  e.phase = p;
+  e.op = "allreduce";
+  e.start_us = 1000;
+  e.dur_us = 5;
+  return e;
+}
+
+TEST(ring_drains_by_sequence_and_counts_overwritten) {
+  EventRing ring(4);
+  for (int i = 0; i < 6; ++i) ring.push(ev(0, "t" + std::to_string(i)));
+  uint64_t dropped = 0;
+  auto es = ring.drain(0, 100, &dropped);
+  CHECK(es.size() == 4 && dropped == 2 && es.front().name == "t2" && es.back().seq == 5);
+  CHECK(ring.drain(6, 100, &dropped).empty() && dropped == 0);
+  CHECK(ring.drain(4, 1, &dropped).size() == 1);
+}
+
+static std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+static bool balanced_json_object(const std::string& s) {
+  int depth = 0;
+  bool in_str = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (in_str) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_str = false;
+      continue;
+    }
+    if (c == '"') in_str = true;
+    else if (c == '{' || c == '[') ++depth;
+    else if (c == '}' || c == ']') --depth;
+    if (depth < 0) return false;
+  }
+  return depth == 0 && !in_str;
+}
+
+TEST(trace_file_is_complete_json_after_every_write) {
+  char tmpl[] = "/tmp/trace_testXXXXXX";
+  int fd = mkstemp(tmpl);
+  close(fd);
+  std::string path = tmpl;
+  {
+    TraceWriter w(path, 0);
+    CHECK(balanced_json_object(slurp(path)));
+    w.add({ev(0, "grad\"quoted\""), ev(1, "b", Phase::Negotiate)});
+    usleep(300000);
+    std::string mid = slurp(path);
+    CHECK(balanced_json_object(mid));
+    CHECK(mid.find("\"pid\": 1") != std::string::npos && mid.find("ALLREDUCE") != std::string::npos);
+    w.add({ev(0, "c")});
+  }
+  std::string end = slurp(path);
+  CHECK(balanced_json_object(end) && end.find("\"tensor\": \"c\"") != std::string::npos);
+  CHECK(end.rfind("]}") != std::string::npos);
+  unlink(path.c_str());
+}

@@ -1,0 +1,68 @@
+"""abort() from any rank fails every rank's pending and later ops within a second; re-init recovers."""
+import time
+
+import numpy as np
+import pytest
+
+import jupyter_hvd as hvd
+
+
+def recover():
+    hvd.shutdown()
+    hvd.init()
+    np.testing.assert_array_equal(hvd.allreduce(np.ones(2, np.float32), op=hvd.Sum), np.full(2, hvd.size()))
+
+
+@pytest.mark.parametrize("origin", [1, 0])
+def test_abort_reaches_every_rank_within_a_second(origin):
+    hvd.barrier()
+    if hvd.rank() == origin:
+        time.sleep(0.3)
+        hvd.abort("rank raised ZeroDivisionError")
+        t_abort = time.perf_counter()
+        with pytest.raises(hvd.EngineAbortedError):
+            hvd.allreduce(np.ones(2), name="after.abort")
+    else:
+        t0 = time.perf_counter()
+        with pytest.raises(hvd.EngineAbortedError) as e:
+            hvd.allreduce(np.ones(2), name="never.matched")  # the origin never submits it
+        waited = time.perf_counter() - t0
+        assert e.value.origin_rank == origin and "ZeroDivisionError" in e.value.reason
+        assert waited < 0.3 + 1.0, f"abort took {waited - 0.3:.2f} s to arrive"
+        with pytest.raises(hvd.EngineAbortedError):
+            hvd.allreduce(np.ones(2), name="later")
+        t_abort = None
+    with pytest.raises(hvd.EngineAbortedError):
+        hvd.check_running()
+    recover()
+
+
+def test_pending_async_ops_fail_on_abort():
+    handles = [hvd.allreduce_async(np.ones(2), name=f"pending.{hvd.rank()}.{i}") for i in range(5)]
+    hvd.barrier()  # everyone has enqueued names that will never match
+    if hvd.rank() == hvd.size() - 1:
+        hvd.abort("stop")
+    for h in handles:
+        with pytest.raises(hvd.EngineAbortedError, match="stop"):
+            h.wait(timeout=5)
+    recover()
+
+
+def test_shutdown_on_one_rank_stops_the_job_and_all_reinit():
+    hvd.barrier()
+    if hvd.rank() == 0:
+        hvd.shutdown()
+    else:
+        with pytest.raises(hvd.EngineShutdownError, match="rank 0"):
+            hvd.allreduce(np.ones(2), name="orphan")
+        hvd.shutdown()
+    assert not hvd.is_initialized()
+    with pytest.raises(ValueError, match="not been initialized"):
+        hvd.allreduce(np.ones(2))
+    hvd.init()
+    np.testing.assert_array_equal(hvd.allreduce(np.ones(2, np.float32), op=hvd.Sum), np.full(2, hvd.size()))
+
+
+def test_many_reinit_cycles():
+    for i in range(3):
+        recover()

@@ -1,0 +1,128 @@
+"""Bad input gets a clear exception on every rank, and the engine keeps working afterwards."""
+import numpy as np
+import pytest
+
+import jupyter_hvd as hvd
+
+
+def still_works():
+    np.testing.assert_array_equal(hvd.allreduce(np.ones(3, np.float32), op=hvd.Sum), np.full(3, hvd.size()))
+
+
+def test_shape_mismatch_names_tensor_and_ranks():
+    with pytest.raises(hvd.TensorMismatchError) as e:
+        hvd.allreduce(np.ones(2 + hvd.rank(), np.float32), name="bad.shape")
+    msg = str(e.value)
+    assert "bad.shape" in msg and "shape" in msg and "rank 0" in msg and "rank 1" in msg
+    still_works()
+
+
+def test_dtype_mismatch():
+    dtype = np.float32 if hvd.rank() == 0 else np.float64
+    with pytest.raises(hvd.TensorMismatchError, match="data types.*float32.*float64|data types.*float64.*float32"):
+        hvd.allreduce(np.ones(3, dtype), name="bad.dtype")
+    still_works()
+
+
+def test_op_and_reduce_mismatch():
+    with pytest.raises(hvd.TensorMismatchError, match="operations"):
+        if hvd.rank() == 0:
+            hvd.allreduce(np.ones(3, np.float32), name="bad.op")
+        else:
+            hvd.broadcast(np.ones(3, np.float32), 0, name="bad.op")
+    with pytest.raises(hvd.TensorMismatchError, match="reduce ops"):
+        hvd.allreduce(np.ones(3, np.float32), name="bad.reduce", op=hvd.Sum if hvd.rank() == 0 else hvd.Max)
+    still_works()
+
+
+def test_root_mismatch():
+    with pytest.raises(hvd.TensorMismatchError, match="root ranks"):
+        hvd.broadcast(np.ones(3, np.float32), root_rank=0 if hvd.rank() == 0 else 1, name="bad.root")
+    still_works()
+
+
+def test_allgather_and_alltoall_trailing_dims_must_match():
+    with pytest.raises(hvd.TensorMismatchError, match="beyond the first"):
+        hvd.allgather(np.ones((2, 2 + hvd.rank()), np.float32), name="bad.ag")
+    with pytest.raises(hvd.TensorMismatchError, match="beyond the first"):
+        hvd.alltoall(np.ones((hvd.size(), 1 + hvd.rank()), np.float32), name="bad.a2a")
+    still_works()
+
+
+@pytest.mark.parametrize("bad", [np.ones(3, np.int16), np.ones(3, np.complex64), np.ones(3, np.uint32)])
+def test_unsupported_dtype_is_type_error(bad):
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        hvd.allreduce(bad)
+
+
+def test_non_contiguous_and_non_array_inputs():
+    with pytest.raises(ValueError, match="contiguous"):
+        hvd.allreduce(np.ones((4, 4), np.float32)[:, 1])
+    with pytest.raises(TypeError, match="numpy array or a DLPack"):
+        hvd.allreduce([1.0, 2.0])
+
+
+def test_bad_root_rank():
+    with pytest.raises(ValueError, match="root_rank"):
+        hvd.broadcast(np.ones(2), root_rank=hvd.size())
+    with pytest.raises(ValueError, match="root_rank"):
+        hvd.broadcast(np.ones(2), root_rank=-1)
+    with pytest.raises(TypeError, match="root_rank"):
+        hvd.broadcast(np.ones(2), root_rank="0")
+    still_works()
+
+
+def test_bad_splits_and_scaling_and_ops():
+    with pytest.raises(ValueError, match="splits"):
+        hvd.alltoall(np.ones((3, 2)), splits=[1] * (hvd.size() + 1))
+    with pytest.raises(ValueError, match="splits"):
+        hvd.alltoall(np.ones((3, 2)), splits=[5] + [0] * (hvd.size() - 1))
+    with pytest.raises(ValueError, match="divisible"):
+        hvd.alltoall(np.ones((hvd.size() + 1, 2)))
+    with pytest.raises(TypeError, match="floating-point"):
+        hvd.allreduce(np.ones(3, np.int32), prescale_factor=2.0)
+    with pytest.raises(TypeError, match="bool"):
+        hvd.allreduce(np.ones(3, np.bool_), op=hvd.Average)
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        hvd.allreduce(np.ones(3, np.float32), op=hvd.Adasum)
+    with pytest.raises(ValueError, match="unknown reduce op"):
+        hvd.allreduce(np.ones(3, np.float32), op=42)
+    with pytest.raises(ValueError, match="name"):
+        hvd.allreduce(np.ones(3, np.float32), name="")
+    still_works()
+
+
+def test_name_in_flight_twice_is_rejected():
+    h = hvd.allreduce_async(np.ones(2, np.float32), name="dup")
+    with pytest.raises(ValueError, match="already in flight"):
+        hvd.allreduce_async(np.ones(2, np.float32), name="dup")
+    h.wait()
+    still_works()
+
+
+def test_process_set_errors():
+    with pytest.raises(ValueError, match="not registered"):
+        hvd.allreduce(np.ones(2), process_set=hvd.ProcessSet([0]))
+    with pytest.raises(ValueError, match="different ranks"):
+        hvd.add_process_set([0] if hvd.rank() == 0 else [0, 1])
+    only_zero = hvd.add_process_set([0])
+    if hvd.rank() != 0:
+        with pytest.raises(ValueError, match="not a member"):
+            hvd.allreduce(np.ones(2), process_set=only_zero)
+    with pytest.raises(ValueError, match="already"):
+        hvd.add_process_set([0])
+    assert hvd.remove_process_set(only_zero)
+    assert not hvd.remove_process_set(only_zero)
+    still_works()
+
+
+def test_wait_timeout_then_completes():
+    if hvd.rank() == 0:
+        h = hvd.allreduce_async(np.ones(2, np.float32), name="late", op=hvd.Sum)
+        with pytest.raises(TimeoutError):
+            h.wait(timeout=0.2)
+        hvd.barrier()
+    else:
+        hvd.barrier()
+        h = hvd.allreduce_async(np.ones(2, np.float32), name="late", op=hvd.Sum)
+    np.testing.assert_array_equal(h.wait(), np.full(2, hvd.size()))

@@ -1,0 +1,34 @@
+"""Run with HOROVOD_STALL_CHECK_TIME_SECONDS=1: a late rank triggers a stall warning naming it."""
+import os
+import time
+
+import numpy as np
+import pytest
+
+import jupyter_hvd as hvd
+
+
+SHUTDOWN = bool(os.environ.get("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"))
+
+
+@pytest.mark.skipif(SHUTDOWN, reason="a late rank would be aborted")
+def test_late_rank_is_reported_then_completes():
+    if hvd.rank() == 1:
+        time.sleep(2.5)
+    out = hvd.allreduce(np.ones(2, np.float32), name="stuck", op=hvd.Sum)
+    np.testing.assert_array_equal(out, np.full(2, hvd.size()))
+    if hvd.rank() == 0:
+        assert hvd.metrics()["stalls"] >= 1
+        events, _ = hvd.drain_events()
+        assert any(e.phase == "STALL" and "stuck" in e.name for e in events)
+
+
+@pytest.mark.skipif(not SHUTDOWN, reason="needs stall shutdown")
+def test_stall_shutdown_aborts_every_rank():
+    if hvd.rank() == 1:
+        with pytest.raises(hvd.EngineAbortedError, match="stall shutdown"):
+            time.sleep(5)
+            hvd.allreduce(np.ones(2), name="too.late")
+    else:
+        with pytest.raises(hvd.EngineAbortedError, match="stall shutdown.*never.sent"):
+            hvd.allreduce(np.ones(2), name="never.sent")

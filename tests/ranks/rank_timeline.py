@@ -1,0 +1,49 @@
+"""Run with HOROVOD_TIMELINE=<file>: the trace is valid JSON while running and covers all ranks."""
+import json
+import os
+import time
+
+import numpy as np
+
+import jupyter_hvd as hvd
+
+
+def test_drain_events_has_every_phase():
+    for i in range(5):
+        hvd.grouped_allreduce([np.ones(100, np.float32)] * 3, name=f"tl.{i}")
+    events, dropped = hvd.drain_events()
+    phases = {e.phase for e in events}
+    assert {"NEGOTIATE", "MEMCPY_IN_FUSION_BUFFER", "COLLECTIVE", "MEMCPY_OUT_FUSION_BUFFER"} <= phases
+    assert all(e.rank == hvd.rank() and e.dur_us >= 0 for e in events) and dropped == 0
+    later, _ = hvd.drain_events(since=events[-1].seq + 1)
+    assert later == []
+
+
+def test_file_is_valid_json_while_running_and_has_all_ranks():
+    path = os.environ["HOROVOD_TIMELINE"]
+    for i in range(20):
+        hvd.allreduce(np.ones(10, np.float32), name=f"file.{i}")
+    time.sleep(0.5)  # forwarding and the writer run every 100 ms
+    hvd.barrier()
+    if hvd.rank() == 0:
+        with open(path) as f:
+            trace = json.load(f)
+        pids = {e["pid"] for e in trace["traceEvents"]}
+        assert pids == set(range(hvd.size())), pids
+        names = {e["name"] for e in trace["traceEvents"]}
+        assert {"NEGOTIATE", "ALLREDUCE"} <= names
+
+
+def test_start_and_stop_timeline_at_run_time(tmp_path_factory):
+    path = os.environ["HOROVOD_TIMELINE"] + ".second.json"
+    hvd.start_timeline(path)
+    for i in range(5):
+        hvd.allreduce(np.ones(4, np.float32), name=f"second.{i}")
+    time.sleep(0.3)
+    hvd.barrier()
+    hvd.stop_timeline()
+    if hvd.rank() == 0:
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+        assert any(e.get("args", {}).get("tensor") == "second.0" for e in events)
+        assert not any(e.get("args", {}).get("tensor") == "file.0" for e in events)

@@ -1,0 +1,62 @@
+"""The engine on real MPI ranks: each rank-side pytest module at 2 and 4 ranks, with timeouts."""
+import json
+
+import pytest
+
+from multirank import run_rank_tests, run_ranks
+
+pytestmark = pytest.mark.timeout(400)
+
+
+@pytest.mark.parametrize("np_", [2, 4])
+@pytest.mark.parametrize("module", ["rank_ops.py", "rank_errors.py", "rank_abort.py"])
+def test_rank_module(module, np_):
+    run_rank_tests(np_, module)
+
+
+def test_ops_identical_with_fusion_disabled():
+    run_rank_tests(2, "rank_ops.py", env={"HOROVOD_FUSION_THRESHOLD": "0"})
+
+
+def test_ops_with_cache_disabled_and_tiny_fusion_buffer():
+    run_rank_tests(2, "rank_ops.py", env={"HOROVOD_CACHE_CAPACITY": "0", "HOROVOD_FUSION_THRESHOLD": "64"})
+
+
+def test_stall_warning_names_the_missing_rank():
+    out = run_rank_tests(3, "rank_stall.py", env={"HOROVOD_STALL_CHECK_TIME_SECONDS": "1"}, show_output=True)
+    assert "stall detected: tensor 'stuck'" in out and "ranks that have not submitted it: 1" in out
+
+
+def test_stall_shutdown_aborts_all_ranks():
+    run_rank_tests(2, "rank_stall.py", env={"HOROVOD_STALL_CHECK_TIME_SECONDS": "1",
+                                            "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "2"})
+
+
+@pytest.mark.parametrize("np_", [2, 4])
+def test_timeline_file(tmp_path, np_):
+    path = tmp_path / "timeline.json"
+    run_rank_tests(np_, "rank_timeline.py", env={"HOROVOD_TIMELINE": str(path)})
+    trace = json.loads(path.read_text())
+    assert {e["pid"] for e in trace["traceEvents"]} == set(range(np_))
+
+
+def test_single_process_without_mpiexec(tmp_path):
+    script = tmp_path / "solo.py"
+    script.write_text(
+        "import numpy as np, jupyter_hvd as hvd\n"
+        "try:\n    hvd.allreduce(np.ones(2))\nexcept ValueError as e:\n    print('before init:', e)\n"
+        "hvd.init(); print('size', hvd.size(), 'sum', hvd.allreduce(np.ones(2), op=hvd.Sum))\n")
+    res = run_ranks(1, [str(script)])
+    assert "before init: jupyter_hvd has not been initialized; use hvd.init()." in res.stdout
+    assert "size 1 sum [1. 1.]" in res.stdout
+
+
+def test_init_on_a_subset_communicator(tmp_path):
+    script = tmp_path / "sub.py"
+    script.write_text(
+        "import numpy as np, jupyter_hvd as hvd\nfrom mpi4py import MPI\n"
+        "w = MPI.COMM_WORLD\nsub = w.Split(w.rank % 2, w.rank)\n"
+        "hvd.init(sub)\nprint('world', w.rank, 'sub', hvd.rank(), hvd.size(), hvd.allreduce(np.ones(1), op=hvd.Sum))\n"
+        "hvd.shutdown(); hvd.init([0, 1, 2, 3]); print('list', hvd.size())\n")
+    res = run_ranks(4, [str(script)])
+    assert res.stdout.count("sub") == 4 and "[2.]" in res.stdout and res.stdout.count("list 4") == 4
