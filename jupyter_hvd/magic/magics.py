@@ -119,11 +119,11 @@ class HvdMagics(Magics):
         lines = [
             f"[hvd] {config.np} ranks on {where}, API {cluster.ranks[0].api}, "
             f"started in {cluster.cold_start_s:.1f}s",
-            f"{'rank':>4}  {'host':<20} {'pid':>8}  {'device':<8} engine",
+            f"{'rank':>4}  {'host':<20} {'local':>5} {'pid':>8}  {'device':<8} engine",
         ]
         for info, state in zip(cluster.ranks, states):
             engine = "initialised" if state["initialised"] else "not initialised"
-            lines.append(f"{info.rank:>4}  {info.host:<20} {info.pid:>8}  {state['device']:<8} {engine}")
+            lines.append(f"{info.rank:>4}  {info.host:<20} {info.local_rank:>5} {info.pid:>8}  {info.device:<8} {engine}")
         return "\n".join(lines)
 
     def stop_ranks(self) -> None:
