@@ -109,7 +109,8 @@ hvd::DataType dtype_of(const DLDataType& t, const std::string& name) {
 std::string mxnet_error(const std::string& what) {
   std::string msg = g_api.last_error ? g_api.last_error() : "";
   if (msg.find("MKLDNN") != std::string::npos)
-    msg = "it is in an MKLDNN-internal layout, which cannot be shared in place; pass a copy (arr.copy())";
+    msg = "it is in an MKLDNN-internal layout (as weights are after an inference pass), which cannot be "
+          "shared in place; reduce a copy (arr.copy()), or use it after a training pass";
   return what + ": " + msg;
 }
 

@@ -4,7 +4,7 @@ import os
 from typing import Sequence
 
 import mxnet as mx
-from mxnet.base import MXNetError
+from mxnet.base import MXNetError, check_call
 
 from .. import _C
 
@@ -40,3 +40,10 @@ def push(op: int, names: Sequence[str], tensors: Sequence[mx.nd.NDArray], proces
                       float(prescale), float(postscale), int(priority))
     except RuntimeError as e:
         raise MXNetError(str(e)) from e
+
+
+def to_default_layout(tensor: mx.nd.NDArray) -> None:
+    """Wait for ``tensor``'s writers and move it out of any MKLDNN-internal layout (as weights are after an
+    inference pass), which in-place collectives cannot read. Blocking: for one-off uses like broadcasts."""
+    tensor.wait_to_read()
+    check_call(mx.base._LIB.MXNDArrayGetData(tensor.handle, ctypes.byref(ctypes.c_void_p())))

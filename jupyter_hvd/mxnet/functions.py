@@ -7,6 +7,7 @@ import mxnet as mx
 from .. import objects as core_objects
 from ..basics import size
 from ..process_sets import ProcessSet, global_process_set
+from . import bridge
 from .ops import broadcast_, mxnet_errors
 
 
@@ -26,7 +27,8 @@ def broadcast_parameters(params: Any, root_rank: int = 0, prefix: Optional[str] 
 
     ``params`` is a dict of NDArrays or Parameters, or a ParameterDict (``block.collect_params()``).
     Parameters whose initialisation is deferred are broadcast as soon as they are initialised (on the
-    first forward pass). Use distinct ``prefix`` values when broadcasting several sets.
+    first forward pass). Each initialised one is first brought to MXNet's plain layout, waiting for its
+    pending writers. Use distinct ``prefix`` values when broadcasting several sets.
     """
     if size() == 1:
         return
@@ -45,6 +47,7 @@ def broadcast_parameters(params: Any, root_rank: int = 0, prefix: Optional[str] 
         else:
             tensors.append((p, prefix + str(name)))
     for tensor, name in tensors:
+        bridge.to_default_layout(tensor)
         broadcast_(tensor, root_rank, name=name)
 
 

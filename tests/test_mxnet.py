@@ -1,0 +1,189 @@
+"""jupyter_hvd.mxnet as a drop-in for horovod.mxnet: API surface here, behaviour on real MPI ranks."""
+import inspect
+import re
+import textwrap
+
+import numpy as np
+import pytest
+
+mx = pytest.importorskip("mxnet")
+
+import jupyter_hvd.mxnet as hvd  # noqa: E402
+from jupyter_hvd import _C  # noqa: E402
+from jupyter_hvd.mxnet.optimizer import split_list  # noqa: E402
+from multirank import ROOT, run_rank_tests, run_ranks  # noqa: E402
+
+# One compute thread per rank: the test box has two cores for up to four ranks.
+ENV = {"OMP_NUM_THREADS": "1", "MXNET_CPU_WORKER_NTHREADS": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+
+# Horovod 0.28.1's horovod.mxnet signatures: (parameter, default) in order; None marks "no default".
+HOROVOD_SIGNATURES = {
+    "allreduce": ["tensor", ("average", None), ("name", None), ("priority", 0), ("prescale_factor", 1.0),
+                  ("postscale_factor", 1.0), ("process_set", "global_process_set"), ("op", None)],
+    "broadcast": ["tensor", "root_rank", ("name", None), ("priority", 0), ("process_set", "global_process_set")],
+    "allgather": ["tensor", ("name", None), ("priority", 0), ("process_set", "global_process_set")],
+    "alltoall": ["tensor", ("splits", None), ("name", None), ("priority", 0), ("process_set", "global_process_set")],
+    "reducescatter": ["tensor", ("op", "Average"), ("name", None), ("priority", 0),
+                      ("process_set", "global_process_set"), ("prescale_factor", 1.0), ("postscale_factor", 1.0)],
+    "broadcast_parameters": ["params", ("root_rank", 0), ("prefix", None)],
+    "broadcast_object": ["obj", ("root_rank", 0), ("name", None)],
+    "allgather_object": ["obj", ("name", None)],
+    "DistributedOptimizer": ["optimizer", ("gradient_predivide_factor", 1.0), ("num_groups", 0),
+                             ("process_set", "global_process_set")],
+    "DistributedTrainer": ["params", "optimizer", ("optimizer_params", None), ("compression", "Compression.none"),
+                           ("gradient_predivide_factor", 1.0), ("prefix", None), ("num_groups", 0),
+                           ("process_set", "global_process_set")],
+    "init": [("comm", None), ("process_sets", None)],
+    "start_timeline": ["file_path", ("mark_cycles", False)],
+}
+HOROVOD_SIGNATURES.update({
+    "allreduce_": HOROVOD_SIGNATURES["allreduce"],
+    "grouped_allreduce": ["tensors"] + HOROVOD_SIGNATURES["allreduce"][1:],
+    "grouped_allreduce_": ["tensors"] + HOROVOD_SIGNATURES["allreduce"][1:],
+    "broadcast_": HOROVOD_SIGNATURES["broadcast"],
+    "grouped_allgather": ["tensors"] + HOROVOD_SIGNATURES["allgather"][1:],
+    "grouped_reducescatter": ["tensors"] + HOROVOD_SIGNATURES["reducescatter"][1:],
+})
+NAMED_DEFAULTS = {"global_process_set": hvd.global_process_set, "Average": hvd.Average,
+                  "Compression.none": hvd.Compression.none}
+EXPORTS = ("init shutdown is_initialized size local_size cross_size rank local_rank cross_rank mpi_threads_supported "
+           "mpi_enabled mpi_built gloo_enabled gloo_built nccl_built ddl_built ccl_built cuda_built rocm_built "
+           "start_timeline stop_timeline Average Sum Adasum Min Max Product ProcessSet global_process_set "
+           "add_process_set remove_process_set Compression").split()
+
+
+@pytest.mark.parametrize("name", sorted(HOROVOD_SIGNATURES))
+def test_signature_matches_horovod(name):
+    """Same parameters, order and defaults; extras (like process_set on the object collectives) only after them."""
+    params = [p for p in inspect.signature(getattr(hvd, name)).parameters.values() if p.name != "self"]
+    specs = HOROVOD_SIGNATURES[name]
+    assert [p.name for p in params[:len(specs)]] == [s if isinstance(s, str) else s[0] for s in specs]
+    assert all(p.default is not inspect.Parameter.empty for p in params[len(specs):])
+    for p, spec in zip(params, specs):
+        if isinstance(spec, str):
+            assert p.default is inspect.Parameter.empty, p
+        else:
+            want = NAMED_DEFAULTS.get(spec[1], spec[1]) if isinstance(spec[1], str) else spec[1]
+            assert p.default is want or p.default == want, (p, want)
+
+
+def test_everything_else_horovod_exports_is_here():
+    assert all(hasattr(hvd, n) for n in EXPORTS)
+    assert len({hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product}) == 6
+    assert hasattr(_C, "mxnet_push"), "the extension was built without its MXNet bridge"
+
+
+def test_ops_before_init_raise_a_clear_error():
+    if hvd.is_initialized():
+        pytest.skip("another test initialised the engine in this process")
+    with pytest.raises(ValueError, match="init"):
+        hvd.allreduce_(mx.nd.ones((2,)))
+    with pytest.raises(ValueError, match="init"):
+        hvd.allgather(mx.nd.ones((2,)))
+
+
+def test_compression():
+    x = mx.nd.array([1.5, -2.25], dtype="float32")
+    sent, ctx = hvd.Compression.fp16.compress(x)
+    assert sent.dtype == np.float16 and hvd.Compression.fp16.decompress(sent, ctx).dtype == x.dtype
+    ints = mx.nd.array([1, 2], dtype="int32")
+    assert hvd.Compression.fp16.compress(ints)[0] is ints
+    assert hvd.Compression.none.compress(x) == (x, None) and hvd.Compression.none.decompress(x, None) is x
+
+
+def test_split_list_matches_horovods_grouping():
+    assert split_list(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert split_list([1, 2], 3) == [[1], [2], []]
+
+
+@pytest.mark.parametrize("np_", [2, 4])
+@pytest.mark.parametrize("module", ["rank_mxnet_ops.py", "rank_mxnet_errors.py", "rank_mxnet_training.py"])
+def test_on_ranks(np_, module):
+    run_rank_tests(np_, module, timeout=150, env=ENV)
+
+
+@pytest.mark.parametrize("np_", [2, 4])
+def test_name_mismatch_stall_shutdown_on_ranks(np_):
+    env = dict(ENV, HOROVOD_STALL_CHECK_TIME_SECONDS="0.5", HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="1")
+    run_rank_tests(np_, "rank_mxnet_stall.py", timeout=120, env=env)
+
+
+def test_digits_example_reaches_90_percent_on_two_ranks():
+    out = run_ranks(2, ["examples/mxnet_mnist.py"], timeout=120, env=ENV).stdout
+    accuracy = float(re.search(r"final test accuracy: ([0-9.]+) on 2 rank", out).group(1))
+    assert accuracy >= 0.90, out[-3000:]
+    assert len(re.findall(r"\[rank 1\] epoch \d+/\d+: .* samples/s", out)) >= 1
+
+
+HOROVOD_SCRIPT = '''
+"""A horovod.mxnet training script in Horovod's own style: Gluon with DistributedTrainer, then the
+Module API with DistributedOptimizer."""
+import numpy as np
+import mxnet as mx
+from mxnet import autograd, gluon
+import horovod.mxnet as hvd
+
+hvd.init()
+context = mx.cpu(hvd.local_rank())
+rng = np.random.RandomState(1234)
+true_w = rng.normal(size=(10, 3))
+x = rng.normal(size=(256, 10)).astype("float32")
+y = (x @ true_w).argmax(axis=1).astype("float32")
+x, y = x[hvd.rank()::hvd.size()], y[hvd.rank()::hvd.size()]
+
+net = gluon.nn.HybridSequential()
+net.add(gluon.nn.Dense(32, activation="relu"), gluon.nn.Dense(3))
+net.hybridize()
+net.initialize(mx.init.Xavier(magnitude=2.24), ctx=context)
+params = net.collect_params()
+if params is not None:
+    hvd.broadcast_parameters(params, root_rank=0)
+opt = mx.optimizer.create("sgd", learning_rate=0.05 * hvd.size(), momentum=0.9)
+trainer = hvd.DistributedTrainer(params, opt, gradient_predivide_factor=1.0)
+loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+metric = mx.metric.Accuracy()
+data = mx.io.NDArrayIter(x, y, batch_size=16, shuffle=True)
+for epoch in range(15):
+    data.reset()
+    metric.reset()
+    for batch in data:
+        d, l = batch.data[0].as_in_context(context), batch.label[0].as_in_context(context)
+        with autograd.record():
+            out = net(d)
+            loss = loss_fn(out, l)
+        loss.backward()
+        trainer.step(16)
+        metric.update([l], [out])
+    name, acc = metric.get()
+    acc = hvd.allreduce(mx.nd.array([acc]), name="acc", op=hvd.Average).asscalar()
+first = params[list(params.keys())[0]].data().asnumpy()
+same = hvd.allgather(mx.nd.array(first[None])).asnumpy()
+assert all(np.array_equal(same[0], s) for s in same), "parameters differ between ranks"
+print("gluon accuracy %.3f" % acc)
+
+sym = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.var("data"), num_hidden=3), name="softmax")
+mod = mx.mod.Module(sym, context=context)
+mod.bind(data_shapes=[("data", (16, 10))], label_shapes=[("softmax_label", (16,))])
+mod.init_params(mx.init.Xavier())
+arg_params, aux_params = mod.get_params()
+hvd.broadcast_parameters(arg_params, root_rank=0)
+hvd.broadcast_parameters(aux_params, root_rank=0, prefix="aux.")
+mod.set_params(arg_params, aux_params)
+module_opt = hvd.DistributedOptimizer(mx.optimizer.create("sgd", learning_rate=0.1, rescale_grad=1.0 / 16))
+mod.fit(mx.io.NDArrayIter(x, y, batch_size=16), num_epoch=5, kvstore=None, optimizer=module_opt)
+weights = mod.get_params()[0]["fullyconnected0_weight"].asnumpy()
+same = hvd.allgather(mx.nd.array(weights[None])).asnumpy()
+assert all(np.array_equal(same[0], s) for s in same), "module parameters differ between ranks"
+print("module score %.3f" % mod.score(mx.io.NDArrayIter(x, y, batch_size=16), "acc")[0][1])
+print("rank", hvd.rank(), "of", hvd.size(), "done")
+'''
+
+
+def test_horovod_mxnet_script_runs_with_only_its_import_changed(tmp_path):
+    script = tmp_path / "train_hvd.py"
+    source = textwrap.dedent(HOROVOD_SCRIPT)
+    assert source.count("import horovod.mxnet as hvd") == 1
+    script.write_text(source.replace("import horovod.mxnet as hvd", "import jupyter_hvd.mxnet as hvd"))
+    out = run_ranks(2, [str(script)], timeout=120, env=dict(ENV, PYTHONPATH=str(ROOT))).stdout
+    assert "rank 0 of 2 done" in out and "rank 1 of 2 done" in out, out[-3000:]
+    assert float(re.search(r"gluon accuracy ([0-9.]+)", out).group(1)) > 0.8, out[-3000:]
