@@ -63,6 +63,39 @@ def test_broadcast_parameters_including_deferred():
     assert same_on_every_rank(flat(net))
 
 
+def conv_net_after_inference(seed: int) -> nn.HybridSequential:
+    """Hybridized conv layers after an inference pass: MKLDNN may now hold the weights in its own layout."""
+    mx.random.seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(8, 3), nn.Conv2D(8, 3))
+    net.initialize()
+    net.hybridize()
+    net(mx.nd.ones((2, 3, 12, 12))).wait_to_read()
+    return net
+
+
+def test_broadcast_parameters_after_an_inference_pass():
+    net = conv_net_after_inference(seed=hvd.rank())
+    hvd.broadcast_parameters(net.collect_params())
+    assert same_on_every_rank(flat(net))
+    weight = net[1].weight.data()
+    total = hvd.allreduce(weight, op=hvd.Sum, name="mkldnn.out_of_place")  # reduces a plain copy
+    np.testing.assert_allclose(total.asnumpy(), weight.asnumpy() * hvd.size(), rtol=1e-6)
+    assert net(mx.nd.ones((2, 3, 12, 12))).shape == (2, 8, 8, 8)
+
+
+def test_in_place_on_an_mkldnn_layout_is_a_clear_error():
+    net = conv_net_after_inference(seed=3)
+    weight = net[0].weight.data()
+    expected = weight.asnumpy() * hvd.size()
+    hvd.allreduce_(weight, op=hvd.Sum, name="mkldnn.in_place")
+    try:
+        np.testing.assert_allclose(weight.asnumpy(), expected, rtol=1e-6)  # plain layout on this CPU
+    except mx.base.MXNetError as e:
+        assert "MKLDNN" in str(e) and "mkldnn.in_place" in str(e)
+        mx.nd.waitall()  # MXNet raises an operation's error once: it is not reported again
+
+
 def test_broadcast_parameters_dict_of_ndarrays_with_prefix():
     arg_params = {"w": mx.nd.full((3, 2), float(hvd.rank())), "b": mx.nd.full((2,), 10.0 + hvd.rank())}
     hvd.broadcast_parameters(arg_params, root_rank=0, prefix="module.")
