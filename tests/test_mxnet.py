@@ -99,7 +99,8 @@ def test_split_list_matches_horovods_grouping():
 @pytest.mark.parametrize("np_", [2, 4])
 @pytest.mark.parametrize("module", ["rank_mxnet_ops.py", "rank_mxnet_errors.py", "rank_mxnet_training.py"])
 def test_on_ranks(np_, module):
-    run_rank_tests(np_, module, timeout=150, env=ENV)
+    # Unbulked backward, so the overlap test sees gradients appear one by one.
+    run_rank_tests(np_, module, timeout=150, env=dict(ENV, MXNET_EXEC_BULK_EXEC_TRAIN="0"))
 
 
 @pytest.mark.parametrize("np_", [2, 4])

@@ -1,5 +1,6 @@
 """Gluon training with jupyter_hvd.mxnet: broadcast_parameters, DistributedTrainer/Optimizer equivalence with
 single-process training on the whole batch, and identical parameters on every rank after every step."""
+import os
 import warnings
 
 import mxnet as mx
@@ -200,3 +201,35 @@ def test_deprecated_average_in_a_training_step_still_works():
         out = hvd.allreduce(mx.nd.ones((2,)) * hvd.rank(), average=True, name="deprecated.avg.train")
     assert any(issubclass(w.category, DeprecationWarning) for w in caught)
     np.testing.assert_allclose(out.asnumpy(), np.full(2, (hvd.size() - 1) / 2))
+
+
+def test_gradient_allreduce_overlaps_backward():
+    """The last layer's gradient is already being reduced before backward has produced the first layer's.
+
+    MXNet runs a small backward pass as one bulked engine operation (all gradients at once), so this
+    needs MXNET_EXEC_BULK_EXEC_TRAIN=0; large models are split into bulks and overlap between them.
+    """
+    if os.environ.get("MXNET_EXEC_BULK_EXEC_TRAIN") != "0":
+        pytest.skip("run with MXNET_EXEC_BULK_EXEC_TRAIN=0")
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(64, 3, in_channels=16), nn.Conv2D(64, 3, in_channels=64), nn.Flatten(), nn.Dense(CLASSES))
+    net.initialize(mx.init.Xavier())
+    x, y = mx.nd.ones((8, 16, 40, 40)), mx.nd.zeros((8,))
+    with autograd.train_mode():
+        net(x)  # fixes the Dense layer's input size
+    trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", {"learning_rate": 0.01}, prefix="overlap.")
+    index = {p.name: i for i, p in enumerate(trainer._params)}
+    first, last = index[net[0].weight.name], index[net[-1].weight.name]
+    since = jupyter_hvd.drain_events()[0][-1].seq + 1 if jupyter_hvd.drain_events()[0] else 0
+    for _ in range(2):
+        train_step(net, trainer, x, y, 8)
+        mx.nd.waitall()
+    negotiations = {}  # tensor -> (enqueued, started) of its latest step
+    for e in jupyter_hvd.drain_events(since)[0]:
+        if e.phase == "NEGOTIATE" and e.name.startswith("allreduce.overlap."):
+            negotiations[e.name] = (e.start_us, e.start_us + e.dur_us)
+    last_started = negotiations[f"allreduce.overlap.{last}"][1]
+    first_enqueued = negotiations[f"allreduce.overlap.{first}"][0]
+    print(f"last layer's allreduce started {(first_enqueued - last_started) / 1e3:.1f} ms before the first "
+          f"layer's gradient was ready")
+    assert last_started < first_enqueued, negotiations
