@@ -16,6 +16,7 @@ const char* env(const char* name) {
 Config Config::from_env() {
   Config c;
   if (auto v = env("HOROVOD_FUSION_THRESHOLD")) c.fusion_threshold = std::stoll(v);
+  if (auto v = env("JUPYTER_HVD_FUSION_MAX_TENSOR")) c.fusion_max_tensor = std::stoll(v);
   if (auto v = env("HOROVOD_CYCLE_TIME")) c.cycle_time_ms = std::stod(v);
   if (auto v = env("HOROVOD_CACHE_CAPACITY")) c.cache_capacity = std::stoul(v);
   if (auto v = env("HOROVOD_STALL_CHECK_TIME_SECONDS")) c.stall_check_s = std::stod(v);

@@ -8,6 +8,7 @@ namespace hvd {
 
 struct Config {
   int64_t fusion_threshold = 128 << 20;  // HOROVOD_FUSION_THRESHOLD, bytes; 0 disables fusion
+  int64_t fusion_max_tensor = 64 << 10;  // JUPYTER_HVD_FUSION_MAX_TENSOR: larger ones run in place
   double cycle_time_ms = 1.0;           // HOROVOD_CYCLE_TIME: longest wait to batch ready tensors
   size_t cache_capacity = 1024;         // HOROVOD_CACHE_CAPACITY; 0 disables the response cache
   double stall_check_s = 60;            // HOROVOD_STALL_CHECK_TIME_SECONDS

@@ -22,8 +22,12 @@ std::vector<int64_t> tail(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-Coordinator::Coordinator(Membership members, int64_t fusion_threshold, size_t cache_capacity)
-    : members_(std::move(members)), fusion_threshold_(fusion_threshold), cache_(cache_capacity) {}
+Coordinator::Coordinator(Membership members, int64_t fusion_threshold, int64_t fusion_max_tensor,
+                         size_t cache_capacity)
+    : members_(std::move(members)),
+      fusion_threshold_(fusion_threshold),
+      fusion_max_tensor_(fusion_max_tensor),
+      cache_(cache_capacity) {}
 
 void Coordinator::add(const Request& r, int64_t now_us) {
   auto& p = pending_[r.name];
@@ -133,7 +137,7 @@ std::vector<Response> Coordinator::take_ready() {
     bytes.push_back(a.num_bytes());
   }
   ready_.clear();
-  return plan_fusion(singles, bytes, fusion_threshold_);
+  return plan_fusion(singles, bytes, fusion_threshold_, fusion_max_tensor_);
 }
 
 std::vector<StallReport> Coordinator::stalled(int64_t now_us, int64_t after_us) {

@@ -24,7 +24,7 @@ class Coordinator {
   // `members(id)` returns the global ranks of process set `id`, or nullptr while it is unknown.
   using Membership = std::function<const std::vector<int>*(int32_t)>;
 
-  Coordinator(Membership members, int64_t fusion_threshold, size_t cache_capacity);
+  Coordinator(Membership members, int64_t fusion_threshold, int64_t fusion_max_tensor, size_t cache_capacity);
 
   void add(const Request& r, int64_t now_us);
   // A cached request by id from `rank`; false when the id is unknown.
@@ -32,7 +32,7 @@ class Coordinator {
   // Validated, fused responses for every tensor that all members have submitted.
   std::vector<Response> take_ready();
   bool has_ready() const { return !ready_.empty(); }
-  // Tensors pending longer than `after_us`, each reported once until `rearm_us` passes again.
+  // Tensors pending longer than `after_us`, each reported again every `after_us`.
   std::vector<StallReport> stalled(int64_t now_us, int64_t after_us);
   size_t pending() const { return pending_.size(); }
   int64_t oldest_ready_us() const { return oldest_ready_us_; }
@@ -48,6 +48,7 @@ class Coordinator {
 
   Membership members_;
   int64_t fusion_threshold_;
+  int64_t fusion_max_tensor_;
   ResponseCache cache_;
   std::unordered_map<std::string, Pending> pending_;
   std::vector<std::string> ready_;

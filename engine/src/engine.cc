@@ -96,7 +96,8 @@ Engine::Engine(MPI_Comm comm, Config config)
       auto ps = sets_.get(id);
       return ps ? &ps->ranks : nullptr;  // sets live until removed, after their last op
     };
-    coordinator_ = std::make_unique<Coordinator>(members, config_.fusion_threshold, config_.cache_capacity);
+    coordinator_ = std::make_unique<Coordinator>(members, config_.fusion_threshold, config_.fusion_max_tensor,
+                                                 config_.cache_capacity);
   }
   // A common time origin for the trace: rank 0's clock, shared by every process on a host.
   origin_us_ = now_us();

@@ -12,8 +12,9 @@ bool fusable(const Response& a, const Response& b) {
 
 }  // namespace
 
-std::vector<Response> plan_fusion(const std::vector<Response>& ready,
-                                  const std::vector<int64_t>& bytes, int64_t threshold) {
+std::vector<Response> plan_fusion(const std::vector<Response>& ready, const std::vector<int64_t>& bytes,
+                                  int64_t threshold, int64_t max_tensor) {
+  auto small = [&](size_t i) { return bytes[i] <= max_tensor; };
   std::vector<Response> out;
   std::vector<bool> used(ready.size(), false);
   for (size_t i = 0; i < ready.size(); ++i) {
@@ -21,9 +22,9 @@ std::vector<Response> plan_fusion(const std::vector<Response>& ready,
     used[i] = true;
     Response group = ready[i];
     int64_t total = bytes[i];
-    if (threshold > 0 && total < threshold) {
+    if (threshold > 0 && total < threshold && small(i)) {
       for (size_t j = i + 1; j < ready.size(); ++j) {
-        if (used[j] || !fusable(group, ready[j]) || total + bytes[j] > threshold) continue;
+        if (used[j] || !small(j) || !fusable(group, ready[j]) || total + bytes[j] > threshold) continue;
         used[j] = true;
         total += bytes[j];
         group.names.push_back(ready[j].names[0]);

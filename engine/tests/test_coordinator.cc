@@ -9,7 +9,7 @@ static const std::vector<int> kPair = {0, 2};
 static Coordinator make(int64_t threshold = 1 << 20) {
   return Coordinator([](int32_t id) -> const std::vector<int>* {
     return id == 0 ? &kAll : id == 1 ? &kPair : nullptr;
-  }, threshold, 16);
+  }, threshold, 1 << 20, 16);
 }
 
 static Request req(int rank, const std::string& name, std::vector<int64_t> shape = {4}, int set = 0) {
