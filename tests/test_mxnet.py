@@ -103,6 +103,11 @@ def test_on_ranks(np_, module):
     run_rank_tests(np_, module, timeout=150, env=dict(ENV, MXNET_EXEC_BULK_EXEC_TRAIN="0"))
 
 
+def test_training_on_one_rank():
+    """One rank skips the allreduce; results must still match plain Gluon (gradient_predivide_factor too)."""
+    run_rank_tests(1, "rank_mxnet_training.py", timeout=120, env=ENV)
+
+
 @pytest.mark.parametrize("np_", [2, 4])
 def test_name_mismatch_stall_shutdown_on_ranks(np_):
     env = dict(ENV, HOROVOD_STALL_CHECK_TIME_SECONDS="0.5", HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="1")

@@ -30,13 +30,13 @@ def broadcast_parameters(params: Any, root_rank: int = 0, prefix: Optional[str] 
     first forward pass). Each initialised one is first brought to MXNet's plain layout, waiting for its
     pending writers. Use distinct ``prefix`` values when broadcasting several sets.
     """
-    if size() == 1:
-        return
     if prefix is not None and not isinstance(prefix, str):
         raise ValueError(f"prefix must be a string, got {type(prefix).__name__}")
-    prefix = prefix or ""
     if not isinstance(params, (dict, mx.gluon.ParameterDict)):
         raise ValueError(f"invalid params of type: {type(params)}")
+    if size() == 1:
+        return
+    prefix = prefix or ""
     tensors = []
     for name, p in sorted(params.items()):
         if isinstance(p, mx.gluon.Parameter):

@@ -23,6 +23,15 @@ def split_list(items: Sequence[Any], n: int) -> List[Sequence[Any]]:
     return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
 
 
+def _average_factor(gradient_predivide_factor: float, process_set: ProcessSet) -> float:
+    """What the optimizer's rescaling takes on to turn the sum of prescaled gradients into their average.
+
+    A set of one rank skips the allreduce (and with it the 1 / gradient_predivide_factor prescale).
+    """
+    n = process_set.size()
+    return gradient_predivide_factor / n if n > 1 else 1.0
+
+
 def _count_samples(batch_size: int) -> None:
     """Report processed samples to the throughput monitor, when this jupyter_hvd has one."""
     monitor_step = getattr(jupyter_hvd, "monitor_step", None)
@@ -44,7 +53,7 @@ class DistributedOptimizer(mx.optimizer.Optimizer):
         _require_init()
         self._optimizer = optimizer
         self._gradient_predivide_factor = gradient_predivide_factor
-        self._average_factor = gradient_predivide_factor / process_set.size()
+        self._average_factor = _average_factor(gradient_predivide_factor, process_set)
         self._optimizer.rescale_grad *= self._average_factor
         self._num_groups = num_groups
         self._process_set = process_set
@@ -130,7 +139,7 @@ class DistributedTrainer(mx.gluon.Trainer):
         self._compression: Compressor = compression
         self._process_set = process_set
         self._gradient_predivide_factor = gradient_predivide_factor
-        self._scale *= gradient_predivide_factor / process_set.size()
+        self._scale *= _average_factor(gradient_predivide_factor, process_set)
         self._prefix = prefix or ""
         self._num_groups = num_groups
 
