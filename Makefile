@@ -1,4 +1,4 @@
-# make demo: set everything up from a fresh machine and run the 2-rank demo.
+# make demo: set everything up from a fresh machine and train on 2 MPI ranks (MXNet, digits).
 # make test: set everything up and run all tests (C++ engine tests, then pytest).
 PYTHON ?= python3
 VENV := .venv
@@ -20,7 +20,7 @@ setup: $(STAMP)
 	$(PY) -m pip install -q --no-build-isolation -e .
 
 demo: setup
-	$(VENV)/bin/hvdrun -np 2 $(PY) examples/allreduce_demo.py
+	$(VENV)/bin/hvdrun -np 2 $(PY) examples/mxnet_mnist.py
 
 test-cpp: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S engine -B build/engine -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE=$(CURDIR)/$(PY) > /dev/null
