@@ -63,8 +63,10 @@ def _enqueue(op: int, kind: str, arr: np.ndarray, out: Optional[np.ndarray], nam
     pid = set_id(process_set)
     name = _name(kind, name, pid)
     code = dtype_code(arr.dtype, f"{kind} of '{name}'")
-    native = _C.enqueue(op, name, code, list(arr.shape), address(arr), 0 if out is None else address(out),
-                        reduce, pid, root_rank, float(prescale), float(postscale), list(splits))
+    src = address(arr)
+    dst = 0 if out is None else src if out is arr else address(out)
+    native = _C.enqueue(op, name, code, list(arr.shape), src, dst, reduce, pid, root_rank, float(prescale),
+                        float(postscale), list(splits))
     return Handle(native, (arr, out), finish)
 
 
