@@ -63,6 +63,8 @@ def _check_ndarrays(tensors: Sequence[Any], what: str) -> None:
     for t in tensors:
         if not isinstance(t, NDArray):
             raise TypeError(f"{what}: expected an mxnet NDArray, got {type(t).__name__}")
+        if isinstance(t, mx.nd.sparse.BaseSparseNDArray):
+            raise TypeError(f"{what}: sparse NDArrays ({t.stype}) are not supported; use dense ones (tostype)")
 
 
 def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, prescale: float, postscale: float,

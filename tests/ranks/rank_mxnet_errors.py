@@ -84,6 +84,8 @@ def test_process_set_membership():
 def test_bad_arguments_are_local_python_errors():
     with pytest.raises(TypeError, match="NDArray"):
         hvd.broadcast_(np.ones(2), root_rank=0)
+    with pytest.raises(TypeError, match="sparse"):
+        hvd.allreduce_(mx.nd.ones((4, 2)).tostype("row_sparse"))
     with pytest.raises(TypeError, match="prescale"):
         hvd.allreduce(mx.nd.ones((2,), dtype=np.int32), op=hvd.Sum, prescale_factor=0.5)
 
