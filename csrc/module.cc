@@ -137,15 +137,10 @@ NB_MODULE(_C, m) {
                       uintptr_t input, uintptr_t output, int reduce, int process_set, int root_rank,
                       double prescale, double postscale, std::vector<int64_t> splits) {
     hvd::TensorEntry e;
-    e.request.op = static_cast<hvd::OpType>(op);
+    e.request.spec = {static_cast<hvd::OpType>(op), static_cast<hvd::ReduceOp>(reduce),
+                      static_cast<hvd::DataType>(dtype), process_set, root_rank, prescale, postscale};
     e.request.name = name;
-    e.request.dtype = static_cast<hvd::DataType>(dtype);
     e.request.shape = std::move(shape);
-    e.request.reduce = static_cast<hvd::ReduceOp>(reduce);
-    e.request.process_set = process_set;
-    e.request.root_rank = root_rank;
-    e.request.prescale = prescale;
-    e.request.postscale = postscale;
     e.input = reinterpret_cast<const void*>(input);
     e.output = reinterpret_cast<void*>(output);
     e.splits = std::move(splits);

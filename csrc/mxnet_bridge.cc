@@ -52,12 +52,7 @@ class OwnedArray {
 
 // One pushed MXNet operation: the same collective on one or more NDArrays, each in place.
 struct PushedOp {
-  hvd::OpType op = hvd::OpType::Allreduce;
-  hvd::ReduceOp reduce = hvd::ReduceOp::Sum;
-  int32_t process_set = 0;
-  int32_t root_rank = -1;
-  double prescale = 1.0;
-  double postscale = 1.0;
+  hvd::OpSpec spec;  // its dtype is read from each NDArray when the op runs
   std::vector<std::string> names;
   std::vector<OwnedArray> arrays;
 };
@@ -128,15 +123,10 @@ hvd::TensorEntry entry_for(const PushedOp& op, size_t i) {
   if (t.ctx.device_type != kDLCPU && t.ctx.device_type != kDLCPUPinned)
     throw std::invalid_argument("NDArray '" + name + "' is not on the CPU; jupyter_hvd.mxnet reduces CPU NDArrays");
   hvd::TensorEntry e;
-  e.request.op = op.op;
+  e.request.spec = op.spec;
+  e.request.spec.dtype = dtype_of(t.dtype, name);
   e.request.name = name;
-  e.request.dtype = dtype_of(t.dtype, name);
   e.request.shape.assign(t.shape, t.shape + t.ndim);
-  e.request.reduce = op.reduce;
-  e.request.process_set = op.process_set;
-  e.request.root_rank = op.root_rank;
-  e.request.prescale = op.prescale;
-  e.request.postscale = op.postscale;
   void* data = static_cast<char*>(t.data) + t.byte_offset;
   e.input = data;
   e.output = data;
@@ -195,12 +185,8 @@ void push(int op, std::vector<std::string> names, const std::vector<uintptr_t>& 
   if (arrays.empty() || names.size() != arrays.size())
     throw nb::value_error("mxnet_push: need one name per NDArray, and at least one NDArray");
   auto p = std::make_unique<PushedOp>();
-  p->op = static_cast<hvd::OpType>(op);
-  p->reduce = static_cast<hvd::ReduceOp>(reduce);
-  p->process_set = process_set;
-  p->root_rank = root_rank;
-  p->prescale = prescale;
-  p->postscale = postscale;
+  p->spec = {static_cast<hvd::OpType>(op), static_cast<hvd::ReduceOp>(reduce), hvd::DataType::Float32,
+             process_set, root_rank, prescale, postscale};
   p->names = std::move(names);
   p->arrays.reserve(arrays.size());
   std::vector<NDArrayHandle> deps;
@@ -215,7 +201,7 @@ void push(int op, std::vector<std::string> names, const std::vector<uintptr_t>& 
   static const mxnet::Context ctx = mxnet::Context::CPU();
   // Horovod's choice too: MXNet's prioritised CPU pool, so collectives never wait behind compute.
   static const mxnet::FnProperty prop = mxnet::FnProperty::kCPUPrioritized;
-  hvd::OpType kind = p->op;
+  hvd::OpType kind = p->spec.op;
   // MXNet owns the op from here, and frees it with delete_op even when the push fails.
   int rc = g_api.push_async_nd(run_op, p.release(), delete_op, &ctx, nullptr, 0,
                                deps.data(), static_cast<int>(deps.size()),

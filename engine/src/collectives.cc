@@ -19,10 +19,10 @@ Status mpi_status(int rc, const char* what) {
 }
 
 Status allreduce_in_place(CollectiveContext& c, const Response& r, void* buf, int64_t count) {
-  MPI_Datatype t = c.reductions.type(r.dtype);
-  MPI_Op op = c.reductions.op(r.dtype, r.reduce);
+  MPI_Datatype t = c.reductions.type(r.spec.dtype);
+  MPI_Op op = c.reductions.op(r.spec.dtype, r.spec.reduce);
   auto* p = static_cast<char*>(buf);
-  size_t es = dtype_size(r.dtype);
+  size_t es = dtype_size(r.spec.dtype);
   for (int64_t off = 0; off < count; off += kChunk) {
     int n = static_cast<int>(std::min(kChunk, count - off));
     Status s = mpi_status(MPI_Allreduce(MPI_IN_PLACE, p + off * es, n, t, op, c.set.comm), "MPI_Allreduce");
@@ -33,12 +33,12 @@ Status allreduce_in_place(CollectiveContext& c, const Response& r, void* buf, in
 
 // Applies the postscale factor, and the division of an Average, to a reduced buffer.
 void finish_reduce(const Response& r, void* buf, int64_t count, int set_size) {
-  if (r.reduce == ReduceOp::Average) average_buffer(r.dtype, buf, count, set_size, r.postscale);
-  else scale_buffer(r.dtype, buf, count, r.postscale);
+  if (r.spec.reduce == ReduceOp::Average) average_buffer(r.spec.dtype, buf, count, set_size, r.spec.postscale);
+  else scale_buffer(r.spec.dtype, buf, count, r.spec.postscale);
 }
 
 int64_t row_bytes(const Request& q) {
-  int64_t n = static_cast<int64_t>(dtype_size(q.dtype));
+  int64_t n = static_cast<int64_t>(dtype_size(q.spec.dtype));
   for (size_t i = 1; i < q.shape.size(); ++i) n *= q.shape[i];
   return n;
 }
@@ -54,12 +54,12 @@ void* output_of(TensorEntry& e, int64_t nbytes, std::vector<int64_t> shape) {
 
 Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es) {
   const int n = static_cast<int>(c.set.ranks.size());
-  const size_t esz = dtype_size(r.dtype);
+  const size_t esz = dtype_size(r.spec.dtype);
   if (es.size() == 1) {  // no fusion buffer: reduce in the output itself
     TensorEntry& e = *es[0];
     int64_t count = e.request.num_elements();
     if (e.output != e.input) std::memcpy(e.output, e.input, count * esz);
-    scale_buffer(r.dtype, e.output, count, r.prescale);
+    scale_buffer(r.spec.dtype, e.output, count, r.spec.prescale);
     int64_t t0 = now_us();
     Status s = allreduce_in_place(c, r, e.output, count);
     c.record(Phase::Collective, t0);
@@ -76,7 +76,7 @@ Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<Tensor
     off += e->request.num_bytes();
   }
   int64_t count = total / static_cast<int64_t>(esz);
-  scale_buffer(r.dtype, buf, count, r.prescale);
+  scale_buffer(r.spec.dtype, buf, count, r.spec.prescale);
   c.record(Phase::MemcpyIn, t0);
   int64_t t1 = now_us();
   Status s = allreduce_in_place(c, r, buf, count);
@@ -122,9 +122,9 @@ Status run_allgather(CollectiveContext& c, const Response&, TensorEntry& e) {
 
 Status run_broadcast(CollectiveContext& c, const Response& r, TensorEntry& e) {
   const Request& q = e.request;
-  int root = c.set.rank_in_set(r.root_rank);
+  int root = c.set.rank_in_set(r.spec.root_rank);
   void* out = output_of(e, q.num_bytes(), q.shape);
-  if (c.global_rank == r.root_rank && out != e.input) std::memcpy(out, e.input, q.num_bytes());
+  if (c.global_rank == r.spec.root_rank && out != e.input) std::memcpy(out, e.input, q.num_bytes());
   int64_t t0 = now_us();
   auto* p = static_cast<char*>(out);
   Status s;
@@ -170,23 +170,23 @@ Status run_reducescatter(CollectiveContext& c, const Response& r, TensorEntry& e
   const int n = static_cast<int>(c.set.ranks.size());
   const Request& q = e.request;
   const int64_t rows = q.shape.empty() ? 1 : q.shape[0];
-  const int64_t row_elems = row_bytes(q) / static_cast<int64_t>(dtype_size(q.dtype));
+  const int64_t row_elems = row_bytes(q) / static_cast<int64_t>(dtype_size(q.spec.dtype));
   std::vector<int> counts(n);
   for (int i = 0; i < n; ++i) counts[i] = static_cast<int>((rows / n + (i < rows % n ? 1 : 0)) * row_elems);
   int me = c.set.rank_in_set(c.global_rank);
   std::vector<int64_t> shape = q.shape;
   shape[0] = rows / n + (me < rows % n ? 1 : 0);
-  void* out = output_of(e, int64_t(counts[me]) * dtype_size(q.dtype), shape);
+  void* out = output_of(e, int64_t(counts[me]) * dtype_size(q.spec.dtype), shape);
   const void* in = e.input;
-  if (r.prescale != 1.0) {  // scale a copy: the caller's input stays untouched
+  if (r.spec.prescale != 1.0) {  // scale a copy: the caller's input stays untouched
     if (static_cast<int64_t>(c.fusion_buffer.size()) < q.num_bytes()) c.fusion_buffer.resize(q.num_bytes());
     std::memcpy(c.fusion_buffer.data(), e.input, q.num_bytes());
-    scale_buffer(q.dtype, c.fusion_buffer.data(), q.num_elements(), r.prescale);
+    scale_buffer(q.spec.dtype, c.fusion_buffer.data(), q.num_elements(), r.spec.prescale);
     in = c.fusion_buffer.data();
   }
   int64_t t0 = now_us();
-  Status s = mpi_status(MPI_Reduce_scatter(in, out, counts.data(), c.reductions.type(q.dtype),
-                                           c.reductions.op(q.dtype, r.reduce), c.set.comm),
+  Status s = mpi_status(MPI_Reduce_scatter(in, out, counts.data(), c.reductions.type(q.spec.dtype),
+                                           c.reductions.op(q.spec.dtype, r.spec.reduce), c.set.comm),
                         "MPI_Reduce_scatter");
   c.record(Phase::Collective, t0);
   finish_reduce(r, out, counts[me], n);

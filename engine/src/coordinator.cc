@@ -47,7 +47,7 @@ bool Coordinator::add_cached(int32_t rank, int32_t id, int64_t now_us) {
 
 void Coordinator::check_ready(const std::string& name) {
   auto& p = pending_.at(name);
-  const std::vector<int>* ranks = members_(p.requests.front().process_set);
+  const std::vector<int>* ranks = members_(p.requests.front().spec.process_set);
   if (!ranks) {
     if (std::find(waiting_for_set_.begin(), waiting_for_set_.end(), name) == waiting_for_set_.end())
       waiting_for_set_.push_back(name);
@@ -60,37 +60,36 @@ void Coordinator::check_ready(const std::string& name) {
 
 std::string Coordinator::validate(const std::vector<Request>& rs) const {
   const Request& a = rs.front();
-  const std::vector<int>* ranks = members_(a.process_set);
+  const OpSpec& x = a.spec;
+  const std::vector<int>* ranks = members_(x.process_set);
   for (const Request& b : rs) {
     if (std::find(ranks->begin(), ranks->end(), b.rank) == ranks->end())
       return "rank " + std::to_string(b.rank) + " submitted it but is not in process set " +
-             std::to_string(a.process_set);
+             std::to_string(x.process_set);
   }
   std::ostringstream e;
-  auto who = [&](const Request& b) { return "rank " + std::to_string(a.rank) + " vs rank " +
-                                            std::to_string(b.rank); };
   for (const Request& b : rs) {
-    if (b.op != a.op) {
-      e << "mismatched operations: " << op_name(a.op) << " on rank " << a.rank << ", "
-        << op_name(b.op) << " on rank " << b.rank;
-    } else if (b.process_set != a.process_set) {
-      e << "mismatched process sets: " << a.process_set << " on rank " << a.rank << ", "
-        << b.process_set << " on rank " << b.rank;
-    } else if (b.op == OpType::Barrier) {
+    const OpSpec& y = b.spec;
+    if (y.op != x.op) {
+      e << "mismatched operations: " << op_name(x.op) << " on rank " << a.rank << ", "
+        << op_name(y.op) << " on rank " << b.rank;
+    } else if (y.process_set != x.process_set) {
+      e << "mismatched process sets: " << x.process_set << " on rank " << a.rank << ", "
+        << y.process_set << " on rank " << b.rank;
+    } else if (y.op == OpType::Barrier) {
       continue;
-    } else if (b.dtype != a.dtype) {
-      e << "mismatched data types: " << dtype_name(a.dtype) << " on rank " << a.rank << ", "
-        << dtype_name(b.dtype) << " on rank " << b.rank;
-    } else if ((a.op == OpType::Allreduce || a.op == OpType::Reducescatter) &&
-               b.reduce != a.reduce) {
-      e << "mismatched reduce ops: " << reduce_name(a.reduce) << " on rank " << a.rank << ", "
-        << reduce_name(b.reduce) << " on rank " << b.rank;
-    } else if (b.prescale != a.prescale || b.postscale != a.postscale) {
-      e << "mismatched prescale/postscale factors (" << who(b) << ")";
-    } else if (a.op == OpType::Broadcast && b.root_rank != a.root_rank) {
-      e << "mismatched root ranks: " << a.root_rank << " on rank " << a.rank << ", "
-        << b.root_rank << " on rank " << b.rank;
-    } else if ((a.op == OpType::Allgather || a.op == OpType::Alltoall)) {
+    } else if (y.dtype != x.dtype) {
+      e << "mismatched data types: " << dtype_name(x.dtype) << " on rank " << a.rank << ", "
+        << dtype_name(y.dtype) << " on rank " << b.rank;
+    } else if ((x.op == OpType::Allreduce || x.op == OpType::Reducescatter) && y.reduce != x.reduce) {
+      e << "mismatched reduce ops: " << reduce_name(x.reduce) << " on rank " << a.rank << ", "
+        << reduce_name(y.reduce) << " on rank " << b.rank;
+    } else if (y.prescale != x.prescale || y.postscale != x.postscale) {
+      e << "mismatched prescale/postscale factors (rank " << a.rank << " vs rank " << b.rank << ")";
+    } else if (x.op == OpType::Broadcast && y.root_rank != x.root_rank) {
+      e << "mismatched root ranks: " << x.root_rank << " on rank " << a.rank << ", "
+        << y.root_rank << " on rank " << b.rank;
+    } else if (x.op == OpType::Allgather || x.op == OpType::Alltoall) {
       if (a.shape.empty() || b.shape.size() != a.shape.size() || tail(a.shape) != tail(b.shape))
         e << "mismatched shapes beyond the first dimension: " << shape_str(a.shape)
           << " on rank " << a.rank << ", " << shape_str(b.shape) << " on rank " << b.rank;
@@ -117,18 +116,12 @@ std::vector<Response> Coordinator::take_ready() {
     std::sort(rs.begin(), rs.end(), [](const Request& x, const Request& y) { return x.rank < y.rank; });
     const Request& a = rs.front();
     Response r;
-    r.op = a.op;
-    r.reduce = a.reduce;
-    r.dtype = a.dtype;
-    r.process_set = a.process_set;
-    r.root_rank = a.root_rank;
-    r.prescale = a.prescale;
-    r.postscale = a.postscale;
+    r.spec = a.spec;
     r.names = {name};
     std::string err = validate(rs);
     if (!err.empty()) {
       r.kind = Response::Kind::Error;
-      r.error = op_name(a.op) + std::string(" of tensor '") + name + "': " + err;
+      r.error = op_name(a.spec.op) + std::string(" of tensor '") + name + "': " + err;
       r.cache_ids = {-1};
     } else {
       r.cache_ids = {cache_.assign(a)};
@@ -148,7 +141,7 @@ std::vector<StallReport> Coordinator::stalled(int64_t now_us, int64_t after_us) 
     StallReport s;
     s.name = name;
     s.waited_seconds = (now_us - p.first_seen_us) / 1e6;
-    if (const std::vector<int>* ranks = members_(p.requests.front().process_set)) {
+    if (const std::vector<int>* ranks = members_(p.requests.front().spec.process_set)) {
       for (int r : *ranks) {
         bool seen = std::any_of(p.requests.begin(), p.requests.end(),
                                 [r](const Request& q) { return q.rank == r; });

@@ -109,13 +109,13 @@ Engine::Engine(MPI_Comm comm, Config config)
 Engine::~Engine() { shutdown(); }
 
 std::shared_ptr<Handle> Engine::enqueue(TensorEntry e) {
-  auto set = sets_.get(e.request.process_set);
-  if (!set) throw InvalidArgument("unknown process set id " + std::to_string(e.request.process_set));
+  auto set = sets_.get(e.request.spec.process_set);
+  if (!set) throw InvalidArgument("unknown process set id " + std::to_string(e.request.spec.process_set));
   if (set->rank_in_set(topo_.rank) < 0)
     throw InvalidArgument("rank " + std::to_string(topo_.rank) + " is not a member of process set " +
                           std::to_string(set->id));
-  if (e.request.op == OpType::Broadcast && set->rank_in_set(e.request.root_rank) < 0)
-    throw InvalidArgument("root rank " + std::to_string(e.request.root_rank) +
+  if (e.request.spec.op == OpType::Broadcast && set->rank_in_set(e.request.spec.root_rank) < 0)
+    throw InvalidArgument("root rank " + std::to_string(e.request.spec.root_rank) +
                           " is not a member of process set " + std::to_string(set->id));
   e.request.rank = topo_.rank;
   e.handle = std::make_shared<Handle>();
@@ -357,7 +357,7 @@ void Engine::coordinate(bool got_requests) {
 void Engine::distribute(std::vector<Response> responses) {
   std::vector<std::vector<Response>> per_rank(topo_.size);
   for (auto& r : responses) {
-    auto set = sets_.get(r.process_set);
+    auto set = sets_.get(r.spec.process_set);
     for (int k : set->ranks) per_rank[k].push_back(r);
   }
   for (int k = 1; k < topo_.size; ++k)
@@ -383,14 +383,14 @@ void Engine::execute(const Response& r) {
     ev.rank = topo_.rank;
     ev.phase = Phase::Negotiate;
     ev.name = e->request.name;
-    ev.op = op_name(r.op);
+    ev.op = op_name(r.spec.op);
     ev.start_us = e->enqueue_us;
     ev.dur_us = now - e->enqueue_us;
     ev.bytes = e->request.num_bytes();
     ring_.push(std::move(ev));
   }
   Status s;
-  auto set = sets_.get(r.process_set);
+  auto set = sets_.get(r.spec.process_set);
   if (r.kind == Response::Kind::Error) {
     s = Status::Error(Status::Code::Mismatch, r.error);
   } else if (!set || es.size() != r.names.size()) {
@@ -403,7 +403,7 @@ void Engine::execute(const Response& r) {
   for (size_t i = 0; i < es.size(); ++i) {
     TensorEntry& e = *es[i];
     if (s.ok()) {
-      metrics_.count(r.op, e.request.num_bytes());
+      metrics_.count(r.spec.op, e.request.num_bytes());
       if (!coordinator_ && i < r.cache_ids.size()) cache_.learn(r.cache_ids[i], e.request);
       {
         std::lock_guard<std::mutex> g(mu_);
@@ -423,13 +423,13 @@ Status Engine::run(const Response& r, std::vector<TensorEntry*>& es, const Proce
   const std::string name = label(r);
   CollectiveContext c{set, topo_.rank, *reductions_, fusion_buffer_,
                       [&](Phase p, int64_t start) {
-                        record(p, name, op_name(r.op), start, total);
+                        record(p, name, op_name(r.spec.op), start, total);
                         int64_t d = now_us() - start;
                         if (p == Phase::MemcpyIn) metrics_.memcpy_in_us += d;
                         if (p == Phase::Collective) metrics_.collective_us += d;
                         if (p == Phase::MemcpyOut) metrics_.memcpy_out_us += d;
                       }};
-  switch (r.op) {
+  switch (r.spec.op) {
     case OpType::Allreduce: return run_allreduce(c, r, es);
     case OpType::Allgather: return run_allgather(c, r, *es[0]);
     case OpType::Broadcast: return run_broadcast(c, r, *es[0]);

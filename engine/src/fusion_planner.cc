@@ -5,9 +5,7 @@ namespace {
 
 bool fusable(const Response& a, const Response& b) {
   return a.kind == Response::Kind::Execute && b.kind == Response::Kind::Execute &&
-         a.op == OpType::Allreduce && b.op == OpType::Allreduce && a.reduce == b.reduce &&
-         a.dtype == b.dtype && a.process_set == b.process_set && a.prescale == b.prescale &&
-         a.postscale == b.postscale;
+         a.spec.op == OpType::Allreduce && a.spec == b.spec;
 }
 
 }  // namespace

@@ -39,11 +39,4 @@ int64_t Request::num_elements() const {
   for (int64_t d : shape) n *= d;
   return n;
 }
-
-bool Request::same_signature(const Request& o) const {
-  return op == o.op && reduce == o.reduce && dtype == o.dtype && process_set == o.process_set &&
-         root_rank == o.root_rank && prescale == o.prescale && postscale == o.postscale &&
-         shape == o.shape && name == o.name;
-}
-
 }  // namespace hvd

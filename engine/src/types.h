@@ -18,10 +18,8 @@ const char* op_name(OpType t);
 const char* reduce_name(ReduceOp t);
 bool is_float(DataType t);
 
-// What one rank asks for under one tensor name. Everything but `rank` must agree across ranks
-// (shape only in the dimensions the op requires).
-struct Request {
-  int32_t rank = 0;
+// What an operation does, apart from its tensor; requests and responses share it.
+struct OpSpec {
   OpType op = OpType::Allreduce;
   ReduceOp reduce = ReduceOp::Sum;
   DataType dtype = DataType::Float32;
@@ -29,26 +27,32 @@ struct Request {
   int32_t root_rank = -1;
   double prescale = 1.0;
   double postscale = 1.0;
+
+  bool operator==(const OpSpec& o) const {
+    return op == o.op && reduce == o.reduce && dtype == o.dtype && process_set == o.process_set &&
+           root_rank == o.root_rank && prescale == o.prescale && postscale == o.postscale;
+  }
+};
+
+// What one rank asks for under one tensor name. Everything but `rank` must agree across ranks
+// (shape only in the dimensions the op requires).
+struct Request {
+  int32_t rank = 0;
+  OpSpec spec;
   std::vector<int64_t> shape;
   std::string name;
 
   int64_t num_elements() const;
-  int64_t num_bytes() const { return num_elements() * static_cast<int64_t>(dtype_size(dtype)); }
+  int64_t num_bytes() const { return num_elements() * static_cast<int64_t>(dtype_size(spec.dtype)); }
   // True when two requests describe the same work (rank aside): the response-cache key.
-  bool same_signature(const Request& o) const;
+  bool same_signature(const Request& o) const { return spec == o.spec && shape == o.shape && name == o.name; }
 };
 
 // What the coordinator tells the members of a process set to do, in a global order.
 struct Response {
   enum class Kind : uint8_t { Execute, Error };
   Kind kind = Kind::Execute;
-  OpType op = OpType::Allreduce;
-  ReduceOp reduce = ReduceOp::Sum;
-  DataType dtype = DataType::Float32;
-  int32_t process_set = 0;
-  int32_t root_rank = -1;
-  double prescale = 1.0;
-  double postscale = 1.0;
+  OpSpec spec;
   std::vector<std::string> names;   // several when fused, in buffer order
   std::vector<int32_t> cache_ids;   // parallel to names; -1 when not cached
   std::string error;                // Kind::Error only

@@ -17,13 +17,7 @@ std::string Reader::get_string() {
 
 void encode(Writer& w, const Request& r) {
   w.put(r.rank);
-  w.put(r.op);
-  w.put(r.reduce);
-  w.put(r.dtype);
-  w.put(r.process_set);
-  w.put(r.root_rank);
-  w.put(r.prescale);
-  w.put(r.postscale);
+  w.put(r.spec);
   w.put_vector(r.shape);
   w.put_string(r.name);
 }
@@ -31,13 +25,7 @@ void encode(Writer& w, const Request& r) {
 Request decode_request(Reader& rd) {
   Request r;
   r.rank = rd.get<int32_t>();
-  r.op = rd.get<OpType>();
-  r.reduce = rd.get<ReduceOp>();
-  r.dtype = rd.get<DataType>();
-  r.process_set = rd.get<int32_t>();
-  r.root_rank = rd.get<int32_t>();
-  r.prescale = rd.get<double>();
-  r.postscale = rd.get<double>();
+  r.spec = rd.get<OpSpec>();
   r.shape = rd.get_vector<int64_t>();
   r.name = rd.get_string();
   return r;
@@ -45,13 +33,7 @@ Request decode_request(Reader& rd) {
 
 void encode(Writer& w, const Response& r) {
   w.put(r.kind);
-  w.put(r.op);
-  w.put(r.reduce);
-  w.put(r.dtype);
-  w.put(r.process_set);
-  w.put(r.root_rank);
-  w.put(r.prescale);
-  w.put(r.postscale);
+  w.put(r.spec);
   w.put<uint32_t>(static_cast<uint32_t>(r.names.size()));
   for (const auto& n : r.names) w.put_string(n);
   w.put_vector(r.cache_ids);
@@ -61,13 +43,7 @@ void encode(Writer& w, const Response& r) {
 Response decode_response(Reader& rd) {
   Response r;
   r.kind = rd.get<Response::Kind>();
-  r.op = rd.get<OpType>();
-  r.reduce = rd.get<ReduceOp>();
-  r.dtype = rd.get<DataType>();
-  r.process_set = rd.get<int32_t>();
-  r.root_rank = rd.get<int32_t>();
-  r.prescale = rd.get<double>();
-  r.postscale = rd.get<double>();
+  r.spec = rd.get<OpSpec>();
   auto n = rd.get<uint32_t>();
   r.names.resize(n);
   for (auto& s : r.names) s = rd.get_string();

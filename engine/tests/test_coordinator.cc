@@ -17,7 +17,7 @@ static Request req(int rank, const std::string& name, std::vector<int64_t> shape
   r.rank = rank;
   r.name = name;
   r.shape = std::move(shape);
-  r.process_set = set;
+  r.spec.process_set = set;
   return r;
 }
 

@@ -5,8 +5,8 @@ using namespace hvd;
 
 static Response single(const std::string& name, DataType t = DataType::Float32, OpType op = OpType::Allreduce) {
   Response r;
-  r.op = op;
-  r.dtype = t;
+  r.spec.op = op;
+  r.spec.dtype = t;
   r.names = {name};
   r.cache_ids = {-1};
   return r;
@@ -27,7 +27,7 @@ TEST(zero_threshold_disables_fusion) {
 
 TEST(does_not_mix_dtypes_ops_or_scaling_and_keeps_order) {
   Response scaled = single("s");
-  scaled.postscale = 0.5;
+  scaled.spec.postscale = 0.5;
   std::vector<Response> in = {single("a"), single("h", DataType::Float16), single("g", DataType::Float32, OpType::Broadcast),
                               single("b"), scaled};
   auto out = plan_fusion(in, {4, 4, 4, 4, 4}, 1 << 20, 1 << 20);

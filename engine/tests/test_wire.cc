@@ -8,11 +8,11 @@ TEST(batch_round_trip) {
   RequestBatch b;
   Request r;
   r.rank = 3;
-  r.op = OpType::Alltoall;
-  r.dtype = DataType::BFloat16;
+  r.spec.op = OpType::Alltoall;
+  r.spec.dtype = DataType::BFloat16;
   r.shape = {7, 2};
   r.name = "layer.0/weight";
-  r.prescale = 0.25;
+  r.spec.prescale = 0.25;
   b.requests = {r};
   b.cached = {4, 9};
   auto bytes = encode_batch(b);
