@@ -11,6 +11,18 @@ def engine():
     hvd.shutdown()
 
 
+@pytest.fixture(scope="module")
+def sets():
+    """The global set, the even ranks and (with more than 2 ranks) every rank but 0, on every rank."""
+    n = hvd.size()
+    extra = [hvd.add_process_set(list(range(0, n, 2)))]
+    if n > 2:
+        extra.append(hvd.add_process_set(hvd.ProcessSet(range(1, n))))
+    yield [hvd.global_process_set] + extra
+    for s in extra:
+        assert hvd.remove_process_set(s)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A test that fails on one rank aborts the engine, so the other ranks fail fast instead of waiting."""

@@ -5,7 +5,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 from mpi4py import MPI
-from refdata import INTS, data, stacked
+from refdata import data, expected_reduce, stacked
 
 import jupyter_hvd.mxnet as hvd
 
@@ -21,35 +21,11 @@ def nd(x: np.ndarray) -> mx.nd.NDArray:
     return mx.nd.array(x, dtype=x.dtype)
 
 
-def expected_reduce(op, dtype, ranks, shape, seed, high):
-    st = stacked(ranks, dtype, shape, seed, high)
-    if dtype == np.bool_:
-        st = st.astype(bool)
-        return st.all(0) if op in (hvd.Min, hvd.Product) else st.any(0)
-    red = {hvd.Sum: st.sum(0), hvd.Min: st.min(0), hvd.Max: st.max(0), hvd.Product: st.prod(0),
-           hvd.Average: st.sum(0) / len(ranks)}[op]
-    if op == hvd.Average and dtype in INTS:
-        red = np.trunc(red)
-    return red.astype(dtype)
-
-
 def assert_equal(got: mx.nd.NDArray, want: np.ndarray, rtol: float = 0.0):
     assert isinstance(got, mx.nd.NDArray)
     out = got.asnumpy()
     assert out.dtype == want.dtype and out.shape == want.shape
     np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=rtol)
-
-
-@pytest.fixture(scope="module")
-def sets():
-    """The global set, the even ranks and (with more than 2 ranks) every rank but 0."""
-    n = hvd.size()
-    extra = [hvd.add_process_set(list(range(0, n, 2)))]
-    if n > 2:
-        extra.append(hvd.add_process_set(hvd.ProcessSet(range(1, n))))
-    yield [hvd.global_process_set] + extra
-    for s in extra:
-        assert hvd.remove_process_set(s)
 
 
 def test_topology_and_build_flags():

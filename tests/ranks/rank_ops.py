@@ -5,32 +5,7 @@ import numpy as np
 import pytest
 
 import jupyter_hvd as hvd
-from refdata import ALL, BF16, FLOATS, INTS, data, stacked
-
-
-@pytest.fixture(scope="module")
-def sets():
-    """The global set plus the even ranks and a set of all ranks but rank 0, registered on every rank."""
-    n = hvd.size()
-    extra = [hvd.add_process_set(list(range(0, n, 2)))]
-    if n > 2:
-        extra.append(hvd.add_process_set(list(range(1, n))))
-    yield [hvd.global_process_set] + extra
-    for s in extra:
-        assert hvd.remove_process_set(s)
-
-
-def expected_reduce(op, dtype, ranks, shape, seed, high):
-    st = stacked(ranks, dtype, shape, seed, high)
-    if dtype == np.bool_:
-        st = st.astype(bool)
-        res = st.all(0) if op in (hvd.Min, hvd.Product) else st.any(0)
-        return res
-    red = {hvd.Sum: st.sum(0), hvd.Min: st.min(0), hvd.Max: st.max(0), hvd.Product: st.prod(0),
-           hvd.Average: st.sum(0) / len(ranks)}[op]
-    if op == hvd.Average and dtype in INTS:
-        red = np.trunc(red)
-    return red.astype(dtype)
+from refdata import ALL, BF16, FLOATS, data, expected_reduce, stacked
 
 
 OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]

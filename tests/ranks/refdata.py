@@ -1,6 +1,8 @@
 """Deterministic per-rank test data, so every rank can compute the whole job's reference."""
 import numpy as np
 
+import jupyter_hvd as hvd
+
 try:
     import ml_dtypes
 
@@ -25,3 +27,16 @@ def data(rank: int, dtype: np.dtype, shape: tuple, seed: int, high: int = 4) -> 
 def stacked(ranks: list, dtype: np.dtype, shape: tuple, seed: int, high: int = 4) -> np.ndarray:
     """Every listed rank's data, stacked along a new first axis (computed in float64)."""
     return np.stack([data(r, dtype, shape, seed, high).astype(np.float64) for r in ranks])
+
+
+def expected_reduce(op: int, dtype: np.dtype, ranks: list, shape: tuple, seed: int, high: int) -> np.ndarray:
+    """The numpy result of reducing the listed ranks' data with ``op``, in ``dtype``."""
+    st = stacked(ranks, dtype, shape, seed, high)
+    if dtype == np.bool_:
+        st = st.astype(bool)
+        return st.all(0) if op in (hvd.Min, hvd.Product) else st.any(0)
+    red = {hvd.Sum: st.sum(0), hvd.Min: st.min(0), hvd.Max: st.max(0), hvd.Product: st.prod(0),
+           hvd.Average: st.sum(0) / len(ranks)}[op]
+    if op == hvd.Average and dtype in INTS:
+        red = np.trunc(red)
+    return red.astype(dtype)
