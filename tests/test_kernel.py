@@ -1,0 +1,164 @@
+"""The %%hvd magic in a real Jupyter kernel: kernel shutdown stops the ranks, the stop button interrupts them."""
+import os
+import re
+import time
+import uuid
+
+import psutil
+import pytest
+from jupyter_client import KernelManager
+
+pytestmark = pytest.mark.timeout(180)
+
+TAG = "HVD_TEST_TAG"  # set in the kernel's environment, so inherited by every process it starts
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MXNET_CPU_WORKER_NTHREADS": "1"}  # ranks inherit the kernel's environment
+SHUTDOWN_LIMIT_S = 10.0
+INTERRUPT_LIMIT_S = 5.0
+
+
+def tagged(tag: str) -> list[psutil.Process]:
+    """Live processes with this tag in their environment: a kernel and all it started, orphans included."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get(TAG) == tag and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+def wait_gone(tag: str, timeout: float) -> list[psutil.Process]:
+    """Wait up to timeout seconds for the tagged processes to exit; return those still alive."""
+    deadline = time.monotonic() + timeout
+    while (alive := tagged(tag)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive
+
+
+def describe(processes: list[psutil.Process]) -> list[str]:
+    """Pid and command line of each process, for assertion messages."""
+    lines = []
+    for p in processes:
+        try:
+            lines.append(f"{p.pid}: {' '.join(p.cmdline())[:160]}")
+        except psutil.Error:
+            lines.append(f"{p.pid}: (gone)")
+    return lines
+
+
+class Kernel:
+    """A python3 kernel started with a unique tag in its environment, and a blocking client for it."""
+
+    def __init__(self):
+        self.tag = uuid.uuid4().hex
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(env={**os.environ, **ONE_THREAD, TAG: self.tag})
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+
+    def execute(self, code: str, timeout: float = 120.0, on_output=None) -> tuple[dict, str]:
+        """Run code; return the reply's content and the text it printed, returned or raised (so far: on_output)."""
+        chunks = []
+
+        def collect(msg: dict) -> None:
+            content, kind = msg["content"], msg["msg_type"]
+            if kind == "stream":
+                chunks.append(content["text"])
+            elif kind in ("execute_result", "display_data"):
+                chunks.append(content["data"].get("text/plain", "") + "\n")
+            elif kind == "error":
+                chunks.append("\n".join(content["traceback"]) + "\n")
+            else:
+                return
+            if on_output is not None:
+                on_output("".join(chunks))
+
+        reply = self.kc.execute_interactive(code, timeout=timeout, output_hook=collect)
+        return reply["content"], "".join(chunks)
+
+    def close(self) -> None:
+        """Stop the kernel if still running and kill anything it left behind."""
+        self.kc.stop_channels()
+        if self.km.is_alive():
+            self.km.shutdown_kernel(now=True)
+        for process in tagged(self.tag):
+            process.kill()
+
+
+def rank_pids(status: str) -> list[int]:
+    """The pid column of `%hvd status` output."""
+    return [int(m.group(1)) for m in re.finditer(r"^\s*\d+\s+\S+\s+\d+\s+(\d+)\s", status, re.MULTILINE)]
+
+
+@pytest.fixture
+def kernel():
+    """A fresh kernel for one test."""
+    k = Kernel()
+    yield k
+    k.close()
+
+
+@pytest.fixture(scope="module")
+def ranks():
+    """A kernel with two running MXNet ranks, shared by the interrupt tests."""
+    k = Kernel()
+    k.execute("%load_ext jupyter_hvd")
+    reply, out = k.execute("%%hvd -np 2\nimport mxnet as mx\nprint('up', hvd.rank())")
+    assert reply["status"] == "ok", out
+    yield k
+    k.close()
+
+
+def test_kernel_shutdown_stops_every_rank_process(kernel):
+    kernel.execute("%load_ext jupyter_hvd")
+    reply, out = kernel.execute("%%hvd -np 2 --framework none\nprint('rank', hvd.rank(), 'of', hvd.size())")
+    assert reply["status"] == "ok", out
+    assert "[rank 0] rank 0 of 2" in out and "[rank 1] rank 1 of 2" in out
+    pids = rank_pids(kernel.execute("%hvd status")[1])
+    assert len(pids) == 2
+    started = tagged(kernel.tag)
+    assert set(pids) <= {p.pid for p in started}
+    assert any(p.name() in ("mpiexec", "prterun") for p in started), describe(started)
+    assert any("ipyparallel.controller" in p.cmdline() for p in started), describe(started)
+
+    began = time.monotonic()
+    kernel.km.shutdown_kernel(now=False)
+    left = wait_gone(kernel.tag, SHUTDOWN_LIMIT_S)
+    elapsed = time.monotonic() - began
+    print(f"\nkernel shutdown: {len(started)} processes gone {elapsed:.2f}s after shutdown_kernel(now=False)")
+    assert not left, describe(left)
+
+
+WAITS = {
+    "sleep": "time.sleep(60)",
+    "allreduce": "if hvd.rank() == 0:\n    hvd.allreduce(mx.nd.ones(3), name='only_rank_0').asnumpy()\n"
+                 "else:\n    time.sleep(60)",
+}
+
+
+@pytest.mark.parametrize("wait", WAITS.values(), ids=WAITS.keys())
+def test_interrupt_stops_the_cell_and_keeps_the_ranks(ranks, wait, request):
+    before = rank_pids(ranks.execute("%hvd status")[1])
+    sent = []
+
+    def interrupt_once_both_wait(text: str) -> None:
+        if not sent and "[rank 0] waiting" in text and "[rank 1] waiting" in text:
+            sent.append(time.monotonic())
+            ranks.km.interrupt_kernel()
+
+    cell = f"%%hvd\nimport time\nprint('waiting', flush=True)\n{wait}"
+    reply, out = ranks.execute(cell, timeout=90, on_output=interrupt_once_both_wait)
+    assert sent, out
+    latency = time.monotonic() - sent[0]
+    print(f"\n{request.node.name}: the cell ended {latency:.2f}s after interrupt_kernel()")
+    assert reply["status"] == "error", out
+    assert "the kernel was interrupted" in out and "KeyboardInterrupt" in out, out
+    assert latency < INTERRUPT_LIMIT_S
+
+    reply, out = ranks.execute("%%hvd\nprint('after', hvd.rank(), hvd.allreduce(mx.nd.array([hvd.rank()])).asscalar())")
+    assert reply["status"] == "ok", out
+    assert "[rank 0] after 0 0.5" in out and "[rank 1] after 1 0.5" in out
+    assert "[hvd] started" not in out
+    assert rank_pids(ranks.execute("%hvd status")[1]) == before
