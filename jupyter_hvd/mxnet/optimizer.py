@@ -69,9 +69,11 @@ class DistributedOptimizer(mx.optimizer.Optimizer):
         return self._optimizer
 
     def create_state(self, index: int, weight: mx.nd.NDArray) -> Any:
+        """The wrapped optimizer's state for one weight."""
         return self._optimizer.create_state(index, weight)
 
     def create_state_multi_precision(self, index: int, weight: mx.nd.NDArray) -> Any:
+        """The wrapped optimizer's (mixed-precision) state for one weight."""
         return self._optimizer.create_state_multi_precision(index, weight)
 
     def _do_allreduce(self, index: Any, grad: Any) -> None:
@@ -91,22 +93,27 @@ class DistributedOptimizer(mx.optimizer.Optimizer):
                            process_set=self._process_set, op=Sum)
 
     def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        """Sum the gradient(s) over the ranks (asynchronously), then let the wrapped optimizer update."""
         if self._process_set.included():
             self._do_allreduce(index, grad)
         self._optimizer.update(index, weight, grad, state)
 
     def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        """As update(), for the wrapped optimizer's mixed-precision path."""
         if self._process_set.included():
             self._do_allreduce(index, grad)
         self._optimizer.update_multi_precision(index, weight, grad, state)
 
     def set_learning_rate(self, lr: float) -> None:
+        """Set the wrapped optimizer's learning rate."""
         self._optimizer.set_learning_rate(lr)
 
     def set_lr_mult(self, args_lr_mult: Dict[Any, float]) -> None:
+        """Set the wrapped optimizer's per-parameter learning-rate multipliers."""
         self._optimizer.set_lr_mult(args_lr_mult)
 
     def set_wd_mult(self, args_wd_mult: Dict[Any, float]) -> None:
+        """Set the wrapped optimizer's per-parameter weight-decay multipliers."""
         self._optimizer.set_wd_mult(args_wd_mult)
 
 
