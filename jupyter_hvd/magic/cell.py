@@ -63,10 +63,12 @@ def rank_status() -> dict[str, Any]:
     }
 
 
-def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value_ranks: list[int] | None) -> Any:
+def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value_ranks: list[int] | None,
+             monitor: bool = False) -> Any:
     """Run a %%hvd cell in this rank's namespace; on error abort the job so peers cannot hang, then re-raise.
 
-    The last expression's value is sent back only from value_ranks (None: from every rank).
+    The last expression's value is sent back only from value_ranks (None: from every rank). With monitor,
+    the rank publishes its progress and engine events to the kernel while the cell runs.
     """
     __tracebackhide__ = True  # keep this wrapper out of the traceback the notebook shows
     engine = _state["engine"]
@@ -75,6 +77,9 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
         engine.init()
     deadline = _Deadline(timeout)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    publisher = importlib.import_module("jupyter_hvd.monitor.publisher") if monitor else None
+    if publisher is not None:
+        publisher.start_publisher(_world_rank())
     try:
         body, last = _compile(code, f"<hvd cell {cell_id}>")
         namespace = _user_ns()
@@ -89,6 +94,8 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
         raise
     finally:
         deadline.cancel()
+        if publisher is not None:
+            publisher.stop_publisher()
         signal.signal(signal.SIGINT, previous)
     if value_ranks is not None and _world_rank() not in value_ranks:
         return None

@@ -7,6 +7,7 @@ from typing import Any
 
 from ipyparallel.error import EngineError
 
+from ..monitor import Monitor
 from .cell import run_cell
 from .cluster import RankCluster, wait_a_little
 from .failures import RankError, describe_failure
@@ -22,11 +23,13 @@ class CellRun:
     """One cell on all ranks: submits it, relays output, and escalates until every rank is done."""
 
     def __init__(self, cluster: RankCluster, code: str, cell_id: int, reinit: bool, timeout: float | None,
-                 only_rank: int | None = None, value_ranks: list[int] | None = None):
+                 only_rank: int | None = None, value_ranks: list[int] | None = None,
+                 monitor: Monitor | None = None):
         self.cluster = cluster
+        self.monitor = monitor
         self.timeout = timeout
         self.output = RankOutput(len(cluster.ranks), only_rank)
-        self.results = cluster.submit(run_cell, code, cell_id, reinit, timeout, value_ranks)
+        self.results = cluster.submit(run_cell, code, cell_id, reinit, timeout, value_ranks, monitor is not None)
         self.started = time.monotonic()
         self.failed_order: list[int] = []  # ranks in the order their failure was seen
         self.first_failure_at: float | None = None
@@ -57,6 +60,8 @@ class CellRun:
 
     def _step(self) -> None:
         self.output.poll(self.results)
+        if self.monitor is not None:
+            self.monitor.collect(self.results)
         if self.cluster.dead_ranks():
             self.output.flush()
             self.cluster.raise_if_dead()
@@ -96,6 +101,8 @@ class CellRun:
                 result.wait_for_output(max(0.0, deadline - time.monotonic()))
         self.output.poll(self.results)
         self.output.flush()
+        if self.monitor is not None:
+            self.monitor.collect(self.results)
 
 
 def _ranks(ranks: list[int]) -> str:

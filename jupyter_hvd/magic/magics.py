@@ -10,6 +10,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from ..monitor import Monitor, cell_key
 from ..runner.launch import parse_hosts
 from .cell import rank_status
 from .cluster import LaunchConfig, RankCluster
@@ -28,6 +29,8 @@ class HvdMagics(Magics):
         self._cluster: RankCluster | None = None
         self.launch: LaunchConfig | None = None  # kept after a crash so the next cell restarts the same job
         self.monitor = True
+        self.last_monitor: Monitor | None = None  # the last monitored cell, for %hvd monitor
+        self._baselines: dict[str, float] = {}  # cell key -> samples/s of its last 1-rank run
         self._reinit = False  # an earlier cell failed: ranks re-initialise the engine before the next one
         self._cells = 0
 
@@ -49,6 +52,8 @@ class HvdMagics(Magics):
     @argument("--timeout", type=float, metavar="S", help="stop the cell on every rank after S seconds")
     @argument("--framework", choices=FRAMEWORKS, help="API bound to hvd on the ranks (default: mxnet if installed)")
     @argument("--no-monitor", action="store_true", help="do not show the training monitor")
+    @argument("--baseline", type=float, metavar="SAMPLES_PER_S",
+              help="one rank's samples/s, the reference for scaling efficiency")
     @cell_magic("hvd")
     def hvd_cell(self, line: str, cell: str) -> Any:
         """Run the cell on every MPI rank; print each rank's output as [rank k] lines; return rank 0's value.
@@ -64,17 +69,26 @@ class HvdMagics(Magics):
             raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
         if args.output is not None and not args.output.isidentifier():
             raise UsageError(f"-o needs a variable name, got {args.output!r}")
+        if args.baseline is not None and args.baseline <= 0:
+            raise UsageError(f"--baseline must be positive, got {args.baseline:g}")
         self.monitor = not args.no_monitor
         cluster = self._ensure_ranks(config, restart=args.restart)
         self._cells += 1
         shown = args.rank or 0
         value_ranks = None if args.output else [shown]  # only -o needs every rank's value
+        monitor = self._new_monitor(cell, config.np, args.baseline) if self.monitor else None
         try:
-            values = CellRun(cluster, cell, self._cells, self._reinit, args.timeout, args.rank, value_ranks).wait()
+            values = CellRun(cluster, cell, self._cells, self._reinit, args.timeout, args.rank, value_ranks,
+                             monitor).wait()
         except RankError:
             self._reinit = True
             raise
+        finally:
+            if monitor is not None:
+                self._keep(monitor)
         self._reinit = False
+        if monitor is not None and monitor.trained():  # a failed cell's summary stays available: %hvd monitor
+            print(monitor.text_summary())
         if args.output:
             self.shell.user_ns[args.output] = values
         if cell.rstrip().endswith(";"):
@@ -82,12 +96,12 @@ class HvdMagics(Magics):
         return values[shown]
 
     @magic_arguments()
-    @argument("command", choices=("status", "stop", "restart", "push", "pull"))
+    @argument("command", choices=("status", "stop", "restart", "push", "pull", "monitor"))
     @argument("names", nargs="*", help="variables to push, or the one to pull")
     @argument("--rank", type=int, default=0, help="rank to pull from (default 0)")
     @line_magic("hvd")
     def hvd_line(self, line: str) -> Any:
-        """Manage the ranks: status, stop, restart, push NAME [NAME...], pull NAME [--rank R]."""
+        """Manage the ranks: status, stop, restart, push NAME [NAME...], pull NAME [--rank R], monitor."""
         args = parse_argstring(self.hvd_line, line)
         if args.command == "status":
             print(self.status())
@@ -101,6 +115,8 @@ class HvdMagics(Magics):
             self._ensure_ranks(self.launch, restart=True)
         elif args.command == "push":
             return self._push(args.names)
+        elif args.command == "monitor":
+            print(self.last_monitor.text_summary() if self.last_monitor else "[hvd] no monitored cell has run yet")
         else:
             return self._pull(args.names, args.rank)
         return None
@@ -178,6 +194,25 @@ class HvdMagics(Magics):
         if config.framework == "mxnet" and importlib.util.find_spec("mxnet") is None:
             raise UsageError("--framework mxnet: mxnet is not installed (pip install mxnet)")
         return config
+
+    def _new_monitor(self, cell: str, np: int, baseline: float | None) -> Monitor:
+        """A monitor for this cell, with the baseline given, or measured on one rank earlier in the session."""
+        monitor = Monitor(np, cell_key(cell))
+        if baseline is not None:
+            monitor.set_baseline(baseline, "--baseline")
+        elif monitor.key in self._baselines:
+            monitor.set_baseline(self._baselines[monitor.key], "1-rank run of this cell")
+        return monitor
+
+    def _keep(self, monitor: Monitor) -> None:
+        """Keep the cell's monitor for %hvd monitor, and a 1-rank run's throughput as the cell's baseline."""
+        monitor.finish()
+        self.last_monitor = monitor
+        measured = monitor.measured_rate()
+        if len(monitor.ranks) == 1 and measured:
+            self._baselines[monitor.key] = measured
+            if monitor.baseline is None:
+                monitor.set_baseline(measured, "this 1-rank run")
 
     def _push(self, names: list[str]) -> None:
         if not names:

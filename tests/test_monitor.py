@@ -1,0 +1,295 @@
+"""The live monitor: batch coarsening, the publisher, the kernel-side merge, and a real 2-rank cell."""
+import json
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from jupyter_hvd.monitor import Monitor, cell_key, monitor_step, stragglers
+from jupyter_hvd.monitor.batch import KEY_PREFIX, to_columns
+from jupyter_hvd.monitor.publisher import Publisher
+from jupyter_hvd.monitor.samples import progress
+from jupyter_hvd.timeline import Event
+
+pytestmark = pytest.mark.timeout(180)
+
+HEAD = "%%hvd -np 2 --framework none"
+LOOP = """
+import numpy as np, time
+flag = np.zeros(256, np.float32)
+steps, began = 0, time.monotonic()
+while True:
+    hvd.monitor_step(64)
+    steps += 1
+    flag[0] = time.monotonic() - began > {seconds}
+    if hvd.allreduce(flag, name="loop", op=hvd.Max)[0]:
+        break
+steps / (time.monotonic() - began)
+"""
+
+
+def event(seq, phase="COLLECTIVE", start=0, dur=10, rank=0, name="g", nbytes=4):
+    return Event(seq, rank, phase, name, "allreduce", start, dur, nbytes)
+
+
+def batch(rank=0, n=0, now_us=0, samples=0, steps=0, last_step_us=0, events=(), ring_dropped=0, coarsened=0,
+          stalls=0):
+    columns, merged = to_columns(list(events), 512)
+    return {"rank": rank, "batch": n, "now_us": now_us, "samples": samples, "steps": steps,
+            "last_step_us": last_step_us, "events": columns, "ring_dropped": ring_dropped,
+            "coarsened": coarsened + merged, "behind": False, "stalls": stalls, "errors": 0}
+
+
+def steady(monitor, rank, rate, seconds=4.0, start_n=0, period_us=250_000):
+    """Feed batches of a rank stepping at ``rate`` samples/s (one step per batch period)."""
+    for i in range(int(seconds * 1e6 / period_us) + 1):
+        t = i * period_us
+        samples = int(rate * t / 1e6)
+        monitor.feed(batch(rank, start_n + i, now_us=t, samples=samples, steps=i, last_step_us=t))
+
+
+# -- rank side -----------------------------------------------------------------------------------
+
+
+def test_monitor_step_counts_samples_and_time():
+    before = progress()
+    monitor_step(32)
+    monitor_step(32)
+    samples, steps, last_us = progress()
+    assert (samples - before[0], steps - before[1]) == (64, 2)
+    assert last_us >= before[2]
+
+
+def test_to_columns_keeps_small_batches_raw():
+    columns, merged = to_columns([event(i, start=i * 100) for i in range(5)], 512)
+    assert merged == 0
+    assert columns["start_us"] == [0, 100, 200, 300, 400]
+    assert columns["count"] == [1] * 5
+
+
+def test_to_columns_merges_per_phase_within_bound_and_keeps_health():
+    events = [event(i, "NEGOTIATE" if i % 2 else "COLLECTIVE", start=i * 10, dur=5, nbytes=4) for i in range(2000)]
+    events.insert(1000, event(5000, "STALL", start=9995, name="rank 1 missing g"))
+    columns, merged = to_columns(events, 100)
+    rows = len(columns["phase"])
+    assert rows <= 100
+    assert merged == 2000 - (rows - 1)
+    assert sum(columns["count"]) == 2001
+    assert sum(columns["bytes"]) == 2000 * 4 + 4
+    assert columns["phase"].count("STALL") == 1 and "rank 1 missing g" in columns["name"]
+    assert set(columns["phase"]) == {"NEGOTIATE", "COLLECTIVE", "STALL"}
+    assert columns["start_us"] == sorted(columns["start_us"])
+
+
+class FakeEngine:
+    """An engine ring of ``capacity`` events whose drain behaves like the native one."""
+
+    def __init__(self, capacity=100):
+        self.capacity = capacity
+        self.events = []
+
+    def emit(self, n, phase="COLLECTIVE"):
+        base = len(self.events)
+        self.events += [event(base + i, phase, start=(base + i) * 10) for i in range(n)]
+
+    def drain(self, since, limit=100000):
+        oldest = max(0, len(self.events) - self.capacity)
+        start = max(since, oldest)
+        return self.events[start:start + limit], start - min(since, start)
+
+    def metrics(self):
+        return {"stalls": 0, "errors": 0}
+
+
+def test_publisher_skips_old_events_bounds_batches_and_counts_losses():
+    engine, sent = FakeEngine(capacity=100), []
+    engine.emit(50)
+    publisher = Publisher(3, sent.append, engine.drain, engine.metrics, max_drain=40, max_events=8, interval=60)
+    publisher.start()  # the 50 events from before the cell are skipped
+    engine.emit(30)
+    publisher.publish()
+    engine.emit(150)  # the ring (230 written, 100 kept) overwrites 50 of them before the next read
+    publisher.publish()
+    monitor_step(16)
+    publisher.stop()  # the final batch reads everything left
+    batches = [b for message in sent for key, b in message.items() if key.startswith(KEY_PREFIX)]
+    assert [b["batch"] for b in batches] == [0, 1, 2]
+    assert all(b["rank"] == 3 and len(b["events"]["phase"]) <= 8 for b in batches)
+    seen = sum(sum(b["events"]["count"]) for b in batches)
+    assert seen + sum(b["ring_dropped"] for b in batches) == 180
+    assert sum(b["ring_dropped"] for b in batches) == 50
+    assert batches[1]["behind"] and not batches[2]["behind"] and batches[0]["coarsened"] == 30 - len(batches[0]["events"]["phase"])
+    assert batches[-1]["samples"] == 16 and batches[-1]["steps"] == 1
+
+
+def test_publisher_follows_an_engine_restart():
+    engine, sent = FakeEngine(), []
+    engine.emit(20)
+    publisher = Publisher(0, sent.append, engine.drain, engine.metrics, interval=60).start()
+    engine.events = []  # shutdown(); init(): a new ring, its sequence from 0
+    engine.emit(5)
+    publisher.stop()
+    assert sum(sum(b["events"]["count"]) for m in sent for b in m.values()) == 5
+
+
+# -- kernel side ---------------------------------------------------------------------------------
+
+
+def test_throughput_over_sliding_window_and_mean():
+    monitor = Monitor(2, window_s=2.0)
+    steady(monitor, 0, 1000.0)
+    steady(monitor, 1, 500.0)
+    assert monitor.rates() == pytest.approx([1000.0, 500.0])
+    assert monitor.mean_rates() == pytest.approx([1000.0, 500.0])
+    state = monitor.state()
+    assert state["total_samples_per_s"] == pytest.approx(1500.0)
+    json.dumps(state)
+
+
+def test_window_rate_drops_to_zero_when_a_rank_stops_stepping():
+    monitor = Monitor(1, window_s=1.0)
+    steady(monitor, 0, 1000.0, seconds=2.0)
+    for i in range(9, 20):  # the same sample count for 2.5 more seconds
+        monitor.feed(batch(0, i, now_us=i * 250_000, samples=2000, steps=8, last_step_us=2_000_000))
+    assert monitor.rates() == [0.0]
+    assert monitor.mean_rates() == pytest.approx([1000.0])
+
+
+def test_stragglers_below_80_percent_of_median():
+    assert stragglers([100.0, 100.0, 70.0, 95.0]) == [2]
+    assert stragglers([100.0, 100.0, 79.0, 95.0]) == []  # 0.8 x median 97.5 = 78
+    assert stragglers([100.0]) == []
+    assert stragglers([0.0, 0.0]) == []
+    assert stragglers([100.0, None, 10.0]) == [2]
+    monitor = Monitor(3)
+    for rank, rate in enumerate([1000.0, 950.0, 400.0]):
+        steady(monitor, rank, rate)
+    assert monitor.state()["stragglers"] == [2]
+    assert "straggler" in monitor.text_summary().splitlines()[4]
+
+
+def test_efficiency_against_a_baseline_and_its_source():
+    monitor = Monitor(2)
+    steady(monitor, 0, 900.0)
+    steady(monitor, 1, 900.0)
+    assert monitor.state()["efficiency"] is None
+    assert "no baseline" in monitor.text_summary()
+    monitor.set_baseline(1000.0, "1-rank run of this cell")
+    monitor.finish()
+    state = monitor.state()
+    assert state["efficiency"] == pytest.approx(0.9)
+    assert state["baseline"] == {"samples_per_s": 1000.0, "source": "1-rank run of this cell"}
+    assert "scaling efficiency 90% of 2 x 1000.0 samples/s (1-rank run of this cell)" in monitor.text_summary()
+    with pytest.raises(ValueError):
+        monitor.set_baseline(0)
+
+
+def test_cell_key_ignores_surrounding_whitespace():
+    assert cell_key("x = 1\n") == cell_key("\nx = 1") != cell_key("x = 2")
+
+
+def test_timeline_buffer_is_bounded_and_counts_what_it_drops():
+    monitor = Monitor(1, max_events=10, timeline_s=1000)
+    monitor.feed(batch(0, 0, events=[event(i, start=i * 10) for i in range(25)], ring_dropped=7))
+    rank = monitor.state()["ranks"][0]
+    assert len(monitor.state()["timeline"]["ranks"][0]["start_us"]) == 10
+    assert (rank["events"], rank["buffer_dropped"], rank["ring_dropped"]) == (25, 15, 7)
+    assert "   22" in monitor.text_summary()  # lost: 15 + 7
+
+
+def test_timeline_expires_old_events_without_counting_them_dropped():
+    monitor = Monitor(1, timeline_s=1.0)
+    monitor.feed(batch(0, 0, events=[event(0, start=0)]))
+    monitor.feed(batch(0, 1, events=[event(1, start=5_000_000)]))
+    assert monitor.state()["timeline"]["ranks"][0]["start_us"] == [5_000_000]
+    assert monitor.state()["ranks"][0]["buffer_dropped"] == 0
+
+
+def test_health_lists_stalls_and_aborts_and_lost_batches_are_counted():
+    monitor = Monitor(2)
+    monitor.feed(batch(0, 0, events=[event(0, "STALL", name="ranks [1] did not submit g")], stalls=1))
+    monitor.feed(batch(1, 2, events=[event(0, "ABORT", name="rank 1 raised ValueError")]))
+    state = monitor.state()
+    assert [(h["rank"], h["kind"]) for h in state["health"]] == [(0, "stall"), (1, "abort")]
+    assert state["ranks"][1]["lost_batches"] == 2
+    text = monitor.text_summary()
+    assert "stalls 1, aborts 1; 2 batches lost" in text
+    assert "rank 1 abort: rank 1 raised ValueError" in text
+
+
+def test_delta_returns_only_what_is_new():
+    monitor = Monitor(2)
+    monitor.feed(batch(0, 0, events=[event(0, start=0)]))
+    version = monitor.version
+    monitor.feed(batch(1, 0, events=[event(0, start=5), event(1, "STALL", start=6)]))
+    delta = monitor.delta(version)
+    assert [len(r["start_us"]) for r in delta["timeline"]["ranks"]] == [0, 2]
+    assert len(delta["health"]) == 1
+    assert monitor.delta(monitor.version)["health"] == []
+    assert [len(r["start_us"]) for r in monitor.state()["timeline"]["ranks"]] == [1, 2]
+
+
+class FakeResult:
+    def __init__(self, batches):
+        self.metadata = {"data": {f"{KEY_PREFIX}{b['batch']}": b for b in batches}}
+
+
+def test_collect_feeds_batches_in_order_and_takes_them_out():
+    monitor = Monitor(2)
+    results = [FakeResult([batch(0, n, now_us=n, samples=n) for n in (10, 2, 0, 1, 3, 4, 5, 6, 7, 8, 9)]),
+               FakeResult([])]
+    assert monitor.collect(results) == 11
+    assert results[0].metadata["data"] == {}
+    assert monitor.state()["ranks"][0]["lost_batches"] == 0
+    assert monitor.collect(results) == 0
+
+
+# -- through the magic ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "jupyter_hvd.magic")
+    yield shell
+    shell.run_line_magic("hvd", "stop")
+
+
+def magics(ip):
+    return ip.magics_manager.registry["HvdMagics"]
+
+
+def test_two_ranks_report_throughput_and_events(ip, capsys):
+    result = ip.run_cell(HEAD + LOOP.format(seconds=2.0))
+    out = capsys.readouterr().out
+    assert result.success, out
+    state = magics(ip).last_monitor.state()
+    json.dumps(state)
+    assert all(r["mean_samples_per_s"] and r["mean_samples_per_s"] > 0 for r in state["ranks"])
+    assert all(r["samples"] > 0 and r["events"] > 0 for r in state["ranks"])
+    assert all(len(r["phase"]) > 0 for r in state["timeline"]["ranks"])
+    assert state["finished"] and state["health"] == []
+    assert "[hvd monitor] 2 ranks" in out and "total " in out
+    ip.run_line_magic("hvd", "monitor")
+    assert "[hvd monitor] 2 ranks" in capsys.readouterr().out
+
+
+def test_cells_without_training_print_no_summary_and_no_monitor_disables_it(ip, capsys):
+    ip.run_cell(f"{HEAD}\nx = 1")
+    assert "[hvd monitor]" not in capsys.readouterr().out
+    before = magics(ip).last_monitor
+    ip.run_cell(f"{HEAD} --no-monitor\nhvd.monitor_step(1)")
+    assert "[hvd monitor]" not in capsys.readouterr().out
+    assert magics(ip).last_monitor is before
+
+
+def test_overhead_of_the_publisher(ip, capsys):
+    """Steps per second of a tight allreduce loop with and without the monitor (reported, not asserted)."""
+    rates = {}
+    for flags in ("--no-monitor", "", "--no-monitor", ""):
+        result = ip.run_cell(f"{HEAD} {flags}" + LOOP.format(seconds=2.0))
+        assert result.success
+        rates.setdefault(flags or "monitor", []).append(result.result)
+    capsys.readouterr()
+    off, on = max(rates["--no-monitor"]), max(rates["monitor"])
+    with capsys.disabled():
+        print(f"\n[monitor overhead] steps/s without {off:.0f}, with {on:.0f}: {100 * (1 - on / off):+.1f}%")
