@@ -1,6 +1,6 @@
 """MXNet data-parallel training throughput: jupyter_hvd.mxnet against horovod.mxnet on the same machine.
 
-    python benchmarks/mxnet_train.py [--impl jupyter_hvd horovod] [--np 1 2] [--quick]
+    python benchmarks/mxnet_train.py [--impl jupyter_hvd horovod] [--np 1 2] [--repeat 3] [--quick]
 
 Cases, each rank with one compute thread (OMP_NUM_THREADS=1, MXNET_CPU_WORKER_NTHREADS=1):
   cnn_train      a small CNN (2 conv + 2 dense) on synthetic 28x28 data, batch 64 per rank, with
@@ -159,10 +159,18 @@ def run(impl: str, n: int, python: str, quick: bool) -> list:
     return [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
 
 
+def best(rows: list) -> dict:
+    """The best of repeated runs of one case: on a shared machine, noise only ever slows a run down."""
+    if rows[0]["case"] == "cnn_train":
+        return max(rows, key=lambda r: r["samples_per_s"])
+    return min(rows, key=lambda r: r["ms"])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--impl", nargs="+", choices=["jupyter_hvd", "horovod"], default=["jupyter_hvd"])
     p.add_argument("--np", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--repeat", type=int, default=1, help="runs per configuration (interleaved); the best is kept")
     p.add_argument("--horovod-python", default="/opt/hvdref/bin/python",
                    help="interpreter with horovod.mxnet installed, for --impl horovod")
     p.add_argument("--quick", action="store_true", help="fewer steps")
@@ -170,18 +178,20 @@ def main() -> None:
     args = p.parse_args()
     if args.worker:
         return worker(args.impl[0], args.quick)
-    rows = []
-    for impl in args.impl:
-        python = args.horovod_python if impl == "horovod" else sys.executable
-        base = None
-        for n in sorted(args.np):
-            for row in run(impl, n, python, args.quick):
-                if row["case"] == "cnn_train":
-                    base = row["samples_per_s"] if n == 1 else base
-                    if base:
-                        row["scaling_efficiency"] = row["samples_per_s"] / (n * base)
-                print(json.dumps(row), flush=True)
-                rows.append(row)
+    runs: dict = {}  # (impl, np, case) -> rows of every repetition
+    for _ in range(args.repeat):
+        for impl in args.impl:
+            python = args.horovod_python if impl == "horovod" else sys.executable
+            for n in sorted(args.np):
+                for row in run(impl, n, python, args.quick):
+                    runs.setdefault((impl, n, row["case"]), []).append(row)
+    rows = [dict(best(rs), runs=len(rs)) for rs in runs.values()]
+    for row in rows:
+        if row["case"] == "cnn_train":
+            base = runs.get((row["impl"], 1, "cnn_train"))
+            if base:
+                row["scaling_efficiency"] = row["samples_per_s"] / (row["np"] * best(base)["samples_per_s"])
+        print(json.dumps(row), flush=True)
     print(table(rows))
 
 
