@@ -1,6 +1,14 @@
-"""Collectives on picklable Python objects, built on the byte collectives."""
+"""Collectives on picklable Python objects, built on the byte collectives.
+
+cloudpickle (Horovod's choice) is used when installed, so lambdas and local classes travel too.
+"""
 import pickle
 from typing import Any, Optional
+
+try:
+    import cloudpickle as _pickler
+except ImportError:
+    _pickler = pickle
 
 import numpy as np
 
@@ -12,8 +20,8 @@ from .process_sets import ProcessSet, global_process_set
 def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
                      process_set: ProcessSet = global_process_set) -> Any:
     """Return ``root_rank``'s ``obj`` on every rank."""
-    name = name or "broadcast_object"
-    payload = pickle.dumps(obj) if rank() == root_rank else b""
+    name = name or f"broadcast_object.{process_set.process_set_id}"
+    payload = _pickler.dumps(obj) if rank() == root_rank else b""
     length = broadcast(np.array([len(payload)], dtype=np.int64), root_rank, f"{name}.len", process_set)
     buf = np.frombuffer(payload, dtype=np.uint8) if payload else np.zeros(int(length[0]), dtype=np.uint8)
     data = broadcast(buf, root_rank, f"{name}.data", process_set)
@@ -22,8 +30,8 @@ def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
 
 def allgather_object(obj: Any, name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> list:
     """Return the list of every rank's ``obj``, in rank order."""
-    name = name or "allgather_object"
-    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+    name = name or f"allgather_object.{process_set.process_set_id}"
+    payload = np.frombuffer(_pickler.dumps(obj), dtype=np.uint8)
     sizes = allgather(np.array([payload.size], dtype=np.int64), f"{name}.len", process_set)
     data = allgather(payload, f"{name}.data", process_set)
     bounds = np.concatenate([[0], np.cumsum(sizes)])

@@ -3,11 +3,12 @@
 allreduce and broadcast run asynchronously inside MXNet's dependency engine; see ``ops`` for which
 ops are synchronous.
 """
-from ..basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
-                      is_initialized, local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported,
-                      nccl_built, rank, rocm_built, shutdown, size)
+from ..basics import (abort, ccl_built, check_running, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
+                      gloo_enabled, init, is_initialized, local_rank, local_size, metrics, mpi_built, mpi_enabled,
+                      mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size)
 from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
-from ..timeline import start_timeline, stop_timeline
+from ..errors import EngineAbortedError, EngineShutdownError, HorovodInternalError, TensorMismatchError
+from ..timeline import drain_events, start_timeline, stop_timeline
 from .compression import Compression
 from .functions import allgather_object, broadcast_object, broadcast_parameters
 from .ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allreduce, allreduce_, alltoall, broadcast,
@@ -16,7 +17,8 @@ from .ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allreduce,
 from .optimizer import DistributedOptimizer, DistributedTrainer
 
 __all__ = [
-    "Adasum", "Average", "Compression", "DistributedOptimizer", "DistributedTrainer", "Max", "Min", "ProcessSet",
+    "EngineAbortedError", "EngineShutdownError", "HorovodInternalError", "TensorMismatchError", "abort",
+    "check_running", "drain_events", "metrics", "Adasum", "Average", "Compression", "DistributedOptimizer", "DistributedTrainer", "Max", "Min", "ProcessSet",
     "Product", "Sum", "add_process_set", "allgather", "allgather_object", "allreduce", "allreduce_", "alltoall",
     "broadcast", "broadcast_", "broadcast_object", "broadcast_parameters", "ccl_built", "cross_rank",
     "cross_size", "cuda_built", "ddl_built", "global_process_set", "gloo_built", "gloo_enabled",

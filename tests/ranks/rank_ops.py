@@ -168,6 +168,11 @@ def test_barrier_and_objects(sets):
     assert hvd.allgather_object(obj) == [{"rank": r, "payload": list(range(r))} for r in range(hvd.size())]
     assert hvd.broadcast_object(obj, root_rank=hvd.size() - 1) == {
         "rank": hvd.size() - 1, "payload": list(range(hvd.size() - 1))}
+    offset = hvd.rank()
+    assert hvd.broadcast_object(lambda x: x + offset, root_rank=0)(1) == 1  # cloudpickle: closures travel
+    for ps in sets:  # default names are per set, so sets do not collide
+        if ps.included():
+            assert hvd.allgather_object(hvd.rank(), process_set=ps) == ps.ranks
 
 
 def test_dlpack_input_and_async_poll():
