@@ -183,8 +183,8 @@ def test_a_missing_framework_is_a_usage_error(ip, monkeypatch):
 @pytest.mark.parametrize(
     "visible, local_rank, cpu, device, pinned",
     [
-        ("3,5", 1, False, "gpu:5", "5"),
-        ("3,5", 2, False, "gpu:3", "3"),
+        ("3,5", 1, False, "gpu:5", "3,5"),
+        ("3,5", 2, False, "gpu:3", "3,5"),
         ("3,5", 0, True, "cpu", ""),
         ("", 0, False, "cpu", ""),
     ],

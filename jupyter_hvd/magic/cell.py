@@ -3,7 +3,7 @@
 Only the standard library is imported at module level so that ranks can import
 this module cheaply; the engine API is imported by setup_rank(). The engine's
 lifecycle (init, shutdown, abort) goes through the core ``jupyter_hvd`` module,
-since framework modules such as ``jupyter_hvd.mxnet`` mirror Horovod and omit abort.
+whatever framework module is bound to ``hvd``.
 """
 from __future__ import annotations
 
@@ -75,11 +75,11 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
     if reinit and engine is not None:
         engine.shutdown()
         engine.init()
-    deadline = _Deadline(timeout)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     publisher = importlib.import_module("jupyter_hvd.monitor.publisher") if monitor else None
     if publisher is not None:
         publisher.start_publisher(_world_rank())
+    deadline = _Deadline(timeout)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         body, last = _compile(code, f"<hvd cell {cell_id}>")
         namespace = _user_ns()
@@ -166,12 +166,13 @@ def _sendable(value: Any) -> Any:
 
 
 def _pin_device(local_rank: int, local_size: int, cpu: bool) -> str:
-    """Give this rank one GPU (by local rank) when GPUs exist, else share the host's cores; return the device."""
+    """Name this rank's GPU (by local rank) when GPUs exist, else share the host's cores; return the device.
+
+    Every GPU stays visible, as under Horovod, so scripts that pick ``mx.gpu(hvd.local_rank())`` work unchanged.
+    """
     gpus = [] if cpu else _visible_gpus()
     if gpus:
-        gpu = gpus[local_rank % len(gpus)]
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
-        return f"gpu:{gpu}"
+        return f"gpu:{gpus[local_rank % len(gpus)]}"
     if cpu:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // local_size)))
