@@ -1,5 +1,6 @@
 """The live monitor: batch coarsening, the publisher, the kernel-side merge, and a real 2-rank cell."""
 import json
+import statistics
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -15,9 +16,10 @@ pytestmark = pytest.mark.timeout(180)
 HEAD = "%%hvd -np 2 --framework none"
 LOOP = """
 import numpy as np, time
-flag = np.zeros(256, np.float32)
+flag, a = np.zeros({floats}, np.float32), np.random.rand({side}, {side})
 steps, began = 0, time.monotonic()
 while True:
+    a @ a
     hvd.monitor_step(64)
     steps += 1
     flag[0] = time.monotonic() - began > {seconds}
@@ -259,7 +261,7 @@ def magics(ip):
 
 
 def test_two_ranks_report_throughput_and_events(ip, capsys):
-    result = ip.run_cell(HEAD + LOOP.format(seconds=2.0))
+    result = ip.run_cell(HEAD + LOOP.format(seconds=2.0, floats=256, side=1))  # tight: many events to merge
     out = capsys.readouterr().out
     assert result.success, out
     state = magics(ip).last_monitor.state()
@@ -282,14 +284,29 @@ def test_cells_without_training_print_no_summary_and_no_monitor_disables_it(ip, 
     assert magics(ip).last_monitor is before
 
 
+def test_a_one_rank_run_becomes_the_cells_baseline(ip):
+    hvd_magics, cell = magics(ip), "train()\n"
+    single = hvd_magics._new_monitor(cell, 1, None)
+    steady(single, 0, 800.0)
+    hvd_magics._keep(single)
+    assert single.state()["efficiency"] == pytest.approx(1.0)
+    assert hvd_magics._new_monitor(cell, 2, None).state()["baseline"] == {
+        "samples_per_s": pytest.approx(800.0), "source": "1-rank run of this cell"}
+    assert hvd_magics._new_monitor(cell, 2, 500.0).state()["baseline"]["source"] == "--baseline"
+    assert hvd_magics._new_monitor("other()", 2, None).state()["baseline"] is None
+
+
 def test_overhead_of_the_publisher(ip, capsys):
-    """Steps per second of a tight allreduce loop with and without the monitor (reported, not asserted)."""
+    """Steps/s of a small training-like step (matmul + 64 KB allreduce) with and without the monitor.
+
+    Reported, not asserted: on a shared 2-core host the spread between runs exceeds the monitor's cost.
+    """
     rates = {}
     for flags in ("--no-monitor", "", "--no-monitor", ""):
-        result = ip.run_cell(f"{HEAD} {flags}" + LOOP.format(seconds=2.0))
+        result = ip.run_cell(f"{HEAD} {flags}" + LOOP.format(seconds=2.0, floats=16384, side=192))
         assert result.success
         rates.setdefault(flags or "monitor", []).append(result.result)
     capsys.readouterr()
-    off, on = max(rates["--no-monitor"]), max(rates["monitor"])
+    off, on = statistics.median(rates["--no-monitor"]), statistics.median(rates["monitor"])
     with capsys.disabled():
         print(f"\n[monitor overhead] steps/s without {off:.0f}, with {on:.0f}: {100 * (1 - on / off):+.1f}%")

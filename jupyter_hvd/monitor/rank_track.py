@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from .batch import COLUMNS, HEALTH
+from .batch import COLUMNS, HEALTH, empty_columns
 
 
 class RankTrack:
@@ -62,7 +62,7 @@ class RankTrack:
     def timeline(self, since_version: int = -1) -> dict[str, list[Any]]:
         """Buffered events that arrived after ``since_version``, as columns."""
         rows = [r[1:] for r in self.events if r[0] > since_version]
-        return {c: list(values) for c, values in zip(COLUMNS, zip(*rows))} if rows else {c: [] for c in COLUMNS}
+        return {c: list(values) for c, values in zip(COLUMNS, zip(*rows))} if rows else empty_columns()
 
     def _add_point(self, now_us: int, samples: int) -> None:
         self.points.append((now_us, samples))
