@@ -9,10 +9,8 @@ import time
 import psutil
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic_arguments import parse_argstring
 
-import jupyter_hvd
 from jupyter_hvd.magic import cell
 from jupyter_hvd.magic.cluster import LaunchConfig, RankCluster
 from jupyter_hvd.magic.failures import RankError
@@ -21,16 +19,6 @@ from jupyter_hvd.magic.magics import HvdMagics
 pytestmark = pytest.mark.timeout(180)
 
 HEAD = "%%hvd -np 2 --framework none"  # reuses the running ranks unless they differ
-needs_abort = pytest.mark.skipif(not hasattr(jupyter_hvd, "abort"), reason="engine has no hvd.abort yet")
-
-
-@pytest.fixture(scope="module")
-def ip():
-    """One shell with the extension loaded; its ranks are stopped at the end of the module."""
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "jupyter_hvd.magic")
-    yield shell
-    shell.run_line_magic("hvd", "stop")
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +204,6 @@ def test_exception_on_rank_1_is_reported_and_next_cell_works(ip, started, capsys
     assert "[rank 1] next 1" in out
 
 
-@needs_abort
 def test_raise_while_peer_waits_in_allreduce_aborts_the_peer(ip, started, capsys):
     source = (
         f"{HEAD}\nimport numpy as np, time\n"
@@ -252,7 +239,6 @@ def test_timeout_cuts_a_sleeping_cell_off(ip, started, capsys):
     assert run(ip, capsys, f"{HEAD}\n'alive'")[0].result == "alive"
 
 
-@needs_abort
 def test_timeout_frees_a_rank_blocked_in_a_collective(ip, started, capsys):
     source = (
         f"{HEAD} --timeout 2\nimport numpy as np, time\n"

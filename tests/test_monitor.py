@@ -3,7 +3,6 @@ import json
 import statistics
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_hvd.monitor import Monitor, cell_key, monitor_step, stragglers
 from jupyter_hvd.monitor.batch import KEY_PREFIX, to_columns
@@ -246,14 +245,6 @@ def test_collect_feeds_batches_in_order_and_takes_them_out():
 
 
 # -- through the magic ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def ip():
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "jupyter_hvd.magic")
-    yield shell
-    shell.run_line_magic("hvd", "stop")
 
 
 def magics(ip):
