@@ -162,3 +162,17 @@ def test_interrupt_stops_the_cell_and_keeps_the_ranks(ranks, wait, request):
     assert "[rank 0] after 0 0.5" in out and "[rank 1] after 1 0.5" in out
     assert "[hvd] started" not in out
     assert rank_pids(ranks.execute("%hvd status")[1]) == before
+
+
+def test_killed_kernel_leaves_no_rank_behind(kernel):
+    kernel.execute("%load_ext jupyter_hvd")
+    reply, out = kernel.execute("%%hvd -np 2 --framework none\nprint('rank', hvd.rank())")
+    assert reply["status"] == "ok", out
+    started = tagged(kernel.tag)
+    assert any(p.name() in ("mpiexec", "prterun") for p in started), describe(started)
+
+    began = time.monotonic()
+    kernel.km.shutdown_kernel(now=True)  # SIGKILL: the kernel's atexit cleanup never runs
+    left = wait_gone(kernel.tag, SHUTDOWN_LIMIT_S)
+    print(f"\nkilled kernel: {len(started)} processes gone {time.monotonic() - began:.2f}s later")
+    assert not left, describe(left)

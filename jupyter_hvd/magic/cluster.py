@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -115,6 +116,7 @@ class RankCluster:
         self.cold_start_s: float | None = None
         self.stopped = False
         self._client: ipyparallel.Client | None = None
+        self._reaper: subprocess.Popen | None = None
         self._profile_dir = tempfile.mkdtemp(prefix="jupyter-hvd-")
         self._cluster = ipyparallel.Cluster(
             engine_launcher_class=_RankLauncher,
@@ -142,7 +144,7 @@ class RankCluster:
                 np=self.config.np,
                 hosts=self.config.hosts,
                 hostfile=self.config.hostfile,
-                env={"PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))},
+                env={"PYTHONPATH": _pythonpath()},
                 forward=default_forward(os.environ),
             )
             engines = self._cluster.start_engines(self.config.np, launch_spec=spec, engine_args=ENGINE_ARGS)
@@ -150,6 +152,7 @@ class RankCluster:
             self._client = self._run_until(self._cluster.connect_client(), deadline, "the client")
             self._wait_registered(deadline)
             self._setup_ranks(deadline)
+            self._start_reaper()
         except BaseException as exc:
             output = self._output()  # read before stop() removes the log files
             self.stop()
@@ -166,6 +169,9 @@ class RankCluster:
             return []
         self.stopped = True
         atexit.unregister(self.stop)
+        if self._reaper is not None:
+            self._reaper.kill()
+            self._reaper.wait()
         processes = self._processes()
         if self._client is not None:
             self._client.close(linger=0)
@@ -301,15 +307,27 @@ class RankCluster:
             for info in infos
         ]
 
+    def _start_reaper(self) -> None:
+        """Watch this kernel from a separate session: if it is killed, the job's processes go with it."""
+        script = os.path.join(os.path.dirname(__file__), "reaper.py")
+        self._reaper = subprocess.Popen(
+            [sys.executable, script, str(os.getpid()), *(str(p.pid) for p in self._roots())],
+            start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+
     def _mpiexec_alive(self) -> bool:
         launcher = next(iter(self._cluster.engines.values()), None)
         return launcher is not None and launcher.state == "running" and _alive(launcher.process)
 
-    def _processes(self) -> list[psutil.Process]:
-        """The controller and mpiexec with all their descendants, plus the local rank processes."""
+    def _roots(self) -> list[psutil.Process]:
+        """The controller and mpiexec processes that are still running."""
         roots = [getattr(self._cluster.controller, "process", None)]
         roots += [getattr(launcher, "process", None) for launcher in self._cluster.engines.values()]
-        roots = [p for p in roots if p is not None and _alive(p)]
+        return [p for p in roots if p is not None and _alive(p)]
+
+    def _processes(self) -> list[psutil.Process]:
+        """The controller and mpiexec with all their descendants, plus the local rank processes."""
+        roots = self._roots()
         return roots + [c for p in roots for c in _children(p)] + [r.process for r in self.ranks if r.process]
 
     def _start_error(self, reason: str, output: str) -> RankError:
@@ -318,6 +336,11 @@ class RankCluster:
         if tail:
             message += "\nprocess output (last lines):\n" + "\n".join(tail)
         return RankError(message)
+
+
+def _pythonpath() -> str:
+    """PYTHONPATH for processes we start: this package first, so ranks import the same jupyter_hvd."""
+    return os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))
 
 
 def wait_a_little(results: list[Any]) -> None:
