@@ -24,6 +24,7 @@ from traitlets import Any as AnyTrait
 from ..runner.launch import LaunchSpec, default_forward, mpiexec_command
 from .cell import setup_rank
 from .failures import RankError
+from .reaper import alive, descendants
 
 POLL_S = 0.05
 STOP_TIMEOUT_S = 15.0
@@ -66,7 +67,7 @@ class RankInfo:
 
     def alive(self) -> bool:
         """Whether the rank's process still runs (ranks on other hosts are presumed alive)."""
-        return self.process is None or _alive(self.process)
+        return self.process is None or alive(self.process)
 
 
 class _RankLauncher(MPIEngineSetLauncher):
@@ -179,13 +180,13 @@ class RankCluster:
             _background_loop().run(self._cluster.stop_cluster(), STOP_TIMEOUT_S)
         except Exception:  # whatever ipyparallel could not stop is killed below
             pass
-        processes += [child for p in processes if _alive(p) for child in _children(p)]
-        leftovers = [p for p in dict.fromkeys(processes) if _alive(p)]
+        processes += [child for p in processes if alive(p) for child in descendants(p)]
+        leftovers = [p for p in dict.fromkeys(processes) if alive(p)]
         for process in leftovers:
             _kill(process)
         _, survivors = psutil.wait_procs(leftovers, timeout=5)
         shutil.rmtree(self._profile_dir, ignore_errors=True)
-        return [p for p in survivors if _alive(p)]
+        return [p for p in survivors if alive(p)]
 
     # -- work on ranks ---------------------------------------------------------------------------
 
@@ -243,7 +244,7 @@ class RankCluster:
         """Send a signal to every rank process on this host; return the ranks signalled."""
         sent = []
         for r in self.ranks:
-            if r.process is not None and _alive(r.process):
+            if r.process is not None and alive(r.process):
                 try:
                     r.process.send_signal(signum)
                 except psutil.Error:  # it exited meanwhile; dead_ranks() will report it
@@ -317,18 +318,18 @@ class RankCluster:
 
     def _mpiexec_alive(self) -> bool:
         launcher = next(iter(self._cluster.engines.values()), None)
-        return launcher is not None and launcher.state == "running" and _alive(launcher.process)
+        return launcher is not None and launcher.state == "running" and alive(launcher.process)
 
     def _roots(self) -> list[psutil.Process]:
         """The controller and mpiexec processes that are still running."""
         roots = [getattr(self._cluster.controller, "process", None)]
         roots += [getattr(launcher, "process", None) for launcher in self._cluster.engines.values()]
-        return [p for p in roots if p is not None and _alive(p)]
+        return [p for p in roots if p is not None and alive(p)]
 
     def _processes(self) -> list[psutil.Process]:
         """The controller and mpiexec with all their descendants, plus the local rank processes."""
         roots = self._roots()
-        return roots + [c for p in roots for c in _children(p)] + [r.process for r in self.ranks if r.process]
+        return roots + [c for p in roots for c in descendants(p)] + [r.process for r in self.ranks if r.process]
 
     def _start_error(self, reason: str, output: str) -> RankError:
         message = f"could not start {self.config.np} ranks: {reason}"
@@ -348,20 +349,6 @@ def wait_a_little(results: list[Any]) -> None:
     pending = [r for r in results if not r.ready()]
     if pending:
         pending[0].wait(POLL_S)
-
-
-def _alive(process: psutil.Process) -> bool:
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _children(process: psutil.Process) -> list[psutil.Process]:
-    try:
-        return process.children(recursive=True)
-    except psutil.Error:
-        return []
 
 
 def _kill(process: psutil.Process) -> None:

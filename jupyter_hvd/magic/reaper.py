@@ -14,18 +14,20 @@ import psutil
 POLL_S = 1.0
 
 
-def _alive(process: psutil.Process) -> bool:
+def alive(process: psutil.Process) -> bool:
+    """True while the process runs (a zombie counts as gone)."""
     try:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
 
 
-def _tree(process: psutil.Process) -> list[psutil.Process]:
+def descendants(process: psutil.Process) -> list[psutil.Process]:
+    """All the process's children, recursively; none once it is gone."""
     try:
-        return [process, *process.children(recursive=True)]
+        return process.children(recursive=True)
     except psutil.Error:
-        return [process]
+        return []
 
 
 def watch(kernel_pid: int, pids: list[int]) -> None:
@@ -35,9 +37,9 @@ def watch(kernel_pid: int, pids: list[int]) -> None:
         kernel = psutil.Process(kernel_pid)
     except psutil.NoSuchProcess:  # it died before we started watching
         kernel = None
-    while any(_alive(p) for p in watched):
-        if kernel is None or not _alive(kernel):
-            doomed = [q for p in watched for q in _tree(p)]
+    while any(alive(p) for p in watched):
+        if kernel is None or not alive(kernel):
+            doomed = [q for p in watched for q in (p, *descendants(p))]
             for q in doomed:
                 try:
                     q.kill()
