@@ -171,8 +171,8 @@ def main() -> None:
     p.add_argument("--impl", nargs="+", choices=["jupyter_hvd", "horovod"], default=["jupyter_hvd"])
     p.add_argument("--np", type=int, nargs="+", default=[1, 2])
     p.add_argument("--repeat", type=int, default=1, help="runs per configuration (interleaved); the best is kept")
-    p.add_argument("--horovod-python", default="/opt/hvdref/bin/python",
-                   help="interpreter with horovod.mxnet installed, for --impl horovod")
+    p.add_argument("--horovod-python", default=sys.executable,
+                   help="interpreter with horovod.mxnet installed, for --impl horovod (default: this one)")
     p.add_argument("--quick", action="store_true", help="fewer steps")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
