@@ -50,6 +50,7 @@ def resolve_op(average: Optional[bool], op: Optional[int], default: int = Averag
 
 
 def _check_reduce(code: int, op: int, prescale: float, postscale: float, what: str) -> None:
+    """Reject reductions a dtype cannot do (other ops pass Sum and no scaling, so they always pass)."""
     if code == BOOL_CODE and op == Average:
         raise TypeError(f"{what}: Average is not defined for bool tensors")
     if code not in FLOAT_CODES and (prescale != 1.0 or postscale != 1.0):
@@ -61,8 +62,9 @@ def _enqueue(op: int, kind: str, arr: np.ndarray, out: Optional[np.ndarray], nam
              root_rank: int = -1, prescale: float = 1.0, postscale: float = 1.0,
              splits: Sequence[int] = ()) -> Handle:
     pid = set_id(process_set)
-    name = _name(kind, name, pid)
-    code = dtype_code(arr.dtype, f"{kind} of '{name}'")
+    code = dtype_code(arr.dtype, kind)
+    _check_reduce(code, reduce, prescale, postscale, kind)
+    name = _name(kind, name, pid)  # only calls that will run take an automatic name
     src = address(arr)
     dst = 0 if out is None else src if out is arr else address(out)
     native = _C.enqueue(op, name, code, list(arr.shape), src, dst, reduce, pid, root_rank, float(prescale),
@@ -82,7 +84,6 @@ def allreduce_async(tensor: Any, average: Optional[bool] = None, name: Optional[
     arr = as_array(tensor, "allreduce")
     op = resolve_op(average, op)
     out = np.empty_like(arr) if _out is None else _out
-    _check_reduce(dtype_code(arr.dtype, "allreduce"), op, prescale_factor, postscale_factor, "allreduce")
     return _enqueue(_ALLREDUCE, "allreduce", arr, out, name, process_set, lambda _: out, reduce=op,
                     prescale=prescale_factor, postscale=postscale_factor)
 
@@ -239,7 +240,6 @@ def reducescatter_async(tensor: Any, op: Optional[int] = None, name: Optional[st
         raise ValueError("reducescatter supports op=hvd.Sum or hvd.Average")
     if arr.ndim == 0:
         raise ValueError("reducescatter: the tensor needs at least one dimension")
-    _check_reduce(dtype_code(arr.dtype, "reducescatter"), op, prescale_factor, postscale_factor, "reducescatter")
     return _enqueue(_REDUCESCATTER, "reducescatter", arr, None, name, process_set, _engine_output(arr.dtype),
                     reduce=op, prescale=prescale_factor, postscale=postscale_factor)
 
