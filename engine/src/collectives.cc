@@ -43,6 +43,22 @@ int64_t row_bytes(const Request& q) {
   return n;
 }
 
+// Byte counts and displacements of blocks of `rows[i]` rows each, for the MPI v-collectives.
+struct BlockLayout {
+  std::vector<int> counts, displs;
+  int64_t total_rows = 0;
+};
+
+BlockLayout block_layout(const std::vector<int64_t>& rows, int64_t row_bytes) {
+  BlockLayout l;
+  for (int64_t r : rows) {
+    l.counts.push_back(static_cast<int>(r * row_bytes));
+    l.displs.push_back(static_cast<int>(l.total_rows * row_bytes));
+    l.total_rows += r;
+  }
+  return l;
+}
+
 void* output_of(TensorEntry& e, int64_t nbytes, std::vector<int64_t> shape) {
   e.handle->output_shape = std::move(shape);
   if (e.output) return e.output;
@@ -103,18 +119,12 @@ Status run_allgather(CollectiveContext& c, const Response&, TensorEntry& e) {
                         "MPI_Allgather");
   if (!s.ok()) return s;
   const int64_t rb = row_bytes(q);
-  std::vector<int> counts(n), displs(n);
-  int64_t total_rows = 0;
-  for (int i = 0; i < n; ++i) {
-    counts[i] = static_cast<int>(all_rows[i] * rb);
-    displs[i] = static_cast<int>(total_rows * rb);
-    total_rows += all_rows[i];
-  }
+  BlockLayout recv = block_layout(all_rows, rb);
   std::vector<int64_t> shape = q.shape;
-  shape[0] = total_rows;
-  void* out = output_of(e, total_rows * rb, shape);
+  shape[0] = recv.total_rows;
+  void* out = output_of(e, recv.total_rows * rb, shape);
   s = mpi_status(MPI_Allgatherv(q.num_bytes() ? e.input : nullptr, static_cast<int>(q.num_bytes()), MPI_BYTE,
-                                out, counts.data(), displs.data(), MPI_BYTE, c.set.comm),
+                                out, recv.counts.data(), recv.displs.data(), MPI_BYTE, c.set.comm),
                  "MPI_Allgatherv");
   c.record(Phase::Collective, t0);
   return s;
@@ -146,22 +156,13 @@ Status run_alltoall(CollectiveContext& c, const Response&, TensorEntry& e) {
                                      c.set.comm), "MPI_Alltoall");
   if (!s.ok()) return s;
   const int64_t rb = row_bytes(q);
-  std::vector<int> sc(n), sd(n), rc(n), rd(n);
-  int64_t so = 0, ro = 0;
-  for (int i = 0; i < n; ++i) {
-    sc[i] = static_cast<int>(send_rows[i] * rb);
-    sd[i] = static_cast<int>(so * rb);
-    so += send_rows[i];
-    rc[i] = static_cast<int>(recv_rows[i] * rb);
-    rd[i] = static_cast<int>(ro * rb);
-    ro += recv_rows[i];
-  }
+  BlockLayout send = block_layout(send_rows, rb), recv = block_layout(recv_rows, rb);
   std::vector<int64_t> shape = q.shape;
-  shape[0] = ro;
-  void* out = output_of(e, ro * rb, shape);
+  shape[0] = recv.total_rows;
+  void* out = output_of(e, recv.total_rows * rb, shape);
   e.handle->received_splits = recv_rows;
-  s = mpi_status(MPI_Alltoallv(e.input, sc.data(), sd.data(), MPI_BYTE, out, rc.data(), rd.data(), MPI_BYTE,
-                               c.set.comm), "MPI_Alltoallv");
+  s = mpi_status(MPI_Alltoallv(e.input, send.counts.data(), send.displs.data(), MPI_BYTE, out, recv.counts.data(),
+                               recv.displs.data(), MPI_BYTE, c.set.comm), "MPI_Alltoallv");
   c.record(Phase::Collective, t0);
   return s;
 }
