@@ -217,14 +217,14 @@ void Engine::stop_timeline() {
   forwarding_ = false;
 }
 
-void Engine::record(Phase p, const std::string& name, const char* op, int64_t start, int64_t bytes) {
+void Engine::record(Phase p, const std::string& name, const char* op, int64_t start, int64_t bytes, int64_t end) {
   Event e;
   e.rank = topo_.rank;
   e.phase = p;
   e.name = name;
   e.op = op;
   e.start_us = start;
-  e.dur_us = now_us() - start;
+  e.dur_us = (end < 0 ? now_us() : end) - start;
   e.bytes = bytes;
   ring_.push(std::move(e));
 }
@@ -379,15 +379,7 @@ void Engine::execute(const Response& r) {
   int64_t now = now_us();
   for (auto* e : es) {
     metrics_.negotiate_us += now - e->enqueue_us;
-    Event ev;
-    ev.rank = topo_.rank;
-    ev.phase = Phase::Negotiate;
-    ev.name = e->request.name;
-    ev.op = op_name(r.spec.op);
-    ev.start_us = e->enqueue_us;
-    ev.dur_us = now - e->enqueue_us;
-    ev.bytes = e->request.num_bytes();
-    ring_.push(std::move(ev));
+    record(Phase::Negotiate, e->request.name, op_name(r.spec.op), e->enqueue_us, e->request.num_bytes(), now);
   }
   Status s;
   auto set = sets_.get(r.spec.process_set);
@@ -446,13 +438,8 @@ void Engine::begin_stop(const Status& s) {
     stop_status_ = s;
     stop_requested_ = true;
   }
-  Event ev;
-  ev.rank = topo_.rank;
-  ev.phase = Phase::Abort;
-  ev.name = s.message;
-  ev.op = s.code == Status::Code::Aborted ? "abort" : "shutdown";
-  ev.start_us = now_us();
-  ring_.push(std::move(ev));
+  int64_t now = now_us();
+  record(Phase::Abort, s.message, s.code == Status::Code::Aborted ? "abort" : "shutdown", now, 0, now);
   if (coordinator_) {
     // Rank 0 has run every response it sent; this notice follows them on every channel.
     for (int k = 1; k < topo_.size; ++k) channel_->send(k, kAbort, encode_stop(true, s));
@@ -494,13 +481,7 @@ void Engine::periodic(int64_t now) {
     for (size_t i = 0; i < st.missing_ranks.size(); ++i) o << (i ? ", " : "") << st.missing_ranks[i];
     std::fprintf(stderr, "[jupyter_hvd] WARNING: stall detected: %s\n", o.str().c_str());
     metrics_.stalls += 1;
-    Event ev;
-    ev.rank = topo_.rank;
-    ev.phase = Phase::Stall;
-    ev.name = o.str();
-    ev.op = "stall";
-    ev.start_us = now;
-    ring_.push(std::move(ev));
+    record(Phase::Stall, o.str(), "stall", now, 0, now);
     if (config_.stall_shutdown_s > 0 && st.waited_seconds >= config_.stall_shutdown_s)
       begin_stop(Status::Error(Status::Code::Aborted, "stall shutdown: " + o.str(), topo_.rank));
     if (state_ != State::Running) return;

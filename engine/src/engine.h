@@ -83,7 +83,8 @@ class Engine {
   void finish_stop();                 // fail what is left; the loop ends
   void periodic(int64_t now);
   void forward_timeline();
-  void record(Phase p, const std::string& name, const char* op, int64_t start, int64_t bytes);
+  // Adds a timeline event; `end` defaults to now, and end == start makes it an instant mark.
+  void record(Phase p, const std::string& name, const char* op, int64_t start, int64_t bytes, int64_t end = -1);
   void fail(TensorEntry& e, const Status& s);
 
   Config config_;
