@@ -159,12 +159,6 @@ NB_MODULE(_C, m) {
     nb::gil_scoped_release nogil;
     e.remove_process_set(id);
   }, "id"_a);
-  m.def("process_set_ranks", [](int32_t id) {
-    auto ps = engine().process_set(id);
-    if (!ps) throw nb::value_error("unknown process set");
-    return ps->ranks;
-  }, "id"_a);
-  m.def("process_set_ids", [] { return engine().process_set_ids(); });
   m.def("start_timeline", [](const std::string& path) {
     try {
       engine().start_timeline(path);
@@ -183,7 +177,6 @@ NB_MODULE(_C, m) {
     return nb::make_tuple(out, dropped);
   }, "since"_a, "max"_a = 100000);
   m.def("metrics", [] { return metrics_dict(engine().metrics()); });
-  m.def("fusion_threshold", [] { return engine().config().fusion_threshold; });
 #ifdef JHVD_WITH_MXNET
   jhvd::bind_mxnet(m);
 #endif

@@ -45,7 +45,6 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const Topology& topology() const { return topo_; }
-  const Config& config() const { return config_; }
   const Metrics& metrics() const { return metrics_; }
 
   // Queues an operation; the handle completes on the engine thread.
@@ -60,8 +59,6 @@ class Engine {
   // Collective over the members of `ranks` (all ranks call it in the same order).
   int32_t add_process_set(std::vector<int> ranks);
   void remove_process_set(int32_t id);
-  std::shared_ptr<const ProcessSet> process_set(int32_t id) const { return sets_.get(id); }
-  std::vector<int32_t> process_set_ids() const { return sets_.ids(); }
 
   void start_timeline(const std::string& path);
   void stop_timeline();

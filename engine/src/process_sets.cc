@@ -29,11 +29,4 @@ std::shared_ptr<const ProcessSet> ProcessSetTable::get(int32_t id) const {
   return it == sets_.end() ? nullptr : it->second;
 }
 
-std::vector<int32_t> ProcessSetTable::ids() const {
-  std::lock_guard<std::mutex> g(mu_);
-  std::vector<int32_t> out;
-  for (const auto& kv : sets_) out.push_back(kv.first);
-  return out;
-}
-
 }  // namespace hvd

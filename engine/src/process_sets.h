@@ -22,7 +22,6 @@ class ProcessSetTable {
   void add(std::shared_ptr<const ProcessSet> ps);
   std::shared_ptr<const ProcessSet> remove(int32_t id);
   std::shared_ptr<const ProcessSet> get(int32_t id) const;
-  std::vector<int32_t> ids() const;
 
  private:
   mutable std::mutex mu_;
