@@ -7,7 +7,12 @@ STAMP := $(VENV)/.deps-installed
 export OMP_NUM_THREADS ?= 1
 export MXNET_CPU_WORKER_NTHREADS ?= 1
 
-.PHONY: setup demo test test-cpp test-py bench clean
+FRONTEND := labextension
+NPM_STAMP := $(FRONTEND)/node_modules/.installed
+FRONTEND_OUT := jupyter_hvd/labextension/package.json
+FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*/*.ts) $(FRONTEND)/style/panel.css $(FRONTEND)/package.json
+
+.PHONY: setup demo test test-cpp test-ts test-py browser bench clean
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +20,16 @@ $(STAMP): requirements-dev.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $(STAMP)
 
+$(NPM_STAMP): $(FRONTEND)/package.json $(FRONTEND)/package-lock.json
+	cd $(FRONTEND) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The monitor view (jupyter_hvd/monitor/static/) and the prebuilt JupyterLab extension (jupyter_hvd/labextension/).
+$(FRONTEND_OUT): $(STAMP) $(NPM_STAMP) $(FRONTEND_SRC)
+	cd $(FRONTEND) && PATH=$(CURDIR)/$(VENV)/bin:$$PATH npm run --silent build
+
 # The editable install rebuilds the extension incrementally when C++ sources change.
-setup: $(STAMP)
+setup: $(STAMP) $(FRONTEND_OUT)
 	$(PY) -m pip install -q --no-build-isolation -e .
 
 demo: setup
@@ -27,13 +40,21 @@ test-cpp: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/engine -j2
 	build/engine/engine_tests
 
-test-py: setup
+test-ts: setup
+	cd $(FRONTEND) && npm test --silent
+
+# The browser test drives Debian's Chromium; installed here when missing and this is a root Debian box.
+browser:
+	@command -v chromium > /dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get > /dev/null \
+		|| (apt-get update -q > /dev/null && apt-get install -y -q chromium > /dev/null)
+
+test-py: setup browser
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest -q -p no:cacheprovider
 
-test: test-cpp test-py
+test: test-cpp test-ts test-py
 
 bench: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) benchmarks/allreduce_bench.py
 
 clean:
-	rm -rf build $(VENV)
+	rm -rf build $(VENV) $(FRONTEND)/node_modules $(FRONTEND)/lib jupyter_hvd/labextension jupyter_hvd/monitor/static

@@ -18,8 +18,11 @@ CLEANUP_LIMIT_S = 10.0
 EPOCH = re.compile(r"^\[rank (\d)\] epoch (\d+): test accuracy ([0-9.]+)$", re.MULTILINE)
 
 
-def run_notebook(name: str) -> list[str]:
-    """Each code cell's text output; fails on errors, or on processes left after `%hvd stop` or the kernel's exit."""
+def run_notebook(name: str) -> tuple[list[str], nbformat.NotebookNode]:
+    """Each code cell's text output and the executed notebook (with its widget state).
+
+    Fails on errors, or on processes left after `%hvd stop` or the kernel's exit.
+    """
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     tag = uuid.uuid4().hex
     seen: set[int] = set()
@@ -33,7 +36,7 @@ def run_notebook(name: str) -> list[str]:
         if cell_index == last:
             after_last_cell.extend(started)
 
-    client = NotebookClient(nb, timeout=180, kernel_name="python3", on_cell_executed=record,
+    client = NotebookClient(nb, timeout=180, kernel_name="python3", on_cell_executed=record, store_widget_state=True,
                             resources={"metadata": {"path": str(NOTEBOOKS)}})
     began = time.monotonic()
     client.execute(env={**os.environ, TAG: tag})
@@ -43,7 +46,7 @@ def run_notebook(name: str) -> list[str]:
     assert len(seen) >= 4, "expected a controller, mpiexec and two ranks"
     assert not after_last_cell, f"still running after %hvd stop: {[p.pid for p in after_last_cell]}"
     assert not left, f"still running after the kernel shut down: {[p.pid for p in left]}"
-    return [text_of(cell) for cell in nb.cells if cell.cell_type == "code"]
+    return [text_of(cell) for cell in nb.cells if cell.cell_type == "code"], nb
 
 
 def text_of(cell) -> str:
@@ -61,7 +64,7 @@ def final_accuracies(text: str) -> dict[int, float]:
 
 
 def test_quickstart_trains_on_two_ranks():
-    outputs = run_notebook("01_quickstart.ipynb")
+    outputs, nb = run_notebook("01_quickstart.ipynb")
     text = "".join(outputs)
     assert "[hvd] started 2 ranks" in text
     weights = re.findall(r"^\[rank (\d)\] first weights: (.*)$", text, re.MULTILINE)
@@ -74,10 +77,24 @@ def test_quickstart_trains_on_two_ranks():
     assert float(returned) == pytest.approx(accuracies[0], abs=1e-4)
     assert "[hvd] 2 ranks on this host, API jupyter_hvd.mxnet" in text and "initialised" in text
     assert outputs[-1] == "[hvd] stopped the ranks\n"
+    check_monitor_state(nb)
+
+
+def check_monitor_state(nb) -> None:
+    """The training cell's monitor widget, as saved in the notebook: both ranks trained and sent events."""
+    states = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    monitors = [m["state"] for m in states.values() if m["state"].get("summary", {}).get("ranks")]
+    trained = [m for m in monitors
+               if m["summary"]["state"] == "finished" and m["summary"]["mean_total_samples_per_s"]]
+    assert trained, f"no finished monitor with throughput among {len(monitors)} monitors"
+    summary, timeline = trained[-1]["summary"], trained[-1]["timeline"]
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1]
+    assert all(r["mean_samples_per_s"] > 0 and r["samples"] > 0 and r["events"] > 0 for r in summary["ranks"])
+    assert all(len(rank["phase"]) > 0 and "COLLECTIVE" in rank["phase"] for rank in timeline["ranks"])
 
 
 def test_interactive_loop_keeps_ranks_in_step():
-    outputs = run_notebook("02_interactive.ipynb")
+    outputs, _ = run_notebook("02_interactive.ipynb")
     text = "".join(outputs)
     assert "(64, 64) mean |w|" in text
     assert "first-layer norm per rank: [" in text and "learning rate per rank: [0.05, 0.05]" in text

@@ -7,10 +7,10 @@ from typing import Any
 
 from ipyparallel.error import EngineError
 
-from ..monitor import Monitor
 from .cell import run_cell
 from .cluster import RankCluster, wait_a_little
 from .failures import RankError, describe_failure
+from .monitor_display import MonitorDisplay
 from .output import RankOutput
 
 FAILURE_GRACE_S = 5.0  # peers of a failed rank get this long to finish (they should see the abort)
@@ -24,7 +24,7 @@ class CellRun:
 
     def __init__(self, cluster: RankCluster, code: str, cell_id: int, reinit: bool, timeout: float | None,
                  only_rank: int | None = None, value_ranks: list[int] | None = None,
-                 monitor: Monitor | None = None):
+                 monitor: MonitorDisplay | None = None):
         self.cluster = cluster
         self.monitor = monitor
         self.timeout = timeout

@@ -47,6 +47,8 @@ class Monitor:
         self._health_versions: list[int] = []
         self._started = time.monotonic()
         self._finished: float | None = None
+        self.error = ""  # why the cell failed, when it did
+        self.failed_rank: int | None = None
         self.ranks = [RankTrack(r, int(window_s * 1e6), int(timeline_s * 1e6), max_events) for r in range(ranks)]
 
     def set_baseline(self, samples_per_s: float, source: str = "set_baseline") -> None:
@@ -79,9 +81,17 @@ class Monitor:
                 fed += 1
         return fed
 
-    def finish(self) -> None:
-        """Mark the cell as over: the elapsed time stops and summary rates are the cell's means."""
+    def finish(self, error: str = "", failed_rank: int | None = None) -> None:
+        """Mark the cell as over (failed when ``error`` says why): the elapsed time stops, rates become means."""
         self._finished = self._finished or time.monotonic()
+        if error and not self.error:
+            self.error, self.failed_rank = error, failed_rank
+            self.version += 1
+
+    @property
+    def run_state(self) -> str:
+        """running, finished or failed."""
+        return "failed" if self.error else "finished" if self.finished else "running"
 
     @property
     def finished(self) -> bool:
@@ -139,6 +149,9 @@ class Monitor:
             "since_version": since_version,
             "cell": self.key,
             "finished": self.finished,
+            "state": self.run_state,
+            "failed_rank": self.failed_rank,
+            "error": self.error,
             "elapsed_s": (self._finished or time.monotonic()) - self._started,
             "window_s": self.window_s,
             "timeline_s": self.timeline_s,
@@ -158,8 +171,8 @@ class Monitor:
     def text_summary(self) -> str:
         """The static report printed after a cell where no widget front end is available."""
         state = self.state()
-        lines = [f"[hvd monitor] {len(self.ranks)} ranks, {state['elapsed_s']:.1f}s"
-                 f"{'' if self.finished else ' (running)'}",
+        status = {"running": " (running)", "finished": "", "failed": f" (failed: {self.error})"}[self.run_state]
+        lines = [f"[hvd monitor] {len(self.ranks)} ranks, {state['elapsed_s']:.1f}s{status}",
                  f"{'rank':>4} {'samples/s':>10} {'samples':>9} {'steps':>7} {'events':>8} {'merged':>7} {'lost':>6}"]
         for r in state["ranks"]:
             rate = r["mean_samples_per_s"] if self.finished else r["samples_per_s"]

@@ -1,0 +1,68 @@
+"""Where a cell's monitor appears: a live widget under the cell in a kernel, a text summary elsewhere."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from IPython.display import display
+
+from ..monitor import Monitor
+
+
+def widgets_possible(shell: Any) -> bool:
+    """A kernel (not a terminal IPython) with anywidget installed and the view built."""
+    if getattr(shell, "kernel", None) is None:
+        return False
+    try:
+        from ..monitor.widget import view_built
+    except ImportError:  # anywidget or ipywidgets missing
+        return False
+    return view_built()
+
+
+class MonitorDisplay:
+    """Feeds a cell's monitor and shows it: the widget appears at the top of the cell's output once a rank
+    trains or the engine reports trouble, and its plain-text fallback becomes the final summary."""
+
+    def __init__(self, monitor: Monitor, shell: Any):
+        self.monitor = monitor
+        self.widget: Any = None
+        self.handle = display({"text/plain": ""}, raw=True, display_id=True) if widgets_possible(shell) else None
+
+    def collect(self, results: Sequence[Any]) -> None:
+        """Take the ranks' new batches and refresh the widget."""
+        self.monitor.collect(results)
+        if self.handle is None or not self.monitor.trained():
+            return
+        if self.widget is None:
+            self._show()
+        else:
+            self.widget.refresh()
+
+    def close(self) -> None:
+        """The cell is over (the monitor is finished): final numbers in the widget, or the text summary."""
+        if not self.monitor.trained():
+            return
+        if self.handle is None:
+            print(self.monitor.text_summary())
+            return
+        if self.widget is None:
+            self._show()
+        self.widget.close_cell()
+        self.handle.update(self.widget)  # the plain-text fallback now holds the final summary
+
+    def _show(self) -> None:
+        from ..monitor.widget import MonitorWidget
+
+        self.widget = MonitorWidget(self.monitor)
+        self.handle.update(self.widget)
+
+
+def show_monitor(monitor: Monitor, shell: Any) -> None:
+    """%hvd monitor: the last cell's monitor again, as a widget where possible."""
+    if widgets_possible(shell):
+        from ..monitor.widget import MonitorWidget
+
+        display(MonitorWidget(monitor))
+    else:
+        print(monitor.text_summary())
