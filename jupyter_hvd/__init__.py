@@ -9,6 +9,7 @@ from .basics import (abort, ccl_built, check_running, cross_rank, cross_size, cu
                      shutdown, size)
 from .errors import EngineAbortedError, EngineShutdownError, HorovodInternalError, TensorMismatchError
 from .handles import Handle, poll, synchronize
+from . import monitor
 from .monitor.samples import monitor_step
 from .objects import allgather_object, broadcast_object
 from .ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allgather_async, allreduce,

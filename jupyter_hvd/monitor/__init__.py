@@ -2,4 +2,6 @@
 from .monitor import Monitor, cell_key, stragglers
 from .samples import monitor_step
 
-__all__ = ["Monitor", "cell_key", "monitor_step", "stragglers"]
+step = monitor_step  # hvd.monitor.step(samples), for custom training loops
+
+__all__ = ["Monitor", "cell_key", "monitor_step", "step", "stragglers"]

@@ -7,7 +7,9 @@ from ..basics import (abort, ccl_built, check_running, cross_rank, cross_size, c
                       gloo_enabled, init, is_initialized, local_rank, local_size, metrics, mpi_built, mpi_enabled,
                       mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size)
 from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
+from .. import monitor
 from ..errors import EngineAbortedError, EngineShutdownError, HorovodInternalError, TensorMismatchError
+from ..monitor.samples import monitor_step
 from ..timeline import drain_events, start_timeline, stop_timeline
 from .compression import Compression
 from .functions import allgather_object, broadcast_object, broadcast_parameters
@@ -18,7 +20,7 @@ from .optimizer import DistributedOptimizer, DistributedTrainer
 
 __all__ = [
     "EngineAbortedError", "EngineShutdownError", "HorovodInternalError", "TensorMismatchError", "abort",
-    "check_running", "drain_events", "metrics", "Adasum", "Average", "Compression", "DistributedOptimizer", "DistributedTrainer", "Max", "Min", "ProcessSet",
+    "check_running", "drain_events", "metrics", "monitor", "monitor_step", "Adasum", "Average", "Compression", "DistributedOptimizer", "DistributedTrainer", "Max", "Min", "ProcessSet",
     "Product", "Sum", "add_process_set", "allgather", "allgather_object", "allreduce", "allreduce_", "alltoall",
     "broadcast", "broadcast_", "broadcast_object", "broadcast_parameters", "ccl_built", "cross_rank",
     "cross_size", "cuda_built", "ddl_built", "global_process_set", "gloo_built", "gloo_enabled",

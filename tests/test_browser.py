@@ -1,0 +1,157 @@
+"""The front end in a real browser: JupyterLab 4 and Notebook 7 run %%hvd cells and show the live monitor.
+
+Drives Debian's Chromium (never a downloaded browser) with Playwright. Screenshots go to test-output/.
+Skipped when Chromium is missing, unless JUPYTER_HVD_REQUIRE_BROWSER=1 (CI sets it).
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytestmark = pytest.mark.timeout(420)
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTPUT = ROOT / "test-output"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-gpu", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+TOKEN = "hvd-browser-test"
+RUN_S = 240_000  # ms a notebook may take to run all its cells here
+MONITOR_CELL = """%%hvd -np 2 --framework none
+import time
+import numpy as np
+a, flag, began = np.random.rand(64, 64), np.zeros(1, np.float32), time.monotonic()
+while True:
+    a @ a
+    hvd.monitor_step(32)
+    flag[0] = time.monotonic() - began > 3
+    if hvd.allreduce(flag, name="done", op=hvd.Max)[0]:
+        break
+"""
+
+if not os.path.exists(CHROMIUM):
+    if os.environ.get("JUPYTER_HVD_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"Chromium not found at {CHROMIUM}: apt-get install chromium", pytrace=False)
+    pytest.skip("Chromium not installed (apt-get install chromium)", allow_module_level=True)
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A JupyterLab server over a folder holding the quickstart notebook and a short monitor notebook."""
+    root = tmp_path_factory.mktemp("lab")
+    shutil.copy(ROOT / "notebooks" / "01_quickstart.ipynb", root)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%load_ext jupyter_hvd"),
+                                         nbformat.v4.new_code_cell(MONITOR_CELL),
+                                         nbformat.v4.new_code_cell("%hvd stop")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "monitor_check.ipynb")
+    port = free_port()
+    home = tmp_path_factory.mktemp("home")
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+           "OMP_NUM_THREADS": "1", "MXNET_CPU_WORKER_NTHREADS": "1"}
+    log = open(home / "server.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1", "--allow-root",
+         f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
+         f"--LabApp.workspaces_dir={home / 'workspaces'}", f"--LabApp.user_settings_dir={home / 'settings'}"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/status?token={TOKEN}", timeout=2):
+                break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"JupyterLab did not start:\n{(home / 'server.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+    with urllib.request.urlopen(f"{url}/lab/api/extensions?token={TOKEN}", timeout=10) as r:
+        names = {e["name"] for e in json.load(r)}
+    yield url, names, root
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def run_all(page, menu_item: str = "Run All Cells") -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text=menu_item).first.click()
+
+
+def monitor_numbers(page) -> tuple[dict[int, float], list[int]]:
+    """Each rank's shown samples/s and the timeline spans drawn per rank, from the finished monitor."""
+    monitor = page.locator('.jhvd-monitor[data-state="finished"]').last
+    rates = {int(bar.get_attribute("data-rank")): float(bar.get_attribute("data-rate"))
+             for bar in monitor.locator(".jhvd-rate").all()}
+    spans = [int(n) for n in monitor.locator("canvas.jhvd-timeline").get_attribute("data-spans").split(",")]
+    return rates, spans
+
+
+def test_the_extension_is_installed_prebuilt(server):
+    _, names, _ = server
+    assert "jupyter-hvd" in names and "anywidget" in names, names
+
+
+def test_quickstart_in_jupyterlab_shows_two_ranks_training(server, browser):
+    url, _, _ = server
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/lab/tree/01_quickstart.ipynb?token={TOKEN}&reset")
+    page.locator(".jp-Notebook").wait_for(timeout=60_000)
+    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=60_000)
+    run_all(page)
+    monitor = page.locator('.jhvd-monitor[data-state="finished"]')
+    monitor.first.wait_for(timeout=RUN_S)
+    assert monitor.first.get_attribute("data-ranks") == "2"
+    rates, spans = monitor_numbers(page)
+    assert sorted(rates) == [0, 1] and all(r > 0 for r in rates.values()), rates
+    assert len(spans) == 2 and all(n > 0 for n in spans), spans
+    assert float(monitor.first.locator(".jhvd-rate-total").get_attribute("data-rate")) > 0
+    OUTPUT.mkdir(exist_ok=True)
+    monitor.first.scroll_into_view_if_needed()
+    monitor.first.screenshot(path=str(OUTPUT / "monitor.png"))
+    page.screenshot(path=str(OUTPUT / "quickstart-lab.png"))
+    page.close()
+
+
+def test_monitor_renders_in_notebook_7(server, browser):
+    url, _, _ = server
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page.goto(f"{url}/notebooks/monitor_check.ipynb?token={TOKEN}")
+    page.locator(".jp-Notebook").wait_for(timeout=60_000)
+    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=60_000)
+    run_all(page)
+    page.locator('.jhvd-monitor[data-state="finished"]').first.wait_for(timeout=RUN_S)
+    rates, spans = monitor_numbers(page)
+    assert sorted(rates) == [0, 1] and all(r > 0 for r in rates.values()), rates
+    assert all(n > 0 for n in spans), spans
+    OUTPUT.mkdir(exist_ok=True)
+    page.screenshot(path=str(OUTPUT / "monitor-notebook7.png"))
+    page.close()
