@@ -16,6 +16,7 @@ from .cell import rank_status
 from .cluster import LaunchConfig, RankCluster
 from .execution import CellRun
 from .failures import RankError
+from .job_channel import JobChannel
 
 FRAMEWORKS = ("mxnet", "none")
 
@@ -33,6 +34,8 @@ class HvdMagics(Magics):
         self._baselines: dict[str, float] = {}  # cell key -> samples/s of its last 1-rank run
         self._reinit = False  # an earlier cell failed: ranks re-initialise the engine before the next one
         self._cells = 0
+        self.job = JobChannel(self)  # the JupyterLab job panel's comm target, when in a kernel
+        self.job.register(shell)
 
     @property
     def cluster(self) -> RankCluster | None:
@@ -77,6 +80,7 @@ class HvdMagics(Magics):
         shown = args.rank or 0
         value_ranks = None if args.output else [shown]  # only -o needs every rank's value
         monitor = self._new_monitor(cell, config.np, args.baseline) if self.monitor else None
+        self.job.publish("running")  # a failure is reported when the cell ends (JobChannel.ended)
         try:
             values = CellRun(cluster, cell, self._cells, self._reinit, args.timeout, args.rank, value_ranks,
                              monitor).wait()
@@ -87,6 +91,7 @@ class HvdMagics(Magics):
             if monitor is not None:
                 self._keep(monitor)
         self._reinit = False
+        self.job.publish("idle")
         if monitor is not None and monitor.trained():  # a failed cell's summary stays available: %hvd monitor
             print(monitor.text_summary())
         if args.output:
@@ -149,6 +154,7 @@ class HvdMagics(Magics):
             survivors = cluster.stop()
             if survivors:
                 print(f"[hvd] warning: processes survived the stop: {[p.pid for p in survivors]}")
+        self.job.stopped()
 
     def _ensure_ranks(self, config: LaunchConfig, restart: bool) -> RankCluster:
         """Return running ranks for config, starting (or restarting) them when needed."""
@@ -160,9 +166,11 @@ class HvdMagics(Magics):
         if self.cluster is None:
             self.launch = config
             cluster = RankCluster(config)
+            self.job.publish("starting")
             cluster.start()
             self._cluster = cluster
             self._reinit = False
+            self.job.publish("idle")
             print(f"[hvd] started {config.np} ranks in {cluster.cold_start_s:.1f}s")
         return self.cluster
 
