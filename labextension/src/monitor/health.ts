@@ -19,17 +19,24 @@ export class HealthPanel {
   private readonly empty = h("div", "jhvd-muted", "no stalls or aborts");
   private readonly losses = h("div", "jhvd-losses");
   private shown: HealthEntry[] = [];
+  private origin: number | null = null;
 
   constructor(private readonly timeLabel: TimeLabel) {
     this.el.append(this.failed, this.title, this.list, this.empty, this.losses);
   }
 
-  update(summary: Summary, health: HealthEntry[], browserDropped: number): void {
+  /** `origin` is the timeline's origin the time labels count from; entries are relabelled when it moves. */
+  update(summary: Summary, health: HealthEntry[], browserDropped: number, origin: number | null): void {
     const failed = runState(summary) === "failed";
     this.failed.style.display = failed ? "" : "none";
     if (failed) {
       const who = summary.failed_rank != null ? `Rank ${summary.failed_rank} failed` : "The cell failed";
       this.failed.textContent = summary.error ? `${who}: ${summary.error}` : who;
+    }
+    if (origin !== this.origin) {
+      this.origin = origin;
+      this.shown = [];
+      this.list.replaceChildren();
     }
     if (health !== this.shown) this.showEntries(health);
     const line = lossLine(eventLosses(summary, browserDropped));

@@ -53,7 +53,7 @@ function render({ model, el }: { model: WidgetModel; el: HTMLElement }): () => v
   root.append(header.el, throughput.el, timeline.el, health.el);
   el.append(root);
 
-  const showHealth = (): void => health.update(summary, healthOf(), store.dropped);
+  const showHealth = (): void => health.update(summary, healthOf(), store.dropped, store.origin(shifts));
 
   const onSummary = (): void => {
     summary = summaryOf();

@@ -9,7 +9,7 @@ import { spanAt } from "./spans";
 import type { EventStore } from "./store";
 import { drawTimeline } from "./timelineDraw";
 
-export const WINDOWS_S = [2, 5, 10, 30];
+const WINDOWS_S = [2, 5, 10, 30];
 const DEFAULT_WINDOW_S = 10;
 const LIVE_FRAME_MS = 100; // at most ~10 redraws a second while following a running cell
 const HOVER_PX = 3;
@@ -127,7 +127,7 @@ export class TimelineView {
     this.windowSelect.disabled = this.interactive;
     this.hint.textContent = this.interactive
       ? "wheel: zoom · drag: pan · double-click: fit"
-      : `following the newest events`;
+      : "following the newest events";
     this.el.dataset.interactive = String(this.interactive);
   }
 
