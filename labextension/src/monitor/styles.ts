@@ -47,7 +47,7 @@ const CSS = `
 .jhvd-rate-value { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; min-width: 11ch; }
 .jhvd-rate-total .jhvd-rate-label, .jhvd-rate-total .jhvd-rate-value { font-weight: 600; }
 .jhvd-straggler-tag { color: var(--jhvd-warn); font-size: 11px; font-weight: 600; margin-left: 4px; }
-.jhvd-timeline-panel { display: flex; flex-direction: column; gap: 4px; }
+.jhvd-timeline-panel { position: relative; display: flex; flex-direction: column; gap: 4px; }
 .jhvd-toolbar { display: flex; align-items: center; gap: 8px; flex-wrap: wrap; }
 .jhvd-toolbar .jhvd-muted { font-size: 11px; margin-left: auto; }
 .jhvd-toolbar button, .jhvd-toolbar select {

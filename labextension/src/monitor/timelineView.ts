@@ -56,8 +56,8 @@ export class TimelineView {
     this.saveButton.title = "Download the timeline as a Chrome trace (Perfetto, chrome://tracing)";
     const toolbar = h("div", "jhvd-toolbar");
     toolbar.append(h("span", "jhvd-section-title", "Timeline"), this.windowSelect, this.pauseButton, this.saveButton, this.hint);
-    this.wrap.append(this.canvas, this.tooltip);
-    this.el.append(toolbar, this.wrap, this.legend);
+    this.wrap.append(this.canvas);
+    this.el.append(toolbar, this.wrap, this.legend, this.tooltip);
 
     this.windowSelect.addEventListener("change", this.onWindow);
     this.pauseButton.addEventListener("click", this.onPause);
@@ -295,10 +295,12 @@ export class TimelineView {
     const title = h("b", "", span.name || span.phase);
     this.tooltip.replaceChildren(title, ...lines.flatMap(([k, v]) => [h("br"), `${k}: ${v}`]));
     this.tooltip.style.display = "block";
-    const box = this.wrap.getBoundingClientRect();
-    const left = event.clientX - box.left + 12;
-    const maxLeft = box.width - this.tooltip.offsetWidth - 4;
-    this.tooltip.style.left = `${Math.max(0, left > maxLeft ? event.clientX - box.left - this.tooltip.offsetWidth - 12 : left)}px`;
-    this.tooltip.style.top = `${event.clientY - box.top + this.wrap.scrollTop + 12}px`;
+    // Placed in the panel, outside the scrolling canvas box, flipped to stay within the panel.
+    const box = this.el.getBoundingClientRect();
+    const x = event.clientX - box.left;
+    const y = event.clientY - box.top;
+    const { offsetWidth: tipWidth, offsetHeight: tipHeight } = this.tooltip;
+    this.tooltip.style.left = `${Math.max(0, x + 12 + tipWidth > box.width ? x - tipWidth - 12 : x + 12)}px`;
+    this.tooltip.style.top = `${Math.max(0, y + 12 + tipHeight > box.height ? y - tipHeight - 12 : y + 12)}px`;
   };
 }
