@@ -17,6 +17,7 @@ from .cluster import LaunchConfig, RankCluster
 from .execution import CellRun
 from .failures import RankError
 from .job_channel import JobChannel
+from .monitor_display import MonitorDisplay, show_monitor
 
 FRAMEWORKS = ("mxnet", "none")
 
@@ -80,20 +81,23 @@ class HvdMagics(Magics):
         shown = args.rank or 0
         value_ranks = None if args.output else [shown]  # only -o needs every rank's value
         monitor = self._new_monitor(cell, config.np, args.baseline) if self.monitor else None
+        shown_monitor = MonitorDisplay(monitor, self.shell) if monitor is not None else None
+        error = RankError("the cell did not finish")  # stays when the wait ends by another exception
         self.job.publish("running")  # a failure is reported when the cell ends (JobChannel.ended)
         try:
             values = CellRun(cluster, cell, self._cells, self._reinit, args.timeout, args.rank, value_ranks,
-                             monitor).wait()
-        except RankError:
+                             shown_monitor).wait()
+            error = None
+        except RankError as e:
             self._reinit = True
+            error = e
             raise
         finally:
-            if monitor is not None:
-                self._keep(monitor)
+            if monitor is not None and shown_monitor is not None:  # a failed cell's monitor stays: %hvd monitor
+                self._keep(monitor, error)
+                shown_monitor.close()
         self._reinit = False
         self.job.publish("idle")
-        if monitor is not None and monitor.trained():  # a failed cell's summary stays available: %hvd monitor
-            print(monitor.text_summary())
         if args.output:
             self.shell.user_ns[args.output] = values
         if cell.rstrip().endswith(";"):
@@ -121,7 +125,10 @@ class HvdMagics(Magics):
         elif args.command == "push":
             return self._push(args.names)
         elif args.command == "monitor":
-            print(self.last_monitor.text_summary() if self.last_monitor else "[hvd] no monitored cell has run yet")
+            if self.last_monitor is None:
+                print("[hvd] no monitored cell has run yet")
+            else:
+                show_monitor(self.last_monitor, self.shell)
         else:
             return self._pull(args.names, args.rank)
         return None
@@ -212,9 +219,12 @@ class HvdMagics(Magics):
             monitor.set_baseline(self._baselines[monitor.key], "1-rank run of this cell")
         return monitor
 
-    def _keep(self, monitor: Monitor) -> None:
+    def _keep(self, monitor: Monitor, error: RankError | None = None) -> None:
         """Keep the cell's monitor for %hvd monitor, and a 1-rank run's throughput as the cell's baseline."""
-        monitor.finish()
+        if error is None:
+            monitor.finish()
+        else:
+            monitor.finish(str(error).splitlines()[0], error.ranks[0] if error.ranks else None)
         self.last_monitor = monitor
         measured = monitor.measured_rate()
         if len(monitor.ranks) == 1 and measured:

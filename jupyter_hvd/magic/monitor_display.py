@@ -21,18 +21,19 @@ def widgets_possible(shell: Any) -> bool:
 
 
 class MonitorDisplay:
-    """Feeds a cell's monitor and shows it: the widget appears at the top of the cell's output once a rank
-    trains or the engine reports trouble, and its plain-text fallback becomes the final summary."""
+    """Feeds a cell's monitor and shows it: the widget appears once a rank trains or the engine reports
+    trouble (cells that do neither get no widget), and its plain-text fallback becomes the final summary."""
 
     def __init__(self, monitor: Monitor, shell: Any):
         self.monitor = monitor
+        self.widgets = widgets_possible(shell)
         self.widget: Any = None
-        self.handle = display({"text/plain": ""}, raw=True, display_id=True) if widgets_possible(shell) else None
+        self.handle: Any = None
 
     def collect(self, results: Sequence[Any]) -> None:
         """Take the ranks' new batches and refresh the widget."""
         self.monitor.collect(results)
-        if self.handle is None or not self.monitor.trained():
+        if not self.widgets or not self.monitor.trained():
             return
         if self.widget is None:
             self._show()
@@ -43,8 +44,9 @@ class MonitorDisplay:
         """The cell is over (the monitor is finished): final numbers in the widget, or the text summary."""
         if not self.monitor.trained():
             return
-        if self.handle is None:
-            print(self.monitor.text_summary())
+        if not self.widgets:
+            if self.monitor.run_state != "failed":  # the failure report says enough; %hvd monitor has the rest
+                print(self.monitor.text_summary())
             return
         if self.widget is None:
             self._show()
@@ -55,7 +57,7 @@ class MonitorDisplay:
         from ..monitor.widget import MonitorWidget
 
         self.widget = MonitorWidget(self.monitor)
-        self.handle.update(self.widget)
+        self.handle = display(self.widget, display_id=True)
 
 
 def show_monitor(monitor: Monitor, shell: Any) -> None:
