@@ -176,3 +176,26 @@ def test_monitor_renders_in_notebook_7(server, browser):
     OUTPUT.mkdir(exist_ok=True)
     page.screenshot(path=str(OUTPUT / "monitor-notebook7.png"))
     page.close()
+
+
+def test_job_panel_lists_the_ranks_and_stops_and_restarts_them(server, browser):
+    url, _, _ = server
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    open_notebook(page, f"{url}/lab/tree/monitor_check.ipynb?token={TOKEN}&reset")
+    page.locator('li[data-id="jupyter-hvd-job-panel"]').click()
+    panel = page.locator(".jhvd-job-panel")
+    panel.wait_for(timeout=10_000)
+    run_all(page)
+    wait_finished(page, "job-panel")
+    page.locator('.jhvd-job-panel[data-state="stopped"]').wait_for(timeout=60_000)  # the last cell stops the job
+    restart = panel.locator(".jhvd-job-restart")
+    restart.click()
+    page.locator('.jhvd-job-panel[data-state="idle"]').wait_for(timeout=90_000)
+    rows = panel.locator('tr.jhvd-job-rank[data-alive="true"]')
+    assert rows.count() == 2
+    OUTPUT.mkdir(exist_ok=True)
+    page.screenshot(path=str(OUTPUT / "job-panel.png"))
+    panel.locator(".jhvd-job-stop").click()
+    page.locator('.jhvd-job-panel[data-state="stopped"]').wait_for(timeout=60_000)
+    assert panel.locator('tr.jhvd-job-rank[data-alive="true"]').count() == 0
+    page.close()
