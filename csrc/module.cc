@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "engine.h"
+#include "gpu_binding.h"
 #ifdef JHVD_WITH_MXNET
 #include "mxnet_bridge.h"
 #endif
@@ -138,7 +139,8 @@ NB_MODULE(_C, m) {
                       double prescale, double postscale, std::vector<int64_t> splits) {
     hvd::TensorEntry e;
     e.request.spec = {static_cast<hvd::OpType>(op), static_cast<hvd::ReduceOp>(reduce),
-                      static_cast<hvd::DataType>(dtype), process_set, root_rank, prescale, postscale};
+                      static_cast<hvd::DataType>(dtype), hvd::Memory::Host, process_set, root_rank, prescale,
+                      postscale};
     e.request.name = name;
     e.request.shape = std::move(shape);
     e.input = reinterpret_cast<const void*>(input);
@@ -177,6 +179,7 @@ NB_MODULE(_C, m) {
     return nb::make_tuple(out, dropped);
   }, "since"_a, "max"_a = 100000);
   m.def("metrics", [] { return metrics_dict(engine().metrics()); });
+  jhvd::bind_gpu(m);
 #ifdef JHVD_WITH_MXNET
   jhvd::bind_mxnet(m);
 #endif

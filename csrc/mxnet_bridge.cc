@@ -186,7 +186,7 @@ void push(int op, std::vector<std::string> names, const std::vector<uintptr_t>& 
     throw nb::value_error("mxnet_push: need one name per NDArray, and at least one NDArray");
   auto p = std::make_unique<PushedOp>();
   p->spec = {static_cast<hvd::OpType>(op), static_cast<hvd::ReduceOp>(reduce), hvd::DataType::Float32,
-             process_set, root_rank, prescale, postscale};
+             hvd::Memory::Host, process_set, root_rank, prescale, postscale};
   p->names = std::move(names);
   p->arrays.reserve(arrays.size());
   std::vector<NDArrayHandle> deps;

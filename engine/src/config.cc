@@ -25,6 +25,7 @@ Config Config::from_env() {
   if (auto v = env("HOROVOD_TIMELINE")) c.timeline_path = v;
   if (auto v = env("JUPYTER_HVD_TIMELINE_RING")) c.ring_capacity = std::stoul(v);
   if (auto v = env("JUPYTER_HVD_SPIN_US")) c.spin_us = std::stoll(v);
+  if (auto v = env("JUPYTER_HVD_GPU_STAGING")) c.gpu_staging = std::string(v) == "1";
   if (c.ring_capacity == 0) c.ring_capacity = 1;
   return c;
 }

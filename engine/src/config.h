@@ -17,6 +17,7 @@ struct Config {
   std::string timeline_path;            // HOROVOD_TIMELINE
   size_t ring_capacity = 1 << 16;       // JUPYTER_HVD_TIMELINE_RING events kept in memory
   int64_t spin_us = 2000;               // JUPYTER_HVD_SPIN_US: busy-poll this long after work
+  bool gpu_staging = false;             // JUPYTER_HVD_GPU_STAGING=1: GPU tensors via host memory and MPI
 
   static Config from_env();
 };

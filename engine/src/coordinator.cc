@@ -78,6 +78,9 @@ std::string Coordinator::validate(const std::vector<Request>& rs) const {
         << y.process_set << " on rank " << b.rank;
     } else if (y.op == OpType::Barrier) {
       continue;
+    } else if (y.memory != x.memory) {
+      e << "mismatched devices: a " << (x.memory == Memory::Cuda ? "GPU" : "host") << " tensor on rank " << a.rank
+        << ", a " << (y.memory == Memory::Cuda ? "GPU" : "host") << " tensor on rank " << b.rank;
     } else if (y.dtype != x.dtype) {
       e << "mismatched data types: " << dtype_name(x.dtype) << " on rank " << a.rank << ", "
         << dtype_name(y.dtype) << " on rank " << b.rank;

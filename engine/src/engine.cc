@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "collectives.h"
+#include "gpu/gpu_collectives.h"
 #include "wire.h"
 
 namespace hvd {
@@ -90,6 +91,10 @@ Engine::Engine(MPI_Comm comm, Config config)
   sets_.add(global);
 
   reductions_ = std::make_unique<Reductions>();
+  gpu_ = std::make_unique<gpu::GpuCollectives>(gpu::runtime(), config_.gpu_staging, [this] {
+    std::lock_guard<std::mutex> g(mu_);
+    return stop_requested_;
+  });
   channel_ = std::make_unique<ControlChannel>(ctrl_);
   if (topo_.rank == 0) {
     auto members = [this](int32_t id) -> const std::vector<int>* {
@@ -117,6 +122,13 @@ std::shared_ptr<Handle> Engine::enqueue(TensorEntry e) {
   if (e.request.spec.op == OpType::Broadcast && set->rank_in_set(e.request.spec.root_rank) < 0)
     throw InvalidArgument("root rank " + std::to_string(e.request.spec.root_rank) +
                           " is not a member of process set " + std::to_string(set->id));
+  if (e.device >= 0) {
+    int claimed = -1;
+    if (!gpu_device_.compare_exchange_strong(claimed, e.device) && claimed != e.device)
+      throw InvalidArgument("tensor '" + e.request.name + "' is on cuda:" + std::to_string(e.device) + ", but rank " +
+                            std::to_string(topo_.rank) + " already runs GPU collectives on cuda:" +
+                            std::to_string(claimed) + "; use one GPU per rank (its local rank's)");
+  }
   e.request.rank = topo_.rank;
   e.handle = std::make_shared<Handle>();
   e.enqueue_us = now_us();
@@ -196,6 +208,7 @@ void Engine::remove_process_set(int32_t id) {
   if (id == 0) throw InvalidArgument("the global process set cannot be removed");
   auto ps = sets_.remove(id);
   if (!ps) throw InvalidArgument("unknown process set id " + std::to_string(id));
+  gpu_->release_set(id);
   MPI_Comm c = ps->comm;
   if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
 }
@@ -421,6 +434,15 @@ Status Engine::run(const Response& r, std::vector<TensorEntry*>& es, const Proce
                         if (p == Phase::Collective) metrics_.collective_us += d;
                         if (p == Phase::MemcpyOut) metrics_.memcpy_out_us += d;
                       }};
+  if (r.spec.memory == Memory::Cuda) {
+    return gpu_->run(c, r, es, [&](Phase p, const char* op, int64_t start, int64_t end) {
+      record(p, name, op, start, total, end);
+      int64_t d = end - start;
+      if (p == Phase::MemcpyIn) metrics_.memcpy_in_us += d;
+      if (p == Phase::Collective) metrics_.collective_us += d;
+      if (p == Phase::MemcpyOut) metrics_.memcpy_out_us += d;
+    });
+  }
   switch (r.spec.op) {
     case OpType::Allreduce: return run_allreduce(c, r, es);
     case OpType::Allgather: return run_allgather(c, r, *es[0]);

@@ -26,6 +26,9 @@
 #include "trace_writer.h"
 
 namespace hvd {
+namespace gpu {
+class GpuCollectives;
+}
 
 // Thrown by enqueue and the process-set calls for problems the caller can fix.
 struct InvalidArgument : std::invalid_argument {
@@ -95,6 +98,8 @@ class Engine {
   ResponseCache cache_;
   Metrics metrics_;
   EventRing ring_;
+  std::unique_ptr<gpu::GpuCollectives> gpu_;  // GPU tensors; touches CUDA only once one arrives
+  std::atomic<int> gpu_device_{-1};           // the one CUDA device of this rank's GPU tensors
 
   // Shared with callers.
   mutable std::mutex mu_;

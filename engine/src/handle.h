@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -29,6 +30,10 @@ class Handle {
   std::vector<char> output;
   std::vector<int64_t> output_shape;
   std::vector<int64_t> received_splits;
+  // GPU tensors: the engine-allocated device result (freed with its last owner).
+  std::shared_ptr<void> device_output;
+  size_t device_output_bytes = 0;
+  int device = -1;
 
  private:
   mutable std::mutex mu_;

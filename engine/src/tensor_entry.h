@@ -9,6 +9,9 @@
 #include "types.h"
 
 namespace hvd {
+namespace gpu {
+class ReadyEvent;
+}
 
 struct TensorEntry {
   Request request;
@@ -16,6 +19,8 @@ struct TensorEntry {
   void* output = nullptr;       // caller-owned, or null when the engine allocates it (handle)
   std::vector<int64_t> splits;  // alltoall: rows sent to each member; empty means equal
   std::shared_ptr<Handle> handle;
+  int device = -1;                          // CUDA device of input/output; -1 in host memory
+  std::shared_ptr<gpu::ReadyEvent> ready;   // GPU: input is ready once this event has passed
   int64_t enqueue_us = 0;
 };
 

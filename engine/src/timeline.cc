@@ -6,7 +6,7 @@ namespace hvd {
 
 const char* phase_name(Phase p) {
   static const char* names[] = {"NEGOTIATE", "QUEUE",  "MEMCPY_IN_FUSION_BUFFER", "COLLECTIVE",
-                                "MEMCPY_OUT_FUSION_BUFFER", "CYCLE", "STALL", "ABORT"};
+                                "MEMCPY_OUT_FUSION_BUFFER", "CYCLE", "STALL", "ABORT", "WAIT_FOR_DATA"};
   return names[static_cast<int>(p)];
 }
 

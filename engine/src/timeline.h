@@ -9,7 +9,8 @@
 namespace hvd {
 
 enum class Phase : uint8_t {
-  Negotiate, Queue, MemcpyIn, Collective, MemcpyOut, Cycle, Stall, Abort
+  Negotiate, Queue, MemcpyIn, Collective, MemcpyOut, Cycle, Stall, Abort,
+  WaitForData,  // GPU tensors: the engine's stream waits for the producer's stream
 };
 const char* phase_name(Phase p);
 

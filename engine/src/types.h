@@ -11,6 +11,8 @@ namespace hvd {
 enum class OpType : uint8_t { Allreduce, Allgather, Broadcast, Alltoall, Reducescatter, Barrier };
 enum class ReduceOp : uint8_t { Sum, Average, Min, Max, Product };
 enum class DataType : uint8_t { UInt8, Int8, Int32, Int64, Float16, BFloat16, Float32, Float64, Bool };
+// Where a tensor lives: ranks must agree, and GPU tensors fuse only with GPU tensors.
+enum class Memory : uint8_t { Host, Cuda };
 
 size_t dtype_size(DataType t);
 const char* dtype_name(DataType t);
@@ -23,14 +25,16 @@ struct OpSpec {
   OpType op = OpType::Allreduce;
   ReduceOp reduce = ReduceOp::Sum;
   DataType dtype = DataType::Float32;
+  Memory memory = Memory::Host;  // fills padding: the encoded size is unchanged
   int32_t process_set = 0;
   int32_t root_rank = -1;
   double prescale = 1.0;
   double postscale = 1.0;
 
   bool operator==(const OpSpec& o) const {
-    return op == o.op && reduce == o.reduce && dtype == o.dtype && process_set == o.process_set &&
-           root_rank == o.root_rank && prescale == o.prescale && postscale == o.postscale;
+    return op == o.op && reduce == o.reduce && dtype == o.dtype && memory == o.memory &&
+           process_set == o.process_set && root_rank == o.root_rank && prescale == o.prescale &&
+           postscale == o.postscale;
   }
 };
 

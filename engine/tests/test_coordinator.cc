@@ -84,3 +84,15 @@ TEST(stalled_lists_missing_ranks) {
   CHECK(st.size() == 1 && st[0].name == "s" && st[0].missing_ranks == std::vector<int>{1});
   CHECK(c.stalled(2500000, 1000000).empty());  // not repeated within the check interval
 }
+
+TEST(gpu_and_host_tensors_under_one_name_are_a_mismatch) {
+  auto c = make();
+  Request gpu = req(1, "d");
+  gpu.spec.memory = Memory::Cuda;
+  c.add(req(0, "d"), 0);
+  c.add(gpu, 0);
+  c.add(req(2, "d"), 0);
+  auto rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Error);
+  CHECK(rs[0].error.find("mismatched devices: a host tensor on rank 0, a GPU tensor on rank 1") != std::string::npos);
+}

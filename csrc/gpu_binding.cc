@@ -1,0 +1,125 @@
+// GPU tensors arrive as device addresses (from __cuda_array_interface__ or DLPack) with the
+// producer's stream; the caller records a ready event on that stream before the engine runs.
+#include "gpu_binding.h"
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+
+#include "engine.h"
+#include "gpu/gpu_runtime.h"
+#include "gpu/ready_event.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace jhvd {
+
+std::shared_ptr<hvd::Handle> enqueue_entry(hvd::TensorEntry entry);  // module.cc
+
+namespace {
+
+nb::dict library_dict(const hvd::gpu::LibraryStatus& s) {
+  nb::dict d;
+  d["loaded"] = s.loaded;
+  d["library"] = s.path;
+  d["error"] = s.error;
+  d["version_code"] = s.version;
+  return d;
+}
+
+nb::dict status_dict(const hvd::gpu::GpuStatus& s) {
+  nb::dict d;
+  d["cuda"] = library_dict(s.cuda);
+  d["nccl"] = library_dict(s.nccl);
+  d["driver_version_code"] = s.driver_version;
+  d["device_count"] = s.device_count;
+  d["device_error"] = s.device_error;
+  d["cuda_available"] = s.cuda_ready();
+  d["nccl_available"] = s.nccl_ready();
+  return d;
+}
+
+}  // namespace
+
+void bind_gpu(nb::module_& m) {
+  m.def("gpu_load", [](std::vector<std::string> cuda_dirs, std::vector<std::string> nccl_dirs) {
+    auto paths = hvd::gpu::SearchPaths::from_env(std::move(cuda_dirs), std::move(nccl_dirs));
+    nb::gil_scoped_release nogil;  // loading libnccl and starting the driver take a while
+    auto s = hvd::gpu::runtime().load(paths);
+    nb::gil_scoped_acquire gil;
+    return status_dict(s);
+  }, "cuda_dirs"_a, "nccl_dirs"_a);
+  m.def("gpu_status", [] { return status_dict(hvd::gpu::runtime().status()); });
+
+  m.def("enqueue_device", [](int op, const std::string& name, int dtype, std::vector<int64_t> shape, uintptr_t input,
+                             uintptr_t output, int reduce, int process_set, int root_rank, double prescale,
+                             double postscale, std::vector<int64_t> splits, int device,
+                             std::optional<uintptr_t> stream) {
+    auto& rt = hvd::gpu::runtime();
+    if (!rt.cuda_ready()) {
+      auto s = rt.status();
+      std::string why = s.cuda.loaded ? s.device_error : s.cuda.error;
+      throw std::runtime_error("GPU tensor '" + name + "', but CUDA is not usable here: " +
+                               (why.empty() ? "the CUDA runtime has not been loaded (gpu_load)" : why));
+    }
+    if (device < 0 || device >= rt.status().device_count)
+      throw hvd::InvalidArgument("tensor '" + name + "' is on cuda:" + std::to_string(device) + ", but " +
+                                 std::to_string(rt.status().device_count) + " CUDA device(s) are visible");
+    hvd::TensorEntry e;
+    e.request.spec.op = static_cast<hvd::OpType>(op);
+    e.request.spec.reduce = static_cast<hvd::ReduceOp>(reduce);
+    e.request.spec.dtype = static_cast<hvd::DataType>(dtype);
+    e.request.spec.memory = hvd::Memory::Cuda;
+    e.request.spec.process_set = process_set;
+    e.request.spec.root_rank = root_rank;
+    e.request.spec.prescale = prescale;
+    e.request.spec.postscale = postscale;
+    e.request.name = name;
+    e.request.shape = std::move(shape);
+    e.input = reinterpret_cast<const void*>(input);
+    e.output = reinterpret_cast<void*>(output);
+    e.splits = std::move(splits);
+    e.device = device;
+    if (stream) {
+      std::string err;
+      e.ready = hvd::gpu::ReadyEvent::record(rt, device, reinterpret_cast<hvd::gpu::cudaStream_t>(*stream), &err);
+      if (!e.ready) throw std::runtime_error("tensor '" + name + "': " + err);
+    }
+    return enqueue_entry(std::move(e));
+  }, "op"_a, "name"_a, "dtype"_a, "shape"_a, "input"_a, "output"_a, "reduce"_a, "process_set"_a, "root_rank"_a,
+     "prescale"_a, "postscale"_a, "splits"_a, "device"_a, "stream"_a.none());
+
+  // What a DLPack tensor is, without touching its memory: (address, shape, strides in elements
+  // or None, (type code, bits, lanes), (device type, device id)).
+  m.def("dlpack_info", [](nb::ndarray<> a) {
+    std::vector<int64_t> shape, strides;
+    for (size_t i = 0; i < a.ndim(); ++i) {
+      shape.push_back(static_cast<int64_t>(a.shape(i)));
+      strides.push_back(a.stride(i));
+    }
+    auto dt = a.dtype();
+    return nb::make_tuple(reinterpret_cast<uintptr_t>(a.data()), shape, strides,
+                          nb::make_tuple(dt.code, dt.bits, dt.lanes), nb::make_tuple(a.device_type(), a.device_id()));
+  }, "tensor"_a);
+
+  // The engine-allocated device result of a finished handle: (address, bytes, device).
+  m.def("device_output", [](const hvd::Handle& h) {
+    return nb::make_tuple(reinterpret_cast<uintptr_t>(h.device_output.get()), h.device_output_bytes, h.device);
+  }, "handle"_a);
+  // The same result as a DLPack-exporting array of the given type, keeping the handle alive.
+  m.def("device_output_dlpack", [](nb::handle handle, uint8_t code, uint8_t bits) {
+    auto& h = nb::cast<hvd::Handle&>(handle);
+    std::vector<size_t> shape(h.output_shape.begin(), h.output_shape.end());
+    nb::dlpack::dtype dt{code, bits, 1};
+    return nb::ndarray<nb::array_api>(h.device_output.get(), shape.size(), shape.data(), handle, nullptr, dt,
+                                      nb::device::cuda::value, h.device);
+  }, "handle"_a, "code"_a, "bits"_a);
+}
+
+}  // namespace jhvd

@@ -1,0 +1,66 @@
+// The data phase for GPU tensors: NCCL on the engine's own CUDA stream, after waiting for each
+// tensor's producer stream; small allreduces fused through a device buffer with device-to-device
+// copies; host staging through the MPI collectives where NCCL cannot run.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "collectives.h"
+#include "gpu/device_memory.h"
+#include "gpu/gpu_runtime.h"
+#include "gpu/set_communicator.h"
+
+namespace hvd::gpu {
+
+class GpuCollectives {
+ public:
+  // A timeline span with its own op label (e.g. "nccl_allreduce") and end.
+  using Span = std::function<void(Phase, const char* op, int64_t start_us, int64_t end_us)>;
+
+  // `abandoned` is polled while waiting on the GPU: true when the engine is stopping.
+  GpuCollectives(const Runtime& rt, bool force_staging, std::function<bool()> abandoned);
+  ~GpuCollectives();
+  GpuCollectives(const GpuCollectives&) = delete;
+  GpuCollectives& operator=(const GpuCollectives&) = delete;
+
+  // Runs one negotiated response whose tensors are on this rank's GPU (engine thread).
+  Status run(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, const Span& span);
+  // Drops the communicator of a removed process set (any thread; no op of that set in flight).
+  void release_set(int32_t id);
+
+ private:
+  enum Mark { kStart, kReady, kCopiedIn, kReduced, kDone, kMarks };
+
+  Status prepare(int device);
+  SetCommunicator* communicator(CollectiveContext& c, int device, const Status& local, Status* s);
+  Status run_nccl(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, SetCommunicator& sc,
+                  const Status& local, const Span& span);
+  Status run_staged(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, const Status& local,
+                    const Span& span);
+  void wait_for_producers(const std::vector<TensorEntry*>& es);
+  Status mark(Mark m);
+  Status wait_done(Mark m, SetCommunicator* sc);
+  // Start time (engine clock) of `m`, given that `last` completed at `end_us`.
+  int64_t start_of(Mark m, Mark last, int64_t end_us) const;
+  // The device result for `e`: its own output, or a new allocation handed to its handle.
+  void* output_for(TensorEntry& e, size_t bytes, std::vector<int64_t> shape, Status* s);
+  Status cuda_status(cudaError_t e, const char* what) const;
+  Status nccl_status(ncclResult_t r, const char* what) const;
+
+  const Runtime& rt_;
+  bool force_staging_;
+  std::function<bool()> abandoned_;
+  int device_ = -1;
+  cudaStream_t stream_ = nullptr;
+  std::array<cudaEvent_t, kMarks> marks_{};
+  std::unique_ptr<GrowableBuffer> fusion_, staging_;
+  std::mutex sets_mu_;
+  std::map<int32_t, std::unique_ptr<SetCommunicator>> sets_;
+};
+
+}  // namespace hvd::gpu
