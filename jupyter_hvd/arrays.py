@@ -1,13 +1,18 @@
-"""Turning caller tensors into contiguous host arrays the engine can read by address."""
-from typing import Any
+"""Turning caller tensors into contiguous arrays the engine can read by address."""
+from typing import Any, Union
 
 import numpy as np
 
+from .gpu import DeviceArray, device_array
 
-def as_array(tensor: Any, what: str) -> np.ndarray:
-    """A zero-copy numpy view of ``tensor`` (numpy or any CPU DLPack tensor)."""
+
+def as_array(tensor: Any, what: str) -> Union[np.ndarray, DeviceArray]:
+    """A zero-copy numpy view of ``tensor`` (numpy or any CPU DLPack tensor), or for a CUDA tensor
+    (CuPy, __cuda_array_interface__, CUDA DLPack) a DeviceArray describing it."""
     if isinstance(tensor, np.ndarray):
         arr = tensor
+    elif (dev := device_array(tensor, what)) is not None:
+        return dev
     elif hasattr(tensor, "__dlpack__"):
         try:
             arr = np.from_dlpack(tensor)

@@ -1,4 +1,4 @@
-"""Engine lifecycle and job topology: init, shutdown, abort, rank/size queries, build flags."""
+"""Engine lifecycle and job topology: init, shutdown, abort, rank/size queries, build and GPU flags."""
 import atexit
 from typing import Any, Optional, Sequence
 
@@ -120,7 +120,15 @@ def gloo_enabled() -> bool:
 
 
 def nccl_built() -> bool:
-    return False
+    """True when NCCL and the CUDA runtime load in this process and a CUDA device is visible.
+
+    Horovod answers "compiled with NCCL"; one jupyter_hvd build serves CPU and GPU hosts (NCCL is
+    loaded at run time), so this answers whether NCCL collectives can actually run here. The
+    first call loads the libraries; gpu_status() says why the answer is False.
+    """
+    from .gpu import nccl_available
+
+    return nccl_available()
 
 
 def ddl_built() -> bool:
@@ -132,7 +140,17 @@ def ccl_built() -> bool:
 
 
 def cuda_built() -> bool:
-    return False
+    """True when the CUDA runtime loads in this process and a CUDA device is visible (see nccl_built)."""
+    from .gpu import cuda_available
+
+    return cuda_available()
+
+
+def gpu_status() -> dict:
+    """Which CUDA runtime and NCCL were found, their versions, the devices, and why not (see gpu.gpu_status)."""
+    from .gpu import gpu_status as status
+
+    return status()
 
 
 def rocm_built() -> bool:

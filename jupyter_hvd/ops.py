@@ -9,6 +9,7 @@ import numpy as np
 from . import _C
 from .arrays import address, as_array
 from .dtypes import BOOL_CODE, FLOAT_CODES, dtype_code
+from .gpu import DeviceArray
 from .handles import Handle
 from .process_sets import ProcessSet, global_process_set, set_id
 
@@ -65,6 +66,11 @@ def _enqueue(op: int, kind: str, arr: np.ndarray, out: Optional[np.ndarray], nam
     code = dtype_code(arr.dtype, kind)
     _check_reduce(code, reduce, prescale, postscale, kind)
     name = _name(kind, name, pid)  # only calls that will run take an automatic name
+    if isinstance(arr, DeviceArray):  # GPU tensor: NCCL, or host staging where NCCL cannot run
+        native = _C.enqueue_device(op, name, code, list(arr.shape), arr.ptr, 0 if out is None else out.ptr, reduce,
+                                   pid, root_rank, float(prescale), float(postscale), list(splits), arr.device,
+                                   arr.stream)
+        return Handle(native, (arr,), finish)
     src = address(arr)
     dst = 0 if out is None else src if out is arr else address(out)
     native = _C.enqueue(op, name, code, list(arr.shape), src, dst, reduce, pid, root_rank, float(prescale),
@@ -72,9 +78,23 @@ def _enqueue(op: int, kind: str, arr: np.ndarray, out: Optional[np.ndarray], nam
     return Handle(native, (arr, out), finish)
 
 
-def _engine_output(dtype: np.dtype) -> Callable[[Any], np.ndarray]:
+def _engine_output(arr: Any) -> Callable[[Any], Any]:
     """Wraps the engine-allocated result without a copy (the view keeps the handle alive)."""
+    if isinstance(arr, DeviceArray):
+        return arr.wrap_output
+    dtype = arr.dtype
     return lambda native: native.output().view(dtype).reshape(native.output_shape)
+
+
+def _output_like(arr: Any, out: Any) -> tuple:
+    """Where an op writes a result shaped like its input, and how the handle returns it: ``out``
+    when given (in place), else a new array (a GPU tensor's comes from the engine)."""
+    if isinstance(arr, DeviceArray):
+        if out is None:
+            out = arr.empty_like()  # CuPy: from its memory pool; others: the engine allocates
+        return (None, arr.wrap_output) if out is None else (out, lambda _: out.source)
+    out = np.empty_like(arr) if out is None else out
+    return out, lambda _: out
 
 
 def allreduce_async(tensor: Any, average: Optional[bool] = None, name: Optional[str] = None,
@@ -83,8 +103,8 @@ def allreduce_async(tensor: Any, average: Optional[bool] = None, name: Optional[
     """Start an allreduce; the handle's wait() returns the reduced array."""
     arr = as_array(tensor, "allreduce")
     op = resolve_op(average, op)
-    out = np.empty_like(arr) if _out is None else _out
-    return _enqueue(_ALLREDUCE, "allreduce", arr, out, name, process_set, lambda _: out, reduce=op,
+    out, finish = _output_like(arr, _out)
+    return _enqueue(_ALLREDUCE, "allreduce", arr, out, name, process_set, finish, reduce=op,
                     prescale=prescale_factor, postscale=postscale_factor)
 
 
@@ -148,7 +168,7 @@ def allgather_async(tensor: Any, name: Optional[str] = None,
     arr = as_array(tensor, "allgather")
     if arr.ndim == 0:
         raise ValueError("allgather: the tensor needs at least one dimension")
-    return _enqueue(_ALLGATHER, "allgather", arr, None, name, process_set, _engine_output(arr.dtype))
+    return _enqueue(_ALLGATHER, "allgather", arr, None, name, process_set, _engine_output(arr))
 
 
 def allgather(tensor: Any, name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> np.ndarray:
@@ -176,8 +196,8 @@ def broadcast_async(tensor: Any, root_rank: int, name: Optional[str] = None,
     """Start a broadcast of ``root_rank``'s tensor (a global rank in ``process_set``)."""
     arr = as_array(tensor, "broadcast")
     root = _check_root(root_rank, process_set, "broadcast")
-    out = np.empty_like(arr) if _out is None else _out
-    return _enqueue(_BROADCAST, "broadcast", arr, out, name, process_set, lambda _: out, root_rank=root)
+    out, finish = _output_like(arr, _out)
+    return _enqueue(_BROADCAST, "broadcast", arr, out, name, process_set, finish, root_rank=root)
 
 
 def broadcast(tensor: Any, root_rank: int, name: Optional[str] = None,
@@ -218,7 +238,7 @@ def alltoall_async(tensor: Any, splits: Optional[Sequence[int]] = None, name: Op
     want_splits = splits is not None
 
     def finish(native: Any) -> Any:
-        out = _engine_output(arr.dtype)(native)
+        out = _engine_output(arr)(native)
         return (out, np.asarray(native.received_splits, dtype=np.int32)) if want_splits else out
 
     return _enqueue(_ALLTOALL, "alltoall", arr, None, name, process_set, finish, splits=split_list)
@@ -240,7 +260,7 @@ def reducescatter_async(tensor: Any, op: Optional[int] = None, name: Optional[st
         raise ValueError("reducescatter supports op=hvd.Sum or hvd.Average")
     if arr.ndim == 0:
         raise ValueError("reducescatter: the tensor needs at least one dimension")
-    return _enqueue(_REDUCESCATTER, "reducescatter", arr, None, name, process_set, _engine_output(arr.dtype),
+    return _enqueue(_REDUCESCATTER, "reducescatter", arr, None, name, process_set, _engine_output(arr),
                     reduce=op, prescale=prescale_factor, postscale=postscale_factor)
 
 
