@@ -1,0 +1,63 @@
+"""Bad GPU input gets a clear exception on every rank, and GPU collectives keep working after it."""
+import numpy as np
+import pytest
+
+import jupyter_hvd as hvd
+
+cupy = pytest.importorskip("cupy")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pinned():
+    cupy.cuda.Device(hvd.local_rank() % cupy.cuda.runtime.getDeviceCount()).use()
+
+
+def still_works():
+    got = hvd.allreduce(cupy.ones(3, cupy.float32), op=hvd.Sum)
+    np.testing.assert_array_equal(cupy.asnumpy(got), np.full(3, hvd.size(), np.float32))
+
+
+def test_non_contiguous_is_a_value_error():
+    with pytest.raises(ValueError, match="contiguous"):
+        hvd.allreduce(cupy.ones((4, 4), cupy.float32)[:, 1])
+    still_works()
+
+
+def test_scaling_needs_floats_and_sum_or_average():
+    with pytest.raises(TypeError, match="floating-point"):
+        hvd.allreduce(cupy.ones(3, cupy.int32), op=hvd.Sum, prescale_factor=2.0)
+    with pytest.raises(ValueError, match="need op Sum or Average"):
+        hvd.allreduce(cupy.ones(3, cupy.float32), op=hvd.Max, prescale_factor=2.0, name="g.bad.maxscale")
+    still_works()
+
+
+def test_unsupported_dtype_is_type_error():
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        hvd.allreduce(cupy.ones(3, cupy.complex64))
+
+
+def test_bad_alltoall_splits():
+    with pytest.raises(ValueError, match="splits"):
+        hvd.alltoall(cupy.ones((3, 2), cupy.float32), splits=[5] * hvd.size())
+    still_works()
+
+
+def test_host_and_gpu_tensors_under_one_name_are_a_mismatch():
+    if hvd.size() < 2:
+        pytest.skip("needs two ranks")
+    x = cupy.ones(3, cupy.float32) if hvd.rank() == 0 else np.ones(3, np.float32)
+    with pytest.raises(hvd.TensorMismatchError, match="mismatched devices"):
+        hvd.allreduce(x, name="g.bad.device")
+    still_works()
+
+
+def test_a_second_device_on_one_rank_is_refused():
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs")
+    still_works()  # claims this rank's device first
+    other = (cupy.cuda.Device().id + 1) % cupy.cuda.runtime.getDeviceCount()
+    with cupy.cuda.Device(other):
+        x = cupy.ones(3, cupy.float32)
+    with pytest.raises(ValueError, match="one GPU per rank"):
+        hvd.allreduce(x)
+    still_works()

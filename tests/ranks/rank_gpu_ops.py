@@ -1,0 +1,183 @@
+"""Every collective x dtype on CuPy arrays, against the numpy reference, on all ranks at once.
+
+NCCL when each rank has its own GPU; host staging through MPI when ranks share one (or when
+JUPYTER_HVD_GPU_STAGING=1). Results must be the same either way, fused or not.
+"""
+import os
+
+import numpy as np
+import pytest
+
+import jupyter_hvd as hvd
+from refdata import BOOL, INTS, data, expected_reduce, stacked
+
+cupy = pytest.importorskip("cupy")
+
+FLOATS = [np.dtype(t) for t in (np.float16, np.float32, np.float64)]  # CuPy has no bfloat16
+ALL = INTS + FLOATS + BOOL
+OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pinned():
+    """Each rank uses the GPU of its local rank (ranks share GPUs when there are fewer)."""
+    cupy.cuda.Device(hvd.local_rank() % cupy.cuda.runtime.getDeviceCount()).use()
+
+
+@pytest.fixture(scope="module")
+def sets():
+    """The global set, and with two or more ranks the even ranks (on one rank that would repeat it)."""
+    extra = [] if hvd.size() == 1 else [hvd.add_process_set(list(range(0, hvd.size(), 2)))]
+    yield [hvd.global_process_set] + extra
+    for s in extra:
+        assert hvd.remove_process_set(s)
+
+
+def on_gpu(x: np.ndarray):
+    return cupy.asarray(x)
+
+
+def check(got, want, rtol=0.0):
+    assert isinstance(got, cupy.ndarray), type(got)
+    host = cupy.asnumpy(got)
+    assert host.dtype == want.dtype and host.shape == want.shape, (host.dtype, host.shape, want.dtype, want.shape)
+    if rtol:
+        np.testing.assert_allclose(host.astype(np.float64), want.astype(np.float64), rtol=rtol)
+    else:
+        np.testing.assert_array_equal(host, want)
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_allreduce_every_op_and_set(sets, dtype):
+    for si, ps in enumerate(sets):
+        if not ps.included():
+            continue
+        for op in OPS:
+            if dtype == np.bool_ and op == hvd.Average:
+                continue
+            high = 2 if op == hvd.Product else 4
+            for shape in [(5,), (3, 4), (0,), (1, 1, 7)]:
+                seed = hash((si, op, shape)) % 10000
+                x = on_gpu(data(hvd.rank(), dtype, shape, seed, high))
+                got = hvd.allreduce(x, op=op, process_set=ps, name=f"g.ar.{dtype}.{si}.{op}.{shape}")
+                want = expected_reduce(op, dtype, ps.ranks, shape, seed, high)
+                check(got, want, rtol=1e-2 if dtype == np.float16 else 1e-6 if dtype in FLOATS else 0)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_allreduce_scaling_and_in_place(dtype):
+    ranks = list(range(hvd.size()))
+    x = on_gpu(data(hvd.rank(), dtype, (6,), 7))
+    got = hvd.allreduce(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=2.0, name=f"g.scale.{dtype}")
+    check(got, (stacked(ranks, dtype, (6,), 7).sum(0) * 0.5 * 2.0).astype(dtype), rtol=1e-2)
+    got = hvd.allreduce(x, op=hvd.Average, prescale_factor=3.0, name=f"g.scaleavg.{dtype}")
+    check(got, (stacked(ranks, dtype, (6,), 7).mean(0) * 3.0).astype(dtype), rtol=1e-2)
+    y = x.copy()
+    out = hvd.allreduce_(y, op=hvd.Average, name=f"g.inplace.{dtype}")
+    assert out is y
+    check(y, stacked(ranks, dtype, (6,), 7).mean(0).astype(dtype), rtol=1e-2)
+
+
+def test_grouped_allreduce_fuses_and_matches():
+    before = hvd.metrics()["fused_tensors"]
+    ranks = list(range(hvd.size()))
+    xs = [on_gpu(data(hvd.rank(), np.float32, (i + 1, 3), i)) for i in range(20)]
+    # A first tensor whose producer stream is busy holds the engine (it waits for that stream), so
+    # the group below is queued while it waits and arrives ready together: fused even on one rank.
+    busy = cupy.cuda.Stream(non_blocking=True)
+    with busy:
+        a = cupy.ones((2048, 2048), cupy.float32)
+        for _ in range(30):
+            a = (a @ a) / 2048
+        first = hvd.allreduce_async(a[0], op=hvd.Sum, name="g.grp.busy")
+    hs = hvd.grouped_allreduce_async(xs, op=hvd.Sum, name="g.grp")
+    check(first.wait(), np.full(2048, hvd.size(), np.float32))
+    got = [h.wait() for h in hs]
+    for i, g in enumerate(got):
+        check(g, stacked(ranks, np.float32, (i + 1, 3), i).sum(0).astype(np.float32))
+    ys = [x.copy() for x in xs]
+    out = hvd.grouped_allreduce_(ys, op=hvd.Sum, name="g.grp_")
+    assert all(o is y for o, y in zip(out, ys))
+    for g, y in zip(got, ys):
+        check(y, cupy.asnumpy(g))
+    if hvd.metrics()["fused_tensors"] == before:
+        assert os.environ.get("HOROVOD_FUSION_THRESHOLD") == "0", "ready GPU tensors were never fused"
+
+
+def test_producer_stream_is_waited_for():
+    """A tensor still being computed on another stream is reduced only once it is ready."""
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        x = cupy.ones((1 << 22,), cupy.float32)
+        for _ in range(20):  # keep the stream busy for a while
+            x = x * 1.0 + 0.0
+        got = hvd.allreduce(x, op=hvd.Sum, name="g.stream")
+    check(got, np.full(1 << 22, hvd.size(), np.float32))
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_allgather_varying_first_dim(sets, dtype):
+    for si, ps in enumerate(sets):
+        if not ps.included():
+            continue
+        x = on_gpu(data(hvd.rank(), dtype, (hvd.rank() % 3, 2, 3), si))
+        got = hvd.allgather(x, process_set=ps, name=f"g.ag.{dtype}.{si}")
+        check(got, np.concatenate([data(r, dtype, (r % 3, 2, 3), si) for r in ps.ranks]))
+        same = on_gpu(data(hvd.rank(), dtype, (2, 3), si))  # equal blocks: one ncclAllGather
+        got = hvd.allgather(same, process_set=ps, name=f"g.ag.eq.{dtype}.{si}")
+        check(got, np.concatenate([data(r, dtype, (2, 3), si) for r in ps.ranks]))
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_broadcast_from_every_root(sets, dtype):
+    for si, ps in enumerate(sets):
+        if not ps.included():
+            continue
+        for root in ps.ranks:
+            x = on_gpu(data(hvd.rank(), dtype, (4, 3), root))
+            check(hvd.broadcast(x, root_rank=root, process_set=ps, name=f"g.bc.{dtype}.{si}.{root}"),
+                  data(root, dtype, (4, 3), root))
+            y = x.copy()
+            assert hvd.broadcast_(y, root, process_set=ps, name=f"g.bc_.{dtype}.{si}.{root}") is y
+            check(y, data(root, dtype, (4, 3), root))
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_alltoall_equal_and_explicit_splits(sets, dtype):
+    for si, ps in enumerate(sets):
+        if not ps.included():
+            continue
+        n, me = ps.size(), ps.rank()
+        x = on_gpu(data(hvd.rank(), dtype, (2 * n, 3), si))
+        got = hvd.alltoall(x, process_set=ps, name=f"g.a2a.{dtype}.{si}")
+        check(got, np.concatenate([data(r, dtype, (2 * n, 3), si)[2 * me:2 * me + 2] for r in ps.ranks]))
+        splits = [(ps.rank() + j) % 3 for j in range(n)]
+        x = on_gpu(data(hvd.rank(), dtype, (sum(splits), 2), si + 50))
+        out, recv = hvd.alltoall(x, splits=splits, process_set=ps, name=f"g.a2av.{dtype}.{si}")
+        parts = []
+        for i, r in enumerate(ps.ranks):
+            s = [(i + j) % 3 for j in range(n)]
+            start = sum(s[:me])
+            parts.append(data(r, dtype, (sum(s), 2), si + 50)[start:start + s[me]])
+        check(out, np.concatenate(parts))
+        assert list(recv) == [len(p) for p in parts]
+
+
+@pytest.mark.parametrize("dtype", [d for d in ALL if d != np.bool_], ids=str)
+def test_reducescatter_even_and_uneven_rows(sets, dtype):
+    for si, ps in enumerate(sets):
+        if not ps.included():
+            continue
+        n, me = ps.size(), ps.rank()
+        for rows in (2 * n, 2 * n + 1):
+            for op in (hvd.Sum, hvd.Average):
+                x = on_gpu(data(hvd.rank(), dtype, (rows, 2), si))
+                got = hvd.reducescatter(x, op=op, process_set=ps, name=f"g.rs.{dtype}.{si}.{rows}.{op}")
+                full = expected_reduce(op, dtype, ps.ranks, (rows, 2), si, 4)
+                counts = [rows // n + (1 if i < rows % n else 0) for i in range(n)]
+                start = sum(counts[:me])
+                check(got, full[start:start + counts[me]], rtol=1e-2 if dtype in FLOATS else 0)
+
+
+def test_gpu_flags():
+    assert hvd.cuda_built() and hvd.nccl_built(), hvd.gpu_status()
