@@ -7,7 +7,7 @@ export interface PhaseRow {
 
 /** The sub-rows of every rank's lane, top to bottom; phases not listed go to a trailing "other" row. */
 export const PHASE_ROWS: readonly PhaseRow[] = [
-  { label: "negotiate / queue", phases: ["NEGOTIATE", "QUEUE"] },
+  { label: "negotiate / queue / wait", phases: ["NEGOTIATE", "QUEUE", "WAIT_FOR_DATA"] },
   { label: "memcpy in / out", phases: ["MEMCPY_IN_FUSION_BUFFER", "MEMCPY_OUT_FUSION_BUFFER"] },
   { label: "collective", phases: ["COLLECTIVE"] },
   { label: "cycle", phases: ["CYCLE"] },
@@ -20,6 +20,7 @@ export const HEALTH_PHASES: ReadonlySet<string> = new Set(["STALL", "ABORT"]);
 const KNOWN_COLOURS: Record<string, string> = {
   NEGOTIATE: "#8e7cc3",
   QUEUE: "#c2b5e8",
+  WAIT_FOR_DATA: "#17becf",
   MEMCPY_IN_FUSION_BUFFER: "#f0a04b",
   MEMCPY_OUT_FUSION_BUFFER: "#c8742a",
   COLLECTIVE: "#3d85c6",
@@ -28,7 +29,7 @@ const KNOWN_COLOURS: Record<string, string> = {
   ABORT: "#d93025",
 };
 
-const FALLBACK_COLOURS = ["#17becf", "#bcbd22", "#e377c2", "#8c564b", "#2ca02c", "#9467bd", "#7f7f7f"];
+const FALLBACK_COLOURS = ["#bcbd22", "#e377c2", "#8c564b", "#2ca02c", "#9467bd", "#7f7f7f"];
 
 const ROW_OF = new Map<string, number>(PHASE_ROWS.flatMap((row, i) => row.phases.map((p) => [p, i] as const)));
 
