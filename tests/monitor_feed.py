@@ -12,7 +12,7 @@ def batch(rank=0, n=0, now_us=0, samples=0, steps=0, last_step_us=0, events=(), 
     columns, merged = to_columns(list(events), 512)
     return {"rank": rank, "batch": n, "now_us": now_us, "samples": samples, "steps": steps,
             "last_step_us": last_step_us, "events": columns, "ring_dropped": ring_dropped,
-            "coarsened": coarsened + merged, "behind": False, "stalls": stalls, "errors": 0}
+            "coarsened": coarsened + merged, "behind": False, "stalls": stalls, "errors": 0, "cpu_s": 0.0}
 
 
 def steady(monitor, rank, rate, seconds=4.0, start_n=0, period_us=250_000):

@@ -94,6 +94,7 @@ def test_publisher_skips_old_events_bounds_batches_and_counts_losses():
     publisher.stop()  # the final batch reads everything left
     batches = [b for message in sent for key, b in message.items() if key.startswith(KEY_PREFIX)]
     assert [b["batch"] for b in batches] == [0, 1, 2]
+    assert batches[0]["cpu_s"] == 0 < batches[1]["cpu_s"] <= batches[2]["cpu_s"]  # its own cost, cumulative
     assert all(b["rank"] == 3 and len(b["events"]["phase"]) <= 8 for b in batches)
     seen = sum(sum(b["events"]["count"]) for b in batches)
     assert seen + sum(b["ring_dropped"] for b in batches) == 180

@@ -139,7 +139,7 @@ class Monitor:
                 "mean_samples_per_s": means[t.rank], "straggler": t.rank in slow, "events": t.seen,
                 "coarsened": t.coarsened, "ring_dropped": t.ring_dropped, "buffer_dropped": t.buffer_dropped,
                 "lost_batches": t.lost_batches, "behind": t.behind, "stalls": t.stalls, "errors": t.errors,
-                "clock_offset_us": t.clock_offset_us,
+                "clock_offset_us": t.clock_offset_us, "monitor_cpu_s": t.monitor_cpu_s,
             }
             for t in self.ranks
         ]
@@ -189,6 +189,8 @@ class Monitor:
         stalls = sum(r["stalls"] for r in state["ranks"])
         aborts = sum(1 for h in self.health if h["kind"] == "abort")
         lines.append(f"engine: stalls {stalls}, aborts {aborts}" + "".join(f"; {n}" for n in notes))
+        cost = max((r["monitor_cpu_s"] for r in state["ranks"]), default=0.0) / max(state["elapsed_s"], 1e-9)
+        lines.append(f"monitor: {cost:.2%} of a core on the busiest rank")
         for h in self.health[:5]:
             lines.append(f"  rank {h['rank']} {h['kind']}: {h['message']}")
         more = len(self.health) - 5 + self.health_omitted

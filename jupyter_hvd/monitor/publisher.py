@@ -42,6 +42,7 @@ class Publisher:
         self._drain = drain
         self._metrics = metrics
         self._batch = 0
+        self._cpu_s = 0.0  # CPU time this publisher has used so far, sent in each batch: the monitor's own cost
         self._origin = progress()[:2]
         self._stop = threading.Event()
         self._lock = threading.Lock()  # the thread and the final flush from stop() never publish at once
@@ -63,7 +64,9 @@ class Publisher:
     def publish(self, max_drain: int | None = None) -> None:
         """Build and send one batch."""
         with self._lock:
+            began = time.thread_time()
             self._send({f"{KEY_PREFIX}{self._batch}": self.batch(max_drain)})
+            self._cpu_s += time.thread_time() - began
 
     def batch(self, max_drain: int | None = None) -> dict[str, Any]:
         """The next batch: cumulative samples and steps since start, new engine events (bounded), health."""
@@ -88,6 +91,7 @@ class Publisher:
             "behind": len(events) == limit,
             "stalls": metrics.get("stalls", 0),
             "errors": metrics.get("errors", 0),
+            "cpu_s": self._cpu_s,
         }
         self._batch += 1
         return batch

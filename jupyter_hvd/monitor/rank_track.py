@@ -23,6 +23,7 @@ class RankTrack:
         self.batches = self.lost_batches = 0
         self.stalls = self.errors = 0
         self.behind = False
+        self.monitor_cpu_s = 0.0  # CPU time the rank's publisher used (up to its previous batch)
         self.clock_offset_us: int | None = None  # kernel clock minus this rank's clock, at its smallest
 
     def feed(self, batch: dict[str, Any], version: int, received_us: int) -> list[tuple[Any, ...]]:
@@ -40,6 +41,7 @@ class RankTrack:
         self.ring_dropped += batch["ring_dropped"]
         self.behind = batch["behind"]
         self.stalls, self.errors = batch["stalls"], batch["errors"]
+        self.monitor_cpu_s = batch["cpu_s"]
         columns = batch["events"]
         rows = list(zip(*(columns[c] for c in COLUMNS)))
         self.seen += sum(columns["count"])
