@@ -4,7 +4,9 @@
 
 Runs in a real kernel through nbclient, so the whole path is measured: each rank's publisher thread,
 the kernel-side merge, and the widget's updates (comm messages the client receives as a browser would).
-Cells alternate between --no-monitor and the monitor on the same ranks. Prints a table and one JSON line.
+Cells alternate between --no-monitor and the monitor on the same ranks. Prints a table, the publisher
+thread's own CPU time as a fraction of the cell's time (a number the machine's noise does not blur),
+and one JSON line.
 """
 import argparse
 import json
@@ -55,16 +57,20 @@ def main() -> None:
     timed = nb.cells[2:-1]
     off = [result_of(c) for c in timed[0::2]]
     on = [result_of(c) for c in timed[1::2]]
-    widgets = len(nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
-                  .get("state", {}))
+    states = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    widgets = len(states)
+    summaries = [m["state"]["summary"] for m in states.values() if m["state"].get("summary", {}).get("finished")]
+    own = [max(r["monitor_cpu_s"] for r in s["ranks"]) / s["elapsed_s"] for s in summaries]
     print(f"{'round':>5} {'no monitor':>12} {'monitor':>12}  (samples/s, np={args.np})")
     for i, (a, b) in enumerate(zip(off, on)):
         print(f"{i:>5} {a:>12.1f} {b:>12.1f}")
     cost = 1 - statistics.median(on) / statistics.median(off)
     print(f"median {statistics.median(off):>12.1f} {statistics.median(on):>12.1f}  cost {cost:+.1%}; "
           f"{widgets} widget models in the saved state")
+    publisher = statistics.median(own) if own else float("nan")
+    print(f"the publisher's own CPU time on the busiest rank: {publisher:.2%} of a core (median of {len(own)} cells)")
     print(json.dumps({"case": "monitor_overhead", "np": args.np, "steps": args.steps, "no_monitor": off,
-                      "monitor": on, "cost": cost, "widget_models": widgets}))
+                      "monitor": on, "cost": cost, "publisher_cpu_fraction": own, "widget_models": widgets}))
     if widgets == 0:
         sys.exit("the monitor widget was never shown: is the front end built (make setup)?")
 

@@ -169,6 +169,11 @@ def test_quickstart_in_jupyterlab_shows_two_ranks_training(server, browser):
     assert sorted(rates) == [0, 1] and all(r > 0 for r in rates.values()), rates
     assert len(spans) == 2 and all(n > 0 for n in spans), spans
     assert float(monitor.locator(".jhvd-rate-total").get_attribute("data-rate")) > 0
+    with page.expect_download() as download:
+        monitor.locator(".jhvd-save").click()
+    trace = json.loads(Path(download.value.path()).read_text())
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["pid"] for e in spans} == {0, 1} and all(e["dur"] >= 0 for e in spans)
     OUTPUT.mkdir(exist_ok=True)
     monitor.scroll_into_view_if_needed()
     monitor.screenshot(path=str(OUTPUT / "monitor.png"))
