@@ -31,8 +31,9 @@ import numpy as np
 a, flag, began = np.random.rand(64, 64), np.zeros(1, np.float32), time.monotonic()
 while True:
     a @ a
+    time.sleep(0.005)  # a training step's compute: leaves the kernel and controller a share of the 2 cores
     hvd.monitor_step(32)
-    flag[0] = time.monotonic() - began > 6
+    flag[0] = time.monotonic() - began > 10
     if hvd.allreduce(flag, name="done", op=hvd.Max)[0]:
         break
 """
@@ -42,12 +43,13 @@ LIVE_RATES = """() => {
     return bars.length === 2 && bars.every(b => Number(b.dataset.rate) > 0);
 }"""
 COUNT_UPDATES = """(ms) => new Promise(resolve => {
-    const total = document.querySelector('.jhvd-monitor[data-state="running"] .jhvd-rate-total');
     let seen = 0;
-    const observer = new MutationObserver(() => { seen += 1; });
-    observer.observe(total, {attributes: true, attributeFilter: ['data-rate']});
+    const observer = new MutationObserver(records => {
+        seen += records.filter(r => r.target.closest('.jhvd-monitor[data-state="running"]')).length;
+    });
+    observer.observe(document.body, {attributes: true, subtree: true, attributeFilter: ['data-rate']});
     setTimeout(() => { observer.disconnect(); resolve(seen); }, ms);
-})"""
+})"""  # data-rate writes on bars of a running monitor: one per bar and refresh
 
 if not os.path.exists(CHROMIUM):
     if os.environ.get("JUPYTER_HVD_REQUIRE_BROWSER") == "1":
@@ -187,9 +189,9 @@ def test_monitor_renders_in_notebook_7(server, browser):
     open_notebook(page, f"{url}/notebooks/monitor_check.ipynb?token={TOKEN}")
     run_all(page)
     page.wait_for_function(LIVE_RATES, timeout=RUN_S)  # while the cell runs, both ranks show a rate
-    updates = page.evaluate(COUNT_UPDATES, 3000)  # the kernel sends 4 a second; a loaded 2-core box lags
-    print(f"\n{updates} throughput updates in 3 s while the cell ran")
-    assert updates >= 3, f"only {updates} throughput updates in 3 s while the cell ran"
+    updates = page.evaluate(COUNT_UPDATES, 3000) // 3  # three bars: ranks 0, 1 and the total
+    print(f"\n{updates} throughput refreshes in 3 s while the cell ran")
+    assert updates >= 4, f"only {updates} throughput refreshes in 3 s while the cell ran"
     wait_finished(page, "monitor-notebook7")
     rates, spans = monitor_numbers(page)
     assert sorted(rates) == [0, 1] and all(r > 0 for r in rates.values()), rates
