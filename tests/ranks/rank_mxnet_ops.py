@@ -5,7 +5,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 from mpi4py import MPI
-from refdata import data, expected_reduce, stacked
+from refdata import data, expected_reduce, reduce_cases, stacked
 
 import jupyter_hvd.mxnet as hvd
 
@@ -14,7 +14,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:mxnet.*")
 DTYPES = [np.dtype(t) for t in (np.uint8, np.int8, np.int32, np.int64, np.float16, np.float32, np.float64,
                                 np.bool_)]
 FLOATS = [np.dtype(t) for t in (np.float16, np.float32, np.float64)]
-OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
 
 
 def nd(x: np.ndarray) -> mx.nd.NDArray:
@@ -40,34 +39,28 @@ def test_topology_and_build_flags():
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_allreduce_every_op_set_and_form(sets, dtype):
     """allreduce, allreduce_, grouped_allreduce and grouped_allreduce_ for each op and process set."""
-    for si, ps in enumerate(sets):
-        if not ps.included():
-            continue
-        for op in OPS:
-            if dtype == np.bool_ and op == hvd.Average:
-                continue
-            high = 2 if op == hvd.Product else 4
-            shapes = [(5,), (3, 4), (1, 1, 7)]
-            seeds = [hash((si, op, s)) % 10000 for s in shapes]
-            xs = [data(hvd.rank(), dtype, s, seed, high) for s, seed in zip(shapes, seeds)]
-            wants = [expected_reduce(op, dtype, ps.ranks, s, seed, high) for s, seed in zip(shapes, seeds)]
-            tag = f"{dtype}.{si}.{op}"
-            inputs = [nd(x) for x in xs]
-            outs = [hvd.allreduce(t, op=op, process_set=ps, name=f"ar.{tag}.{i}") for i, t in enumerate(inputs)]
-            rtol = 1e-3 if op == hvd.Average and dtype in FLOATS else 0.0  # sum * (1/n) rounds
-            for t, x, got, want in zip(inputs, xs, outs, wants):
-                assert_equal(got, want, rtol)
-                assert_equal(t, x)  # out of place: the input is untouched
-            in_place = [nd(x) for x in xs]
-            for i, t in enumerate(in_place):
-                assert hvd.allreduce_(t, op=op, process_set=ps, name=f"ar_.{tag}.{i}") is t
-            grouped = hvd.grouped_allreduce([nd(x) for x in xs], op=op, process_set=ps, name=f"gar.{tag}")
-            grouped_in = [nd(x) for x in xs]
-            assert hvd.grouped_allreduce_(grouped_in, op=op, process_set=ps) is grouped_in
-            for want, a, b, c in zip(wants, in_place, grouped, grouped_in):
-                assert_equal(a, want, rtol)
-                assert_equal(b, want, rtol)
-                assert_equal(c, want, rtol)
+    for si, ps, op, high in reduce_cases(sets, dtype):
+        shapes = [(5,), (3, 4), (1, 1, 7)]
+        seeds = [hash((si, op, s)) % 10000 for s in shapes]
+        xs = [data(hvd.rank(), dtype, s, seed, high) for s, seed in zip(shapes, seeds)]
+        wants = [expected_reduce(op, dtype, ps.ranks, s, seed, high) for s, seed in zip(shapes, seeds)]
+        tag = f"{dtype}.{si}.{op}"
+        inputs = [nd(x) for x in xs]
+        outs = [hvd.allreduce(t, op=op, process_set=ps, name=f"ar.{tag}.{i}") for i, t in enumerate(inputs)]
+        rtol = 1e-3 if op == hvd.Average and dtype in FLOATS else 0.0  # sum * (1/n) rounds
+        for t, x, got, want in zip(inputs, xs, outs, wants):
+            assert_equal(got, want, rtol)
+            assert_equal(t, x)  # out of place: the input is untouched
+        in_place = [nd(x) for x in xs]
+        for i, t in enumerate(in_place):
+            assert hvd.allreduce_(t, op=op, process_set=ps, name=f"ar_.{tag}.{i}") is t
+        grouped = hvd.grouped_allreduce([nd(x) for x in xs], op=op, process_set=ps, name=f"gar.{tag}")
+        grouped_in = [nd(x) for x in xs]
+        assert hvd.grouped_allreduce_(grouped_in, op=op, process_set=ps) is grouped_in
+        for want, a, b, c in zip(wants, in_place, grouped, grouped_in):
+            assert_equal(a, want, rtol)
+            assert_equal(b, want, rtol)
+            assert_equal(c, want, rtol)
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)

@@ -14,6 +14,21 @@ INTS = [np.dtype(t) for t in (np.uint8, np.int8, np.int32, np.int64)]
 FLOATS = [np.dtype(t) for t in (np.float16, np.float32, np.float64)] + BF16
 BOOL = [np.dtype(np.bool_)]
 ALL = INTS + FLOATS + BOOL
+OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
+
+
+def reduce_cases(sets: list, dtype: np.dtype):
+    """(set index, set, op, high) for every reduce op on every set this rank is in; bool has no Average.
+
+    ``high`` bounds the data so that products stay exact.
+    """
+    for si, ps in enumerate(sets):
+        if not ps.included():
+            continue
+        for op in OPS:
+            if dtype == np.bool_ and op == hvd.Average:
+                continue
+            yield si, ps, op, 2 if op == hvd.Product else 4
 
 
 def data(rank: int, dtype: np.dtype, shape: tuple, seed: int, high: int = 4) -> np.ndarray:
