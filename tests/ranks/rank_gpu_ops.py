@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import jupyter_hvd as hvd
-from refdata import BOOL, INTS, data, expected_reduce, reduce_cases, stacked
+from refdata import (BOOL, INTS, alltoall_splits, data, expected_alltoallv, expected_reduce, reduce_cases,
+                     stacked)
 
 cupy = pytest.importorskip("cupy")
 
@@ -144,14 +145,10 @@ def test_alltoall_equal_and_explicit_splits(sets, dtype):
         x = on_gpu(data(hvd.rank(), dtype, (2 * n, 3), si))
         got = hvd.alltoall(x, process_set=ps, name=f"g.a2a.{dtype}.{si}")
         check(got, np.concatenate([data(r, dtype, (2 * n, 3), si)[2 * me:2 * me + 2] for r in ps.ranks]))
-        splits = [(ps.rank() + j) % 3 for j in range(n)]
+        splits = alltoall_splits(ps.rank(), n)
         x = on_gpu(data(hvd.rank(), dtype, (sum(splits), 2), si + 50))
         out, recv = hvd.alltoall(x, splits=splits, process_set=ps, name=f"g.a2av.{dtype}.{si}")
-        parts = []
-        for i, r in enumerate(ps.ranks):
-            s = [(i + j) % 3 for j in range(n)]
-            start = sum(s[:me])
-            parts.append(data(r, dtype, (sum(s), 2), si + 50)[start:start + s[me]])
+        parts = expected_alltoallv(ps, dtype, si + 50)
         check(out, np.concatenate(parts))
         assert list(recv) == [len(p) for p in parts]
 

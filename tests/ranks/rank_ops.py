@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import jupyter_hvd as hvd
-from refdata import ALL, BF16, FLOATS, data, expected_reduce, reduce_cases, stacked
+from refdata import (ALL, BF16, FLOATS, alltoall_splits, data, expected_alltoallv, expected_reduce, reduce_cases,
+                     stacked)
 
 
 @pytest.mark.parametrize("dtype", ALL, ids=str)
@@ -119,15 +120,10 @@ def test_alltoall_equal_and_explicit_splits(sets, dtype):
         got = hvd.alltoall(x, process_set=ps, name=f"a2a.{dtype}.{si}")
         want = np.concatenate([data(r, dtype, (2 * n, 3), si)[2 * me:2 * me + 2] for r in ps.ranks])
         np.testing.assert_array_equal(got, want)
-        # rank at set index i sends (i + j) % 3 rows to member j
-        splits = [(ps.rank() + j) % 3 for j in range(n)]
+        splits = alltoall_splits(ps.rank(), n)
         x = data(hvd.rank(), dtype, (sum(splits), 2), si + 50)
         out, recv = hvd.alltoall(x, splits=splits, process_set=ps, name=f"a2av.{dtype}.{si}")
-        parts = []
-        for i, r in enumerate(ps.ranks):
-            s = [(i + j) % 3 for j in range(n)]
-            start = sum(s[:me])
-            parts.append(data(r, dtype, (sum(s), 2), si + 50)[start:start + s[me]])
+        parts = expected_alltoallv(ps, dtype, si + 50)
         np.testing.assert_array_equal(out, np.concatenate(parts))
         assert list(recv) == [len(p) for p in parts]
 

@@ -55,3 +55,20 @@ def expected_reduce(op: int, dtype: np.dtype, ranks: list, shape: tuple, seed: i
     if op == hvd.Average and dtype in INTS:
         red = np.trunc(red)
     return red.astype(dtype)
+
+
+def alltoall_splits(index: int, n: int) -> list:
+    """The rows the member at set index ``index`` sends to each of the set's ``n`` members."""
+    return [(index + j) % 3 for j in range(n)]
+
+
+def expected_alltoallv(ps, dtype: np.dtype, seed: int) -> list:
+    """The row blocks this rank receives from each member of ``ps`` when member i sends
+    ``alltoall_splits(i, n)`` rows of ``data(rank, dtype, (sum(splits), 2), seed)``."""
+    n, me = ps.size(), ps.rank()
+    parts = []
+    for i, r in enumerate(ps.ranks):
+        splits = alltoall_splits(i, n)
+        start = sum(splits[:me])
+        parts.append(data(r, dtype, (sum(splits), 2), seed)[start:start + splits[me]])
+    return parts
