@@ -38,6 +38,19 @@ while True:
         break
 """
 
+FAILING_CELL = """%%hvd -np 2 --framework none
+import time
+import numpy as np
+for i in range(40):
+    hvd.monitor_step(8)
+    hvd.allreduce(np.ones(4, np.float32), name=f"warm.{i}")
+    time.sleep(0.02)
+if hvd.rank() == 0:
+    hvd.allreduce(np.ones(4, np.float32), name="late")  # waits for rank 1: a stall warning after 1 s
+else:
+    time.sleep(3)
+    raise ValueError("rank 1 gives up")
+"""
 LIVE_RATES = """() => {
     const bars = [...document.querySelectorAll('.jhvd-monitor[data-state="running"] .jhvd-rate')];
     return bars.length === 2 && bars.every(b => Number(b.dataset.rate) > 0);
@@ -75,8 +88,14 @@ def server(tmp_path_factory):
                                          nbformat.v4.new_code_cell("%hvd stop")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, root / "monitor_check.ipynb")
+    stall_env = 'import os\nos.environ["HOROVOD_STALL_CHECK_TIME_SECONDS"] = "1"\n%load_ext jupyter_hvd'
+    nb.cells = [nbformat.v4.new_code_cell(stall_env), nbformat.v4.new_code_cell(FAILING_CELL)]
+    nbformat.write(nb, root / "failure_check.ipynb")
     port = free_port()
     home = tmp_path_factory.mktemp("home")
+    notification = home / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notification.parent.mkdir(parents=True)
+    notification.write_text(json.dumps({"fetchNews": "false"}))  # no "news?" prompt over the screenshots
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
            "OMP_NUM_THREADS": "1", "MXNET_CPU_WORKER_NTHREADS": "1"}
     log = open(home / "server.log", "w")
@@ -84,7 +103,7 @@ def server(tmp_path_factory):
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1", "--allow-root",
          f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
          f"--LabApp.workspaces_dir={home / 'workspaces'}", f"--LabApp.user_settings_dir={home / 'settings'}",
-         "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
         env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -221,4 +240,21 @@ def test_job_panel_lists_the_ranks_and_stops_and_restarts_them(server, browser):
     panel.locator(".jhvd-job-stop").click()
     page.locator('.jhvd-job-panel[data-state="stopped"]').wait_for(timeout=60_000)
     assert panel.locator('tr.jhvd-job-rank[data-alive="true"]').count() == 0
+    page.close()
+
+
+def test_a_stall_and_a_failing_rank_show_in_the_monitor(server, browser):
+    url, _, _ = server
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    open_notebook(page, f"{url}/lab/tree/failure_check.ipynb?token={TOKEN}&reset")
+    run_all(page)
+    monitor = page.locator('.jhvd-monitor[data-state="failed"]').first
+    monitor.wait_for(timeout=RUN_S)
+    assert monitor.locator(".jhvd-failed").inner_text().startswith("Rank 1 failed: rank 1 raised ValueError")
+    health = monitor.locator(".jhvd-health-entry")
+    kinds = health.locator(".jhvd-health-kind").all_inner_texts()
+    assert "stall" in kinds, kinds
+    assert "late" in health.filter(has_text="stall").first.inner_text()
+    OUTPUT.mkdir(exist_ok=True)
+    monitor.screenshot(path=str(OUTPUT / "monitor-failed.png"))
     page.close()
