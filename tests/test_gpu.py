@@ -92,3 +92,43 @@ def test_timeline_has_the_gpu_phases(tmp_path):
     names = {e["name"] for e in json.loads(path.read_text())["traceEvents"]}
     assert {"NCCL_ALLREDUCE", "NCCL_ALLGATHER", "WAIT_FOR_DATA", "MEMCPY_IN_FUSION_BUFFER",
             "MEMCPY_OUT_FUSION_BUFFER"} <= names, names
+
+
+def test_hierarchical_one_rank_is_flat():
+    run_rank_tests(1, "rank_gpu_hierarchical.py", timeout=600)
+
+
+def test_hierarchical_two_ranks():
+    """One rank per pretended host: with two GPUs the hierarchical steps run; with one, ranks stage."""
+    run_rank_tests(2, "rank_gpu_hierarchical.py", timeout=900, env={"JUPYTER_HVD_TEST_RANKS_PER_HOST": "1"})
+
+
+@pytest.mark.skipif(bool(REASON) or _gpu_count() < 4, reason=REASON or "needs 4 GPUs")
+def test_hierarchical_four_ranks_two_per_host():
+    run_rank_tests(4, "rank_gpu_hierarchical.py", timeout=900, env={"JUPYTER_HVD_TEST_RANKS_PER_HOST": "2"})
+
+
+@pytest.mark.skipif(bool(REASON) or _gpu_count() < 3, reason=REASON or "needs 3 GPUs")
+def test_hierarchical_uneven_hosts_fall_back_with_one_warning():
+    out = run_rank_tests(3, "rank_gpu_hierarchical.py", timeout=900, show_output=True,
+                         env={"JUPYTER_HVD_TEST_RANKS_PER_HOST": "2"})
+    warnings = [line for line in out.splitlines() if "different numbers of ranks" in line]
+    assert len(warnings) == 1 and "flat NCCL" in warnings[0], out[-3000:]
+
+
+@pytest.mark.skipif(bool(REASON) or _gpu_count() < 2, reason=REASON or "needs 2 GPUs")
+def test_timeline_has_the_hierarchical_phases(tmp_path):
+    path = tmp_path / "timeline.json"
+    script = tmp_path / "hier.py"
+    script.write_text(
+        "import cupy, jupyter_hvd as hvd\n"
+        "hvd.init()\n"
+        "cupy.cuda.Device(hvd.local_rank()).use()\n"
+        "x = hvd.allreduce(cupy.ones(1001, cupy.float32), op=hvd.Sum, name='t.h')\n"
+        "assert float(x.sum()) == 1001 * hvd.size()\n"
+        "hvd.shutdown()\n")
+    run_ranks(2, [str(script)], timeout=300, env={"HOROVOD_TIMELINE": str(path), "HOROVOD_HIERARCHICAL_ALLREDUCE": "1",
+                                                   "JUPYTER_HVD_TEST_RANKS_PER_HOST": "1"})
+    names = {e["name"] for e in json.loads(path.read_text())["traceEvents"]}
+    assert {"NCCL_REDUCESCATTER", "MPI_ALLREDUCE", "NCCL_ALLGATHER"} <= names, names
+    assert "NCCL_ALLREDUCE" not in names, names

@@ -91,7 +91,11 @@ Engine::Engine(MPI_Comm comm, Config config)
   sets_.add(global);
 
   reductions_ = std::make_unique<Reductions>();
-  gpu_ = std::make_unique<gpu::GpuCollectives>(gpu::runtime(), config_.gpu_staging, [this] {
+  gpu::CommOptions gpu_options;
+  gpu_options.force_staging = config_.gpu_staging;
+  gpu_options.hierarchical = config_.hierarchical_allreduce;
+  gpu_options.ranks_per_host = config_.test_ranks_per_host;
+  gpu_ = std::make_unique<gpu::GpuCollectives>(gpu::runtime(), gpu_options, [this] {
     std::lock_guard<std::mutex> g(mu_);
     return stop_requested_;
   });

@@ -16,18 +16,6 @@ int64_t row_bytes(const Request& q) {
   return n;
 }
 
-// Every member learns whether every member is ready; none goes on to a collective alone, so a
-// failure on one rank (say, an allocation) is an error on all of them instead of a hang.
-Status agree(const ProcessSet& set, const Status& local) {
-  if (set.ranks.size() == 1) return local;
-  int mine = local.ok(), all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, set.comm);
-  if (!local.ok()) return local;
-  if (!all) return Status::Error(Status::Code::Internal, "another rank of process set " + std::to_string(set.id) +
-                                                             " could not prepare this GPU collective");
-  return Status::Ok();
-}
-
 const char* nccl_label(OpType op) {
   switch (op) {
     case OpType::Allreduce: return "nccl_allreduce";
@@ -44,8 +32,20 @@ bool in_place_op(OpType op) { return op == OpType::Allreduce || op == OpType::Br
 
 }  // namespace
 
-GpuCollectives::GpuCollectives(const Runtime& rt, bool force_staging, std::function<bool()> abandoned)
-    : rt_(rt), force_staging_(force_staging), abandoned_(std::move(abandoned)) {}
+GpuCollectives::GpuCollectives(const Runtime& rt, CommOptions options, std::function<bool()> abandoned)
+    : rt_(rt), options_(options), abandoned_(std::move(abandoned)) {}
+
+// None goes on to a collective alone, so a failure on one rank (say, an allocation) is an error
+// on all of them instead of a hang.
+Status GpuCollectives::agree(const ProcessSet& set, const Status& local) {
+  if (set.ranks.size() == 1) return local;
+  int mine = local.ok(), all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, set.comm);
+  if (!local.ok()) return local;
+  if (!all) return Status::Error(Status::Code::Internal, "another rank of process set " + std::to_string(set.id) +
+                                                             " could not prepare this GPU collective");
+  return Status::Ok();
+}
 
 GpuCollectives::~GpuCollectives() {
   {
@@ -105,7 +105,7 @@ SetCommunicator* GpuCollectives::communicator(CollectiveContext& c, int device, 
     auto it = sets_.find(c.set.id);
     if (it != sets_.end()) return it->second.get();
   }
-  auto sc = SetCommunicator::create(rt_, c.set, c.global_rank, device, force_staging_, local, s);
+  auto sc = SetCommunicator::create(rt_, c.set, c.global_rank, device, options_, local, s);
   if (!sc) return nullptr;
   std::lock_guard<std::mutex> g(sets_mu_);
   return (sets_[c.set.id] = std::move(sc)).get();
@@ -127,7 +127,14 @@ Status GpuCollectives::run(CollectiveContext& c, const Response& r, std::vector<
     return Status::Error(Status::Code::Internal, "the NCCL communicator of process set " + std::to_string(c.set.id) +
                                                      " was aborted by an earlier failure");
   }
-  return sc->staged() ? run_staged(c, r, es, local, span) : run_nccl(c, r, es, *sc, local, span);
+  if (sc->staged()) return run_staged(c, r, es, local, span);
+  if (r.spec.op == OpType::Allreduce && sc->hierarchy()) {
+    // A pre-multiplied (or plain) reduction splits into the three steps exactly; ncclAvg, which
+    // divides inside each step (integer averages), and errors take the flat path.
+    NcclReduction red = nccl_reduction(r.spec, static_cast<int>(c.set.ranks.size()), rt_.status().nccl.version);
+    if (red.error.empty() && red.op != ncclAvg) return run_hierarchical(c, r, es, *sc, red, local, span);
+  }
+  return run_nccl(c, r, es, *sc, local, span);
 }
 
 void GpuCollectives::wait_for_producers(const std::vector<TensorEntry*>& es) {
@@ -149,11 +156,13 @@ Status GpuCollectives::wait_done(Mark m, SetCommunicator* sc) {
     if (now >= next_check) {
       next_check = now + 1000;
       if (sc && !sc->staged() && rt_.nccl().ncclCommGetAsyncError) {
-        ncclResult_t async = ncclSuccess;
-        rt_.nccl().ncclCommGetAsyncError(sc->comm(), &async);
-        if (async != ncclSuccess && async != ncclInProgress) {
-          sc->abort();
-          return nccl_status(async, "NCCL");
+        for (ncclComm_t comm : {sc->comm(), sc->hierarchy() ? sc->hierarchy()->local() : nullptr}) {
+          ncclResult_t async = ncclSuccess;
+          if (comm) rt_.nccl().ncclCommGetAsyncError(comm, &async);
+          if (async != ncclSuccess && async != ncclInProgress) {
+            sc->abort();
+            return nccl_status(async, "NCCL");
+          }
         }
       }
       if (abandoned_ && abandoned_()) {

@@ -1,6 +1,7 @@
 // The data phase for GPU tensors: NCCL on the engine's own CUDA stream, after waiting for each
 // tensor's producer stream; small allreduces fused through a device buffer with device-to-device
-// copies; host staging through the MPI collectives where NCCL cannot run.
+// copies; host staging through the MPI collectives where NCCL cannot run; hierarchical
+// allreduce (hierarchical.h) for sets across hosts when asked for.
 #pragma once
 
 #include <array>
@@ -13,6 +14,7 @@
 #include "collectives.h"
 #include "gpu/device_memory.h"
 #include "gpu/gpu_runtime.h"
+#include "gpu/nccl_mapping.h"
 #include "gpu/set_communicator.h"
 
 namespace hvd::gpu {
@@ -23,7 +25,7 @@ class GpuCollectives {
   using Span = std::function<void(Phase, const char* op, int64_t start_us, int64_t end_us)>;
 
   // `abandoned` is polled while waiting on the GPU: true when the engine is stopping.
-  GpuCollectives(const Runtime& rt, bool force_staging, std::function<bool()> abandoned);
+  GpuCollectives(const Runtime& rt, CommOptions options, std::function<bool()> abandoned);
   ~GpuCollectives();
   GpuCollectives(const GpuCollectives&) = delete;
   GpuCollectives& operator=(const GpuCollectives&) = delete;
@@ -40,8 +42,13 @@ class GpuCollectives {
   SetCommunicator* communicator(CollectiveContext& c, int device, const Status& local, Status* s);
   Status run_nccl(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, SetCommunicator& sc,
                   const Status& local, const Span& span);
+  // In hierarchical.cc: reduce-scatter within the host, MPI across hosts, allgather within the host.
+  Status run_hierarchical(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, SetCommunicator& sc,
+                          const NcclReduction& red, const Status& local, const Span& span);
   Status run_staged(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, const Status& local,
                     const Span& span);
+  // Every member learns whether every member is ready, so a failure on one is an error on all.
+  static Status agree(const ProcessSet& set, const Status& local);
   void wait_for_producers(const std::vector<TensorEntry*>& es);
   Status mark(Mark m);
   Status wait_done(Mark m, SetCommunicator* sc);
@@ -53,7 +60,7 @@ class GpuCollectives {
   Status nccl_status(ncclResult_t r, const char* what) const;
 
   const Runtime& rt_;
-  bool force_staging_;
+  CommOptions options_;
   std::function<bool()> abandoned_;
   int device_ = -1;
   cudaStream_t stream_ = nullptr;

@@ -33,8 +33,9 @@ std::string gpu_key(const Runtime& rt, int device) {
 }  // namespace
 
 std::unique_ptr<SetCommunicator> SetCommunicator::create(const Runtime& rt, const ProcessSet& set, int global_rank,
-                                                         int device, bool force_staging, const Status& local,
-                                                         Status* error) {
+                                                         int device, const CommOptions& options,
+                                                         const Status& local, Status* error) {
+  const bool force_staging = options.force_staging;
   const int n = static_cast<int>(set.ranks.size());
   const int me = set.rank_in_set(global_rank);
   MemberInfo mine{};
@@ -94,6 +95,8 @@ std::unique_ptr<SetCommunicator> SetCommunicator::create(const Runtime& rt, cons
       reason = "NCCL could not make a communicator" + (why.empty() ? std::string() : ": " + why);
     }
   }
+  if (reason.empty() && options.hierarchical)
+    sc->hierarchy_ = HostHierarchy::create(rt, set, global_rank, options.ranks_per_host);
   if (!reason.empty()) {
     sc->staged_reason_ = reason;
     if (me == 0 && !force_staging)
@@ -105,6 +108,7 @@ std::unique_ptr<SetCommunicator> SetCommunicator::create(const Runtime& rt, cons
 
 void SetCommunicator::abort() {
   if (comm_ && !broken_) rt_.nccl().ncclCommAbort(comm_);
+  if (hierarchy_) hierarchy_->abort();
   broken_ = true;
 }
 
