@@ -38,6 +38,7 @@ CONTROLLER_ARGS = [
     "--log-level=WARN",
 ]
 ENGINE_ARGS = ["--IPEngine.enable_nanny=False", "--log-level=WARN"]
+SPIN_ENV = "JUPYTER_HVD_SPIN_US"
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -145,7 +146,7 @@ class RankCluster:
                 np=self.config.np,
                 hosts=self.config.hosts,
                 hostfile=self.config.hostfile,
-                env={"PYTHONPATH": _pythonpath()},
+                env={"PYTHONPATH": _pythonpath(), **_engine_spin(self.config)},
                 forward=default_forward(os.environ),
             )
             engines = self._cluster.start_engines(self.config.np, launch_spec=spec, engine_args=ENGINE_ARGS)
@@ -337,6 +338,15 @@ class RankCluster:
         if tail:
             message += "\nprocess output (last lines):\n" + "\n".join(tail)
         return RankError(message)
+
+
+def _engine_spin(config: LaunchConfig) -> dict[str, str]:
+    """Engine threads that do not spin after work when the ranks fill this host's cores (a value the user
+    set is kept). The kernel and the ipyparallel controller must keep running to relay output and the
+    monitor: with spinning engine threads, 2 ranks on 2 cores delayed the monitor's batches by up to 2 s."""
+    if SPIN_ENV in os.environ or config.hosts or config.hostfile:
+        return {}
+    return {SPIN_ENV: "0"} if config.np + 2 > len(os.sched_getaffinity(0)) else {}
 
 
 def _pythonpath() -> str:
