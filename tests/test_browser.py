@@ -206,6 +206,7 @@ def test_monitor_renders_in_notebook_7(server, browser):
     url, _, _ = server
     page = browser.new_page(viewport={"width": 1300, "height": 900})
     open_notebook(page, f"{url}/notebooks/monitor_check.ipynb?token={TOKEN}")
+    assert page.locator(".jhvd-job-panel").count() == 1  # the job panel is in Notebook 7's left area too
     run_all(page)
     page.wait_for_function(LIVE_RATES, timeout=RUN_S)  # while the cell runs, both ranks show a rate
     updates = page.evaluate(COUNT_UPDATES, 3000) // 3  # three bars: ranks 0, 1 and the total
