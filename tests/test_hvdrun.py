@@ -255,15 +255,18 @@ def test_missing_mpiexec_exits_127(
     assert err.startswith("hvdrun: error: mpiexec not found") and err.count("\n") == 1
 
 
-def wait_for_pids(pid_file: Path, count: int, deadline_s: float = 30) -> list[int]:
-    """Poll pid_file until count ranks have written their pid."""
+def wait_for_pids(pid_file: Path, count: int, proc: subprocess.Popen, deadline_s: float = 30) -> list[int]:
+    """Poll pid_file until count ranks have written their pid; fail with hvdrun's stderr if it ends first."""
     deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
+    pids: list[int] = []
+    while time.monotonic() < deadline and proc.poll() is None:
         pids = [int(line) for line in pid_file.read_text().split()] if pid_file.exists() else []
         if len(pids) == count:
             return pids
         time.sleep(0.05)
-    raise AssertionError(f"only some ranks started: {pid_file.read_text()!r}")
+    proc.kill()
+    _, stderr = proc.communicate()
+    raise AssertionError(f"{len(pids)} of {count} ranks started (hvdrun exit {proc.returncode}); stderr:\n{stderr}")
 
 
 def alive(pid: int) -> bool:
@@ -284,7 +287,7 @@ def test_signal_stops_every_rank(tmp_path: Path, signum: int) -> None:
         stderr=subprocess.PIPE, text=True,
     )
     try:
-        pids = wait_for_pids(pid_file, 4)
+        pids = wait_for_pids(pid_file, 4, proc)
         sent = time.monotonic()
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=15)
