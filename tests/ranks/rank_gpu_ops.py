@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import jupyter_hvd as hvd
-from refdata import (BOOL, INTS, alltoall_splits, data, expected_alltoallv, expected_reduce, reduce_cases,
-                     stacked)
+from refdata import (BOOL, INTS, alltoall_splits, data, expected_alltoall, expected_alltoallv,
+                     expected_reduce, own_rows, reduce_cases, stacked)
 
 cupy = pytest.importorskip("cupy")
 
@@ -141,10 +141,10 @@ def test_alltoall_equal_and_explicit_splits(sets, dtype):
     for si, ps in enumerate(sets):
         if not ps.included():
             continue
-        n, me = ps.size(), ps.rank()
+        n = ps.size()
         x = on_gpu(data(hvd.rank(), dtype, (2 * n, 3), si))
         got = hvd.alltoall(x, process_set=ps, name=f"g.a2a.{dtype}.{si}")
-        check(got, np.concatenate([data(r, dtype, (2 * n, 3), si)[2 * me:2 * me + 2] for r in ps.ranks]))
+        check(got, expected_alltoall(ps, dtype, si))
         splits = alltoall_splits(ps.rank(), n)
         x = on_gpu(data(hvd.rank(), dtype, (sum(splits), 2), si + 50))
         out, recv = hvd.alltoall(x, splits=splits, process_set=ps, name=f"g.a2av.{dtype}.{si}")
@@ -158,15 +158,13 @@ def test_reducescatter_even_and_uneven_rows(sets, dtype):
     for si, ps in enumerate(sets):
         if not ps.included():
             continue
-        n, me = ps.size(), ps.rank()
+        n = ps.size()
         for rows in (2 * n, 2 * n + 1):
             for op in (hvd.Sum, hvd.Average):
                 x = on_gpu(data(hvd.rank(), dtype, (rows, 2), si))
                 got = hvd.reducescatter(x, op=op, process_set=ps, name=f"g.rs.{dtype}.{si}.{rows}.{op}")
                 full = expected_reduce(op, dtype, ps.ranks, (rows, 2), si, 4)
-                counts = [rows // n + (1 if i < rows % n else 0) for i in range(n)]
-                start = sum(counts[:me])
-                check(got, full[start:start + counts[me]], rtol=1e-2 if dtype in FLOATS else 0)
+                check(got, own_rows(full, ps), rtol=1e-2 if dtype in FLOATS else 0)
 
 
 def test_gpu_flags():

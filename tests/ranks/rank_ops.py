@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import jupyter_hvd as hvd
-from refdata import (ALL, BF16, FLOATS, alltoall_splits, data, expected_alltoallv, expected_reduce, reduce_cases,
-                     stacked)
+from refdata import (ALL, BF16, FLOATS, alltoall_splits, data, expected_alltoall, expected_alltoallv,
+                     expected_reduce, own_rows, reduce_cases, stacked)
 
 
 @pytest.mark.parametrize("dtype", ALL, ids=str)
@@ -115,11 +115,10 @@ def test_alltoall_equal_and_explicit_splits(sets, dtype):
     for si, ps in enumerate(sets):
         if not ps.included():
             continue
-        n, me = ps.size(), ps.rank()
+        n = ps.size()
         x = data(hvd.rank(), dtype, (2 * n, 3), si)
         got = hvd.alltoall(x, process_set=ps, name=f"a2a.{dtype}.{si}")
-        want = np.concatenate([data(r, dtype, (2 * n, 3), si)[2 * me:2 * me + 2] for r in ps.ranks])
-        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, expected_alltoall(ps, dtype, si))
         splits = alltoall_splits(ps.rank(), n)
         x = data(hvd.rank(), dtype, (sum(splits), 2), si + 50)
         out, recv = hvd.alltoall(x, splits=splits, process_set=ps, name=f"a2av.{dtype}.{si}")
@@ -133,16 +132,13 @@ def test_reducescatter_uneven_rows(sets, dtype):
     for si, ps in enumerate(sets):
         if not ps.included():
             continue
-        n, me = ps.size(), ps.rank()
+        n = ps.size()
         rows = 2 * n + 1
         for op in (hvd.Sum, hvd.Average):
             x = data(hvd.rank(), dtype, (rows, 2), si)
             got = hvd.reducescatter(x, op=op, process_set=ps, name=f"rs.{dtype}.{si}.{op}")
             full = expected_reduce(op, dtype, ps.ranks, (rows, 2), si, 4)
-            counts = [rows // n + (1 if i < rows % n else 0) for i in range(n)]
-            start = sum(counts[:me])
-            np.testing.assert_allclose(got.astype(np.float64), full[start:start + counts[me]].astype(np.float64),
-                                       rtol=1e-2)
+            np.testing.assert_allclose(got.astype(np.float64), own_rows(full, ps).astype(np.float64), rtol=1e-2)
     g = hvd.grouped_reducescatter([np.ones((hvd.size(), 2), np.float32)] * 2, op=hvd.Sum)
     assert all(x.shape == (1, 2) and (x == hvd.size()).all() for x in g)
 

@@ -57,6 +57,22 @@ def expected_reduce(op: int, dtype: np.dtype, ranks: list, shape: tuple, seed: i
     return red.astype(dtype)
 
 
+def expected_alltoall(ps, dtype: np.dtype, seed: int) -> np.ndarray:
+    """What this rank receives when every member of ``ps`` sends 2 rows to each member of
+    ``data(rank, dtype, (2 * n, 3), seed)``."""
+    me = ps.rank()
+    return np.concatenate([data(r, dtype, (2 * ps.size(), 3), seed)[2 * me:2 * me + 2] for r in ps.ranks])
+
+
+def own_rows(full: np.ndarray, ps) -> np.ndarray:
+    """This rank's block of ``full``'s rows after a reducescatter over ``ps`` (the first rows % n blocks
+    are one row longer)."""
+    n, me = ps.size(), ps.rank()
+    counts = [len(full) // n + (1 if i < len(full) % n else 0) for i in range(n)]
+    start = sum(counts[:me])
+    return full[start:start + counts[me]]
+
+
 def alltoall_splits(index: int, n: int) -> list:
     """The rows the member at set index ``index`` sends to each of the set's ``n`` members."""
     return [(index + j) % 3 for j in range(n)]
