@@ -72,8 +72,7 @@ def test_a_finished_cell_keeps_its_timeline_and_summary_for_saved_notebooks():
     widget.close_cell()
     assert widget.summary["state"] == "finished" and widget.summary["mean_total_samples_per_s"] > 0
     assert [len(rank["start_us"]) for rank in widget.timeline["ranks"]] == [5, 5]
-    data = widget._repr_mimebundle_()
-    data = data[0] if isinstance(data, tuple) else data
+    data, _ = widget._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in data
     assert data["text/plain"].startswith("[hvd monitor] 2 ranks")
 

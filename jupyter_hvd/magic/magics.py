@@ -80,22 +80,21 @@ class HvdMagics(Magics):
         self._cells += 1
         shown = args.rank or 0
         value_ranks = None if args.output else [shown]  # only -o needs every rank's value
-        monitor = self._new_monitor(cell, config.np, args.baseline) if self.monitor else None
-        shown_monitor = MonitorDisplay(monitor, self.shell) if monitor is not None else None
+        view = MonitorDisplay(self._new_monitor(cell, config.np, args.baseline), self.shell) if self.monitor else None
         error = RankError("the cell did not finish")  # stays when the wait ends by another exception
         self.job.publish("running")  # a failure is reported when the cell ends (JobChannel.ended)
         try:
             values = CellRun(cluster, cell, self._cells, self._reinit, args.timeout, args.rank, value_ranks,
-                             shown_monitor).wait()
+                             view).wait()
             error = None
         except RankError as e:
             self._reinit = True
             error = e
             raise
         finally:
-            if monitor is not None and shown_monitor is not None:  # a failed cell's monitor stays: %hvd monitor
-                self._keep(monitor, error)
-                shown_monitor.close()
+            if view is not None:  # a failed cell's monitor stays too: %hvd monitor
+                self._keep(view.monitor, error)
+                view.close()
         self._reinit = False
         self.job.publish("idle")
         if args.output:

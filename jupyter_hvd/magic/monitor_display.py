@@ -49,8 +49,9 @@ class MonitorDisplay:
                 print(self.monitor.text_summary())
             return
         if self.widget is None:
-            self._show()
-        self.widget.close_cell()
+            self._show()  # a widget made for a finished monitor closes its cell itself
+        else:
+            self.widget.close_cell()
         self.handle.update(self.widget)  # the plain-text fallback now holds the final summary
 
     def _show(self) -> None:

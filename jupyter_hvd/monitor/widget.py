@@ -65,7 +65,5 @@ class MonitorWidget(anywidget.AnyWidget):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """The widget view, with the text summary as the plain-text fallback (nbconvert, consoles)."""
-        bundle = super()._repr_mimebundle_(**kwargs)
-        data = bundle[0] if isinstance(bundle, tuple) else bundle
-        data["text/plain"] = self.monitor.text_summary()
-        return bundle
+        data, metadata = super()._repr_mimebundle_(**kwargs)  # anywidget's: (data, metadata)
+        return {**data, "text/plain": self.monitor.text_summary()}, metadata
