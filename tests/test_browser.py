@@ -153,14 +153,19 @@ def run_all(page, menu_item: str = "Run All Cells") -> None:
     page.locator(".lm-Menu-itemLabel", has_text=menu_item).first.click()
 
 
+def save_screenshot(target, name: str, **options) -> None:
+    """A screenshot of a page or an element, kept under test-output/."""
+    OUTPUT.mkdir(exist_ok=True)
+    target.screenshot(path=str(OUTPUT / name), **options)
+
+
 def wait_finished(page, name: str):
     """The first finished monitor on the page; on a timeout, a screenshot of the page is kept for the report."""
     monitor = page.locator('.jhvd-monitor[data-state="finished"]').first
     try:
         monitor.wait_for(timeout=RUN_S)
     except sync_api.TimeoutError:
-        OUTPUT.mkdir(exist_ok=True)
-        page.screenshot(path=str(OUTPUT / f"{name}-timeout.png"), full_page=True)
+        save_screenshot(page, f"{name}-timeout.png", full_page=True)
         raise
     return monitor
 
@@ -195,10 +200,9 @@ def test_quickstart_in_jupyterlab_shows_two_ranks_training(server, browser):
     trace = json.loads(Path(download.value.path()).read_text())
     spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert {e["pid"] for e in spans} == {0, 1} and all(e["dur"] >= 0 for e in spans)
-    OUTPUT.mkdir(exist_ok=True)
     monitor.scroll_into_view_if_needed()
-    monitor.screenshot(path=str(OUTPUT / "monitor.png"))
-    page.screenshot(path=str(OUTPUT / "quickstart-lab.png"))
+    save_screenshot(monitor, "monitor.png")
+    save_screenshot(page, "quickstart-lab.png")
     page.close()
 
 
@@ -217,8 +221,7 @@ def test_monitor_renders_in_notebook_7(server, browser):
     rates, spans = monitor_numbers(page)  # of the reopened monitor: its timeline comes from the saved trait
     assert sorted(rates) == [0, 1] and all(r > 0 for r in rates.values()), rates
     assert all(n > 0 for n in spans), spans
-    OUTPUT.mkdir(exist_ok=True)
-    page.screenshot(path=str(OUTPUT / "monitor-notebook7.png"))
+    save_screenshot(page, "monitor-notebook7.png")
     page.close()
 
 
@@ -237,8 +240,7 @@ def test_job_panel_lists_the_ranks_and_stops_and_restarts_them(server, browser):
     page.locator('.jhvd-job-panel[data-state="idle"]').wait_for(timeout=90_000)
     rows = panel.locator('tr.jhvd-job-rank[data-alive="true"]')
     assert rows.count() == 2
-    OUTPUT.mkdir(exist_ok=True)
-    page.screenshot(path=str(OUTPUT / "job-panel.png"))
+    save_screenshot(page, "job-panel.png")
     panel.locator(".jhvd-job-stop").click()
     page.locator('.jhvd-job-panel[data-state="stopped"]').wait_for(timeout=60_000)
     assert panel.locator('tr.jhvd-job-rank[data-alive="true"]').count() == 0
@@ -257,6 +259,5 @@ def test_a_stall_and_a_failing_rank_show_in_the_monitor(server, browser):
     kinds = health.locator(".jhvd-health-kind").all_inner_texts()
     assert "stall" in kinds, kinds
     assert "late" in health.filter(has_text="stall").first.inner_text()
-    OUTPUT.mkdir(exist_ok=True)
-    monitor.screenshot(path=str(OUTPUT / "monitor-failed.png"))
+    save_screenshot(monitor, "monitor-failed.png")
     page.close()
