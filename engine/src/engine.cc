@@ -430,23 +430,17 @@ Status Engine::run(const Response& r, std::vector<TensorEntry*>& es, const Proce
   int64_t total = 0;
   for (auto* e : es) total += e->request.num_bytes();
   const std::string name = label(r);
+  // One span of this response: a timeline event and the phase's time in the metrics.
+  auto span = [&](Phase p, const char* op, int64_t start, int64_t end) {
+    record(p, name, op, start, total, end);
+    int64_t d = end - start;
+    if (p == Phase::MemcpyIn) metrics_.memcpy_in_us += d;
+    if (p == Phase::Collective) metrics_.collective_us += d;
+    if (p == Phase::MemcpyOut) metrics_.memcpy_out_us += d;
+  };
   CollectiveContext c{set, topo_.rank, *reductions_, fusion_buffer_,
-                      [&](Phase p, int64_t start) {
-                        record(p, name, op_name(r.spec.op), start, total);
-                        int64_t d = now_us() - start;
-                        if (p == Phase::MemcpyIn) metrics_.memcpy_in_us += d;
-                        if (p == Phase::Collective) metrics_.collective_us += d;
-                        if (p == Phase::MemcpyOut) metrics_.memcpy_out_us += d;
-                      }};
-  if (r.spec.memory == Memory::Cuda) {
-    return gpu_->run(c, r, es, [&](Phase p, const char* op, int64_t start, int64_t end) {
-      record(p, name, op, start, total, end);
-      int64_t d = end - start;
-      if (p == Phase::MemcpyIn) metrics_.memcpy_in_us += d;
-      if (p == Phase::Collective) metrics_.collective_us += d;
-      if (p == Phase::MemcpyOut) metrics_.memcpy_out_us += d;
-    });
-  }
+                      [&](Phase p, int64_t start) { span(p, op_name(r.spec.op), start, now_us()); }};
+  if (r.spec.memory == Memory::Cuda) return gpu_->run(c, r, es, span);
   switch (r.spec.op) {
     case OpType::Allreduce: return run_allreduce(c, r, es);
     case OpType::Allgather: return run_allgather(c, r, *es[0]);
