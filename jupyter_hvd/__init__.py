@@ -5,11 +5,11 @@ arrays and on CUDA tensors (CuPy, __cuda_array_interface__ or CUDA DLPack; NCCL 
 ``import jupyter_hvd.mxnet as hvd`` is the drop-in for ``horovod.mxnet``.
 """
 from .basics import (abort, ccl_built, check_running, cross_rank, cross_size, cuda_built, ddl_built,
-                     gloo_built, gloo_enabled, gpu_status, init, is_initialized, local_rank, local_size,
+                     gloo_built, gloo_enabled, init, is_initialized, local_rank, local_size,
                      metrics, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built,
                      shutdown, size)
 from .errors import EngineAbortedError, EngineShutdownError, HorovodInternalError, TensorMismatchError
-from .gpu import GpuUnavailableError
+from .gpu import GpuUnavailableError, gpu_status
 from .handles import Handle, poll, synchronize
 from . import monitor
 from .monitor.samples import monitor_step

@@ -4,6 +4,7 @@ from typing import Any, Optional, Sequence
 
 from . import _C
 from .errors import raise_for_status
+from .gpu import cuda_available, nccl_available
 
 _atexit_registered = False
 
@@ -126,8 +127,6 @@ def nccl_built() -> bool:
     loaded at run time), so this answers whether NCCL collectives can actually run here. The
     first call loads the libraries; gpu_status() says why the answer is False.
     """
-    from .gpu import nccl_available
-
     return nccl_available()
 
 
@@ -141,16 +140,7 @@ def ccl_built() -> bool:
 
 def cuda_built() -> bool:
     """True when the CUDA runtime loads in this process and a CUDA device is visible (see nccl_built)."""
-    from .gpu import cuda_available
-
     return cuda_available()
-
-
-def gpu_status() -> dict:
-    """Which CUDA runtime and NCCL were found, their versions, the devices, and why not (see gpu.gpu_status)."""
-    from .gpu import gpu_status as status
-
-    return status()
 
 
 def rocm_built() -> bool:
