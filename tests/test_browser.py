@@ -50,6 +50,11 @@ else:
     time.sleep(3)
     raise ValueError("rank 1 gives up")
 """
+KERNEL_READY = """() => {
+    const name = document.querySelector('.jp-KernelName')?.innerText.trim();
+    const status = document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status;
+    return !!name && name !== 'No Kernel' && status === 'idle' && !document.querySelector('.jp-Dialog');
+}"""  # the toolbar names a kernel, it is idle, and no dialog is open
 LIVE_RATES = """() => {
     const bars = [...document.querySelectorAll('.jhvd-monitor[data-state="running"] .jhvd-rate')];
     return bars.length === 2 && bars.every(b => Number(b.dataset.rate) > 0);
@@ -136,21 +141,46 @@ def browser():
 
 
 def open_notebook(page, url: str) -> None:
-    """Open a notebook page and wait for its kernel, accepting the kernel choice if asked."""
+    """Open a notebook page and wait until its kernel runs and is idle, accepting a kernel choice if one is asked."""
     page.goto(url)
     page.locator(".jp-Notebook").wait_for(timeout=60_000)
     accept = page.locator(".jp-Dialog .jp-mod-accept")
-    try:
-        accept.wait_for(timeout=5_000)
-        accept.click()
-    except sync_api.TimeoutError:
-        pass
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=60_000)
+    deadline = time.monotonic() + 90
+    while not page.evaluate(KERNEL_READY):
+        if accept.count():
+            accept.first.click()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the notebook's kernel did not start:\n{page_report(page)}")
+        time.sleep(0.25)
 
 
 def run_all(page, menu_item: str = "Run All Cells") -> None:
+    """Run every cell from the Run menu, and check that the first code cell was taken by the kernel."""
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text=menu_item).first.click()
+    started = page.locator(".jp-CodeCell .jp-InputPrompt").first
+    try:
+        page.wait_for_function("p => !/\\[\\s*\\]/.test(p.textContent)", arg=started.element_handle(),
+                               timeout=30_000)
+    except sync_api.TimeoutError:
+        save_screenshot(page, "run-all-timeout.png", full_page=True)
+        raise AssertionError(f"Run All did not start the first cell:\n{page_report(page)}") from None
+
+
+def page_report(page) -> str:
+    """What a failing browser test saw: any dialog, the kernel status, and each code cell's prompt and output."""
+    return page.evaluate("""() => {
+        const lines = [...document.querySelectorAll('.jp-Dialog')].map(d => `dialog: ${d.innerText}`);
+        const status = document.querySelector('.jp-Notebook-ExecutionIndicator');
+        lines.push(`kernel: ${status ? status.dataset.status : 'no indicator'}`);
+        for (const cell of document.querySelectorAll('.jp-CodeCell')) {
+            const prompt = cell.querySelector('.jp-InputPrompt')?.textContent.trim();
+            const source = cell.querySelector('.jp-InputArea-editor')?.innerText.split('\\n')[0];
+            const output = cell.querySelector('.jp-OutputArea')?.innerText.trim().slice(-1500);
+            lines.push(`${prompt} ${source}` + (output ? `\\n    ${output.replaceAll('\\n', '\\n    ')}` : ''));
+        }
+        return lines.join('\\n');
+    }""")
 
 
 def save_screenshot(target, name: str, **options) -> None:
@@ -159,14 +189,14 @@ def save_screenshot(target, name: str, **options) -> None:
     target.screenshot(path=str(OUTPUT / name), **options)
 
 
-def wait_finished(page, name: str):
-    """The first finished monitor on the page; on a timeout, a screenshot of the page is kept for the report."""
-    monitor = page.locator('.jhvd-monitor[data-state="finished"]').first
+def wait_monitor(page, name: str, state: str = "finished"):
+    """The first monitor on the page in this state; on a timeout, a screenshot and what the page shows go to the report."""
+    monitor = page.locator(f'.jhvd-monitor[data-state="{state}"]').first
     try:
         monitor.wait_for(timeout=RUN_S)
     except sync_api.TimeoutError:
         save_screenshot(page, f"{name}-timeout.png", full_page=True)
-        raise
+        raise AssertionError(f"no {state} monitor within {RUN_S // 1000} s:\n{page_report(page)}") from None
     return monitor
 
 
@@ -187,9 +217,9 @@ def test_the_extension_is_installed_prebuilt(server):
 def test_quickstart_in_jupyterlab_shows_two_ranks_training(server, browser):
     url, _, _ = server
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    open_notebook(page, f"{url}/lab/tree/01_quickstart.ipynb?token={TOKEN}&reset")
+    open_notebook(page, f"{url}/lab/workspaces/01-quickstart/tree/01_quickstart.ipynb?token={TOKEN}")
     run_all(page)
-    monitor = wait_finished(page, "quickstart-lab")
+    monitor = wait_monitor(page, "quickstart-lab")
     assert monitor.get_attribute("data-ranks") == "2"
     rates, spans = monitor_numbers(page)
     assert sorted(rates) == [0, 1] and all(r > 0 for r in rates.values()), rates
@@ -216,7 +246,7 @@ def test_monitor_renders_in_notebook_7(server, browser):
     updates = page.evaluate(COUNT_UPDATES, 3000) // 3  # three bars: ranks 0, 1 and the total
     print(f"\n{updates} throughput refreshes in 3 s while the cell ran")
     assert updates >= 4, f"only {updates} throughput refreshes in 3 s while the cell ran"
-    wait_finished(page, "monitor-notebook7")
+    wait_monitor(page, "monitor-notebook7")
     page.locator('.jhvd-monitor[data-state="finished"]').nth(1).wait_for(timeout=60_000)  # %hvd monitor
     rates, spans = monitor_numbers(page)  # of the reopened monitor: its timeline comes from the saved trait
     assert sorted(rates) == [0, 1] and all(r > 0 for r in rates.values()), rates
@@ -228,12 +258,12 @@ def test_monitor_renders_in_notebook_7(server, browser):
 def test_job_panel_lists_the_ranks_and_stops_and_restarts_them(server, browser):
     url, _, _ = server
     page = browser.new_page(viewport={"width": 1300, "height": 900})
-    open_notebook(page, f"{url}/lab/tree/monitor_check.ipynb?token={TOKEN}&reset")
+    open_notebook(page, f"{url}/lab/workspaces/monitor-check/tree/monitor_check.ipynb?token={TOKEN}")
     page.locator('li[data-id="jupyter-hvd-job-panel"]').click()
     panel = page.locator(".jhvd-job-panel")
     panel.wait_for(timeout=10_000)
     run_all(page)
-    wait_finished(page, "job-panel")
+    wait_monitor(page, "job-panel")
     page.locator('.jhvd-job-panel[data-state="stopped"]').wait_for(timeout=60_000)  # the last cell stops the job
     restart = panel.locator(".jhvd-job-restart")
     restart.click()
@@ -250,10 +280,9 @@ def test_job_panel_lists_the_ranks_and_stops_and_restarts_them(server, browser):
 def test_a_stall_and_a_failing_rank_show_in_the_monitor(server, browser):
     url, _, _ = server
     page = browser.new_page(viewport={"width": 1300, "height": 900})
-    open_notebook(page, f"{url}/lab/tree/failure_check.ipynb?token={TOKEN}&reset")
+    open_notebook(page, f"{url}/lab/workspaces/failure-check/tree/failure_check.ipynb?token={TOKEN}")
     run_all(page)
-    monitor = page.locator('.jhvd-monitor[data-state="failed"]').first
-    monitor.wait_for(timeout=RUN_S)
+    monitor = wait_monitor(page, "monitor-failed", state="failed")
     assert monitor.locator(".jhvd-failed").inner_text().startswith("Rank 1 failed: rank 1 raised ValueError")
     health = monitor.locator(".jhvd-health-entry")
     kinds = health.locator(".jhvd-health-kind").all_inner_texts()
