@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 
 from jupyter_hvd.runner import hvdrun
 from jupyter_hvd.runner.launch import (
+    SESSION_DIR_VAR,
     LaunchSpec,
     default_forward,
     find_mpiexec,
@@ -122,6 +125,15 @@ def test_mpiexec_command_layout(monkeypatch: pytest.MonkeyPatch) -> None:
     root = os.geteuid() == 0
     assert (env.get("OMPI_ALLOW_RUN_AS_ROOT") == "1") == root
     assert (env.get("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1") == root
+
+
+def test_mpiexec_command_session_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SESSION_DIR_VAR, raising=False)
+    assert SESSION_DIR_VAR not in mpiexec_command(LaunchSpec(np=1), ["true"])[1]
+    cmd, env = mpiexec_command(LaunchSpec(np=1, session_dir="/tmp/jhvd.x"), ["true"])
+    assert env[SESSION_DIR_VAR] == "/tmp/jhvd.x" and SESSION_DIR_VAR not in cmd  # mpiexec's, not the ranks'
+    monkeypatch.setenv(SESSION_DIR_VAR, "/scratch/mine")  # the user's choice is kept
+    assert mpiexec_command(LaunchSpec(np=1, session_dir="/tmp/jhvd.x"), ["true"])[1][SESSION_DIR_VAR] == "/scratch/mine"
 
 
 @pytest.mark.parametrize(
@@ -276,6 +288,34 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def next_pids(count: int) -> list[int]:
+    """The pids the next processes started here will most likely get (Linux hands them out in order)."""
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    last = int(subprocess.check_output(["sh", "-c", "echo $$"]))
+    return [q if q < pid_max else 300 + q - pid_max for q in range(last + 1, last + 1 + count)]
+
+
+def test_session_files_of_a_killed_mpiexec_do_not_stop_the_next_one() -> None:
+    """A killed mpiexec leaves $TMPDIR/ompi.<pid>/pmix.vm.tool behind. Under Open MPI's default, the next
+    mpiexec that gets that pid fails ("The PMIx server's listener thread failed to start"); hvdrun's own
+    session folder keeps it clear of them."""
+    planted = []
+    try:
+        for pid in next_pids(40):
+            folder = Path(tempfile.gettempdir(), f"ompi.{pid}")
+            if not folder.exists():
+                folder.mkdir()
+                planted.append(folder)
+                (folder / "pmix.vm.tool").write_text("left by a killed mpiexec")
+        proc = subprocess.run(hvdrun_argv("-np", "2", sys.executable, "-c", "print('ran')"), env=clean_env(),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.count("ran") == 2
+    finally:
+        for folder in planted:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)

@@ -148,6 +148,7 @@ class RankCluster:
                 hostfile=self.config.hostfile,
                 env={"PYTHONPATH": _pythonpath(), **_engine_spin(self.config)},
                 forward=default_forward(os.environ),
+                session_dir=self._profile_dir,  # removed by stop(), like the rest of the folder
             )
             engines = self._cluster.start_engines(self.config.np, launch_spec=spec, engine_args=ENGINE_ARGS)
             self._run_until(engines, deadline, "the engine launch")

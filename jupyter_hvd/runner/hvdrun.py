@@ -8,8 +8,10 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import NoReturn
 
 from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command
@@ -153,16 +155,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
-    try:
-        cmd, env = mpiexec_command(launch_spec(args, os.environ), command)
-    except ValueError as exc:
-        parser.error(str(exc))
-    except RuntimeError as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
-        return EXIT_NOT_FOUND
-    if args.verbose:
-        print(shlex.join(cmd), file=sys.stderr)
-    return run(cmd, env)
+    with tempfile.TemporaryDirectory(prefix="jhvd.") as session_dir:
+        try:
+            cmd, env = mpiexec_command(replace(launch_spec(args, os.environ), session_dir=session_dir), command)
+        except ValueError as exc:
+            parser.error(str(exc))
+        except RuntimeError as exc:
+            print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        if args.verbose:
+            print(shlex.join(cmd), file=sys.stderr)
+        return run(cmd, env)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+# Where mpiexec keeps its session files. Under the default, $TMPDIR/ompi.<mpiexec pid>, the files a killed
+# mpiexec left behind stop a later one that gets the same pid ("The PMIx server's listener thread failed to
+# start"); a folder of the launch's own avoids that.
+SESSION_DIR_VAR = "PRTE_MCA_prte_tmpdir_base"
 FORWARD_NAMES = ("PYTHONPATH", "PYTHONUNBUFFERED")
 FORWARD_PREFIXES = ("HOROVOD_", "JUPYTER_HVD_")
 
@@ -29,6 +33,7 @@ class LaunchSpec:
     hostfile: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     forward: list[str] = field(default_factory=list)
+    session_dir: str | None = None  # a folder for mpiexec's session files, unless the user set SESSION_DIR_VAR
 
 
 def find_mpiexec() -> str:
@@ -74,6 +79,8 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
     if not argv:
         raise ValueError("no command to run")
     env = {**os.environ, **(ROOT_ENV if os.geteuid() == 0 else {}), **spec.env}
+    if spec.session_dir:
+        env.setdefault(SESSION_DIR_VAR, spec.session_dir)
     cmd = [find_mpiexec(), "-np", str(spec.np), "--bind-to", "none", "--oversubscribe"]
     cmd += _host_args(spec)
     for name in dict.fromkeys([*spec.env, *spec.forward]):
