@@ -1,0 +1,86 @@
+// The engine's allreduce against MPI_Allreduce called directly, from C++ with no Python in the way.
+//
+//   hvdrun -np 2 build/engine/engine_allreduce_bench [bytes=4194304] [rounds=5] [calls=300]
+//
+// Rounds alternate the two sides on the same in-place float32 buffer. Rank 0 prints, per round, the
+// p10/p50/p90 of each side's per-call time in microseconds, and the mean time the engine spent inside
+// the collective itself (its COLLECTIVE span), which leaves out negotiation and the handle's wake-up.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "config.h"
+#include "engine.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
+template <typename F>
+std::vector<double> time_calls(int calls, F&& call) {
+  std::vector<double> us;
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int i = 0; i < calls; ++i) {
+    auto t = Clock::now();
+    call();
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
+  }
+  return us;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int64_t bytes = argc > 1 ? std::atoll(argv[1]) : 4 << 20;
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 5;
+  const int calls = argc > 3 ? std::atoi(argv[3]) : 300;
+  const int64_t count = std::max<int64_t>(bytes / 4, 1);
+  std::vector<float> buf(static_cast<size_t>(count), 1.f);
+  {
+    hvd::Engine engine(MPI_COMM_WORLD, hvd::Config::from_env());
+    auto through_engine = [&] {
+      hvd::TensorEntry e;
+      e.request.spec.op = hvd::OpType::Allreduce;
+      e.request.spec.reduce = hvd::ReduceOp::Sum;
+      e.request.spec.dtype = hvd::DataType::Float32;
+      e.request.name = "bench";
+      e.request.shape = {count};
+      e.input = buf.data();
+      e.output = buf.data();
+      auto handle = engine.enqueue(std::move(e));
+      while (!handle->wait_for(std::chrono::milliseconds(50))) {
+      }
+    };
+    auto direct = [&] {
+      MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    };
+    time_calls(std::min(calls, 20), through_engine);  // warm-up: the response cache, the buffer's pages
+    if (rank == 0) std::printf("%lld bytes, %d calls per side and round (us)\n", static_cast<long long>(bytes), calls);
+    for (int r = 0; r < rounds; ++r) {
+      auto mpi = time_calls(calls, direct);
+      int64_t before = engine.metrics().collective_us.load();
+      auto ours = time_calls(calls, through_engine);
+      double span = static_cast<double>(engine.metrics().collective_us.load() - before) / calls;
+      if (rank == 0)
+        std::printf("MPI p10/p50/p90 %7.1f %7.1f %7.1f   engine %7.1f %7.1f %7.1f   in the collective %7.1f\n",
+                    percentile(mpi, .1), percentile(mpi, .5), percentile(mpi, .9), percentile(ours, .1),
+                    percentile(ours, .5), percentile(ours, .9), span);
+    }
+    engine.shutdown();
+  }
+  MPI_Finalize();
+  return 0;
+}
