@@ -200,13 +200,14 @@ def wait_monitor(page, name: str, state: str = "finished"):
     return monitor
 
 
-def monitor_numbers(page) -> tuple[dict[int, float], list[int]]:
-    """Each rank's shown samples/s and the timeline spans drawn per rank, from the finished monitor."""
+def check_both_ranks_shown(page) -> None:
+    """The last finished monitor shows a rate above 0 for ranks 0 and 1, and timeline spans for both."""
     monitor = page.locator('.jhvd-monitor[data-state="finished"]').last
     rates = {int(bar.get_attribute("data-rank")): float(bar.get_attribute("data-rate"))
              for bar in monitor.locator(".jhvd-rate").all()}
+    assert sorted(rates) == [0, 1] and all(r > 0 for r in rates.values()), rates
     spans = [int(n) for n in monitor.locator("canvas.jhvd-timeline").get_attribute("data-spans").split(",")]
-    return rates, spans
+    assert len(spans) == 2 and all(n > 0 for n in spans), spans
 
 
 def test_the_extension_is_installed_prebuilt(server):
@@ -221,9 +222,7 @@ def test_quickstart_in_jupyterlab_shows_two_ranks_training(server, browser):
     run_all(page)
     monitor = wait_monitor(page, "quickstart-lab")
     assert monitor.get_attribute("data-ranks") == "2"
-    rates, spans = monitor_numbers(page)
-    assert sorted(rates) == [0, 1] and all(r > 0 for r in rates.values()), rates
-    assert len(spans) == 2 and all(n > 0 for n in spans), spans
+    check_both_ranks_shown(page)
     assert float(monitor.locator(".jhvd-rate-total").get_attribute("data-rate")) > 0
     with page.expect_download() as download:
         monitor.locator(".jhvd-save").click()
@@ -248,9 +247,7 @@ def test_monitor_renders_in_notebook_7(server, browser):
     assert updates >= 4, f"only {updates} throughput refreshes in 3 s while the cell ran"
     wait_monitor(page, "monitor-notebook7")
     page.locator('.jhvd-monitor[data-state="finished"]').nth(1).wait_for(timeout=60_000)  # %hvd monitor
-    rates, spans = monitor_numbers(page)  # of the reopened monitor: its timeline comes from the saved trait
-    assert sorted(rates) == [0, 1] and all(r > 0 for r in rates.values()), rates
-    assert all(n > 0 for n in spans), spans
+    check_both_ranks_shown(page)  # the reopened monitor: its timeline comes from the saved trait
     save_screenshot(page, "monitor-notebook7.png")
     page.close()
 
