@@ -11,7 +11,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import NoReturn
 
 from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command
@@ -86,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def launch_spec(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchSpec:
+def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_dir: str | None = None) -> LaunchSpec:
     """Turn parsed options into a LaunchSpec: flag settings, -x exports and inherited variables."""
     env = {"PYTHONUNBUFFERED": environ.get("PYTHONUNBUFFERED", "1")}
     for flag, (name, render) in FLAG_ENV.items():
@@ -103,7 +102,7 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchS
         else:
             forward.append(name)
     return LaunchSpec(
-        np=args.np, hosts=args.hosts, hostfile=args.hostfile, env=env, forward=forward
+        np=args.np, hosts=args.hosts, hostfile=args.hostfile, env=env, forward=forward, session_dir=session_dir
     )
 
 
@@ -157,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no command given")
     with tempfile.TemporaryDirectory(prefix="jhvd.") as session_dir:
         try:
-            cmd, env = mpiexec_command(replace(launch_spec(args, os.environ), session_dir=session_dir), command)
+            cmd, env = mpiexec_command(launch_spec(args, os.environ, session_dir), command)
         except ValueError as exc:
             parser.error(str(exc))
         except RuntimeError as exc:
