@@ -12,7 +12,7 @@ NPM_STAMP := $(FRONTEND)/node_modules/.installed
 FRONTEND_OUT := jupyter_hvd/labextension/package.json
 FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*/*.ts) $(FRONTEND)/style/panel.css $(FRONTEND)/package.json
 
-.PHONY: setup demo test test-cpp test-ts test-py browser bench gpu-wheels clean
+.PHONY: setup demo test engine-build test-cpp sim-gpu test-ts test-py browser bench gpu-wheels clean
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +35,17 @@ setup: $(STAMP) $(FRONTEND_OUT)
 demo: setup
 	$(VENV)/bin/hvdrun -np 2 $(PY) examples/mxnet_mnist.py
 
-test-cpp: setup
+# The engine on its own (build/engine): its C++ tests, benchmark and simulated GPU.
+engine-build: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S engine -B build/engine -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE=$(CURDIR)/$(PY) > /dev/null
+
+test-cpp: engine-build
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/engine -j2
 	build/engine/engine_tests
+
+# The simulated CUDA device and NCCL (engine/sim) that tests/test_gpu.py runs the GPU path on.
+sim-gpu: engine-build
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/engine -j2 --target jhvd_sim_cudart jhvd_sim_nccl
 
 test-ts: setup
 	cd $(FRONTEND) && npm test --silent
@@ -48,7 +55,7 @@ browser:
 	@command -v chromium > /dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get > /dev/null \
 		|| (apt-get update -q > /dev/null && apt-get install -y -q chromium > /dev/null)
 
-test-py: setup browser
+test-py: setup sim-gpu browser
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest -q -p no:cacheprovider
 
 test: test-cpp test-ts test-py

@@ -1,0 +1,220 @@
+// The simulated CUDA device and NCCL of engine/sim, loaded the way the engine loads the real
+// libraries: that they behave as the engine's GPU path expects, and catch the mistakes it could
+// make. This binary runs without MPI, so of NCCL only the calls that need no peers are tried.
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "check.h"
+#include "gpu/dynamic_library.h"
+#include "gpu/gpu_runtime.h"
+
+using namespace hvd::gpu;
+
+namespace {
+
+constexpr cudaError_t kInvalidValue = 1, kInvalidDevice = 101, kInvalidHandle = 400;
+constexpr ncclResult_t kInvalidArgument = 4, kInvalidUsage = 5;
+
+// cudaPointerGetAttributes' result (CUDA 11+).
+struct PointerAttributes {
+  int type;  // 0 unregistered, 1 host, 2 device
+  int device;
+  void* device_pointer;
+  void* host_pointer;
+};
+
+// The simulator through an engine Runtime (a process loads it once: its devices are read once),
+// with the runtime calls the engine does not make, for the checks.
+struct Sim {
+  Runtime rt;
+  GpuStatus status;
+  DynamicLibrary cudart;
+  cudaError_t (*cudaLaunchHostFunc)(cudaStream_t, void (*)(void*), void*) = nullptr;
+  cudaError_t (*cudaStreamQuery)(cudaStream_t) = nullptr;
+  cudaError_t (*cudaPeekAtLastError)() = nullptr;
+  cudaError_t (*cudaPointerGetAttributes)(PointerAttributes*, const void*) = nullptr;
+};
+
+Sim& sim() {
+  static Sim* s = [] {
+    setenv("JHVD_SIM_DEVICES", "2", 1);
+    auto* s = new Sim;
+    SearchPaths paths;
+    paths.cuda_override = JHVD_SIM_DIR "/libjhvd_sim_cudart.so";
+    paths.nccl_override = JHVD_SIM_DIR "/libjhvd_sim_nccl.so";
+    s->status = s->rt.load(paths);
+    std::string err;
+    s->cudart = DynamicLibrary::open_first({paths.cuda_override}, &err);
+    auto fn = [&](auto& slot, const char* name) {
+      slot = reinterpret_cast<std::decay_t<decltype(slot)>>(s->cudart.symbol(name));
+    };
+    fn(s->cudaLaunchHostFunc, "cudaLaunchHostFunc");
+    fn(s->cudaStreamQuery, "cudaStreamQuery");
+    fn(s->cudaPeekAtLastError, "cudaPeekAtLastError");
+    fn(s->cudaPointerGetAttributes, "cudaPointerGetAttributes");
+    return s;
+  }();
+  return *s;
+}
+
+const CudaApi& cuda() { return sim().rt.cuda(); }
+
+void sleep_100ms(void* done) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  static_cast<std::atomic<bool>*>(done)->store(true);
+}
+
+}  // namespace
+
+TEST(gpu_sim_loads_as_cuda_and_nccl_with_its_devices) {
+  const GpuStatus& s = sim().status;
+  CHECK(s.cuda.loaded && s.nccl.loaded && s.cuda_ready() && s.nccl_ready());
+  CHECK(s.cuda.version == 13000 && s.driver_version == 13000 && s.device_count == 2);
+  CHECK(s.nccl.version == 23203);
+  CHECK(sim().cudaLaunchHostFunc && sim().cudaStreamQuery && sim().cudaPeekAtLastError &&
+        sim().cudaPointerGetAttributes);
+  char bus[32];
+  CHECK(cuda().cudaDeviceGetPCIBusId(bus, sizeof(bus), 1) == cudaSuccess && std::string(bus) == "0000:02:00.0");
+  CHECK(cuda().cudaSetDevice(2) == kInvalidDevice);
+  CHECK(sim().rt.cuda_error(cuda().cudaGetLastError()) == "cudaErrorInvalidDevice: invalid device ordinal");
+  int d = -1;
+  CHECK(cuda().cudaSetDevice(1) == cudaSuccess && cuda().cudaGetDevice(&d) == cudaSuccess && d == 1);
+  cuda().cudaSetDevice(0);
+}
+
+TEST(gpu_sim_copies_must_touch_the_memory_their_kind_names) {
+  const CudaApi& c = cuda();
+  cudaStream_t s = nullptr;
+  CHECK(c.cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  char *dev = nullptr, *pinned = nullptr, *other = nullptr;
+  CHECK(c.cudaMalloc(reinterpret_cast<void**>(&dev), 64) == cudaSuccess && dev);
+  CHECK(c.cudaMallocHost(reinterpret_cast<void**>(&pinned), 64) == cudaSuccess && pinned);
+  std::vector<char> host(64, 7);
+  // A round trip, and fresh device memory reads as 0xff bytes (NaN as floats).
+  CHECK(c.cudaMemcpyAsync(pinned, dev, 64, cudaMemcpyDeviceToHost, s) == cudaSuccess);
+  CHECK(c.cudaMemcpyAsync(dev, host.data(), 64, cudaMemcpyHostToDevice, s) == cudaSuccess);
+  CHECK(c.cudaMemcpyAsync(dev + 32, dev, 32, cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+  CHECK(c.cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(static_cast<unsigned char>(pinned[0]) == 0xff && static_cast<unsigned char>(pinned[63]) == 0xff);
+  CHECK(c.cudaMemcpyAsync(pinned, dev, 64, cudaMemcpyDefault, s) == cudaSuccess);
+  CHECK(c.cudaStreamSynchronize(s) == cudaSuccess && pinned[0] == 7 && pinned[63] == 7);
+  // Wrong kinds, overruns, another device's memory, freed memory: refused, with a line on stderr.
+  CHECK(c.cudaMemcpyAsync(dev, host.data(), 64, cudaMemcpyDeviceToDevice, s) == kInvalidValue);
+  CHECK(c.cudaMemcpyAsync(pinned, dev, 64, cudaMemcpyHostToDevice, s) == kInvalidValue);
+  CHECK(c.cudaMemcpyAsync(host.data(), dev + 8, 64, cudaMemcpyDeviceToHost, s) == kInvalidValue);
+  CHECK(c.cudaSetDevice(1) == cudaSuccess && c.cudaMalloc(reinterpret_cast<void**>(&other), 64) == cudaSuccess);
+  c.cudaSetDevice(0);
+  CHECK(c.cudaMemcpyAsync(dev, other, 64, cudaMemcpyDeviceToDevice, s) == kInvalidValue);
+  CHECK(c.cudaFree(other) == cudaSuccess);
+  CHECK(c.cudaMemcpyAsync(dev, other, 64, cudaMemcpyDeviceToDevice, s) == kInvalidValue);
+  // Pointers are what they were allocated as; only allocations are freed.
+  PointerAttributes a{};
+  CHECK(sim().cudaPointerGetAttributes(&a, dev + 8) == cudaSuccess && a.type == 2 && a.device == 0);
+  CHECK(sim().cudaPointerGetAttributes(&a, pinned) == cudaSuccess && a.type == 1 && a.host_pointer == pinned);
+  CHECK(sim().cudaPointerGetAttributes(&a, host.data()) == cudaSuccess && a.type == 0);
+  CHECK(c.cudaFree(dev + 8) == kInvalidValue && c.cudaFree(pinned) == kInvalidValue);
+  CHECK(c.cudaFree(nullptr) == cudaSuccess);
+  void* empty = &a;
+  CHECK(c.cudaMalloc(&empty, 0) == cudaSuccess && !empty);
+  CHECK(c.cudaFree(dev) == cudaSuccess && c.cudaFreeHost(pinned) == cudaSuccess);
+  CHECK(c.cudaStreamDestroy(s) == cudaSuccess);
+  CHECK(c.cudaStreamDestroy(s) == kInvalidHandle);
+  c.cudaGetLastError();
+}
+
+TEST(gpu_sim_stream_work_runs_later_and_in_order) {
+  const CudaApi& c = cuda();
+  cudaStream_t s = nullptr;
+  c.cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  int* dev = nullptr;
+  c.cudaMalloc(reinterpret_cast<void**>(&dev), sizeof(int));
+  int one = 1, out = 0;
+  std::atomic<bool> slept{false};
+  CHECK(c.cudaMemcpyAsync(dev, &one, sizeof(int), cudaMemcpyHostToDevice, s) == cudaSuccess);
+  CHECK(sim().cudaLaunchHostFunc(s, sleep_100ms, &slept) == cudaSuccess);
+  CHECK(c.cudaMemcpyAsync(&out, dev, sizeof(int), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+  CHECK(out == 0 && sim().cudaStreamQuery(s) == cudaErrorNotReady);  // queued behind the sleep
+  CHECK(c.cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(out == 1 && slept && sim().cudaStreamQuery(s) == cudaSuccess);
+  c.cudaFree(dev);
+  c.cudaStreamDestroy(s);
+}
+
+TEST(gpu_sim_events_order_streams_and_time_them) {
+  const CudaApi& c = cuda();
+  cudaStream_t a = nullptr, b = nullptr;
+  c.cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  c.cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  cudaEvent_t start = nullptr, end = nullptr, untimed = nullptr, never = nullptr;
+  c.cudaEventCreateWithFlags(&start, cudaEventDefault);
+  c.cudaEventCreateWithFlags(&end, cudaEventDefault);
+  c.cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming);
+  c.cudaEventCreateWithFlags(&never, cudaEventDefault);
+  std::atomic<bool> flags[2] = {false, false};  // a's sleep is done; b saw it done
+  float ms = 0;
+  CHECK(c.cudaEventRecord(start, a) == cudaSuccess);
+  sim().cudaLaunchHostFunc(a, sleep_100ms, &flags[0]);
+  CHECK(c.cudaEventRecord(end, a) == cudaSuccess);
+  CHECK(c.cudaEventQuery(end) == cudaErrorNotReady && c.cudaEventElapsedTime(&ms, start, end) == cudaErrorNotReady);
+  // b's later work waits for `end` as recorded now.
+  CHECK(c.cudaStreamWaitEvent(b, end, 0) == cudaSuccess);
+  sim().cudaLaunchHostFunc(b, [](void* p) {
+    auto* f = static_cast<std::atomic<bool>*>(p);
+    f[1] = f[0].load();
+  }, flags);
+  CHECK(c.cudaStreamSynchronize(b) == cudaSuccess && flags[1]);
+  CHECK(c.cudaEventSynchronize(end) == cudaSuccess && c.cudaEventQuery(end) == cudaSuccess);
+  CHECK(c.cudaEventElapsedTime(&ms, start, end) == cudaSuccess && ms >= 99.9f && ms < 10000.0f);
+  // A new record makes the event pending again; a never-recorded one counts as done.
+  sim().cudaLaunchHostFunc(a, sleep_100ms, &flags[0]);
+  c.cudaEventRecord(end, a);
+  CHECK(c.cudaEventQuery(end) == cudaErrorNotReady);
+  CHECK(c.cudaEventQuery(never) == cudaSuccess);
+  // Timing needs two recorded events with timing.
+  c.cudaEventRecord(untimed, a);
+  c.cudaStreamSynchronize(a);
+  CHECK(c.cudaEventElapsedTime(&ms, start, untimed) == kInvalidHandle);
+  CHECK(c.cudaEventElapsedTime(&ms, never, end) == kInvalidHandle);
+  c.cudaGetLastError();
+  for (cudaEvent_t e : {start, end, untimed, never}) CHECK(c.cudaEventDestroy(e) == cudaSuccess);
+  c.cudaStreamDestroy(a);
+  c.cudaStreamDestroy(b);
+}
+
+TEST(gpu_sim_last_error_stays_until_read) {
+  const CudaApi& c = cuda();
+  c.cudaGetLastError();
+  int n = 0;
+  CHECK(c.cudaFree(&n) == kInvalidValue);
+  CHECK(c.cudaGetDeviceCount(&n) == cudaSuccess && n == 2);  // a later success leaves it
+  CHECK(sim().cudaPeekAtLastError() == kInvalidValue && sim().cudaPeekAtLastError() == kInvalidValue);
+  CHECK(c.cudaGetLastError() == kInvalidValue && c.cudaGetLastError() == cudaSuccess);
+  CHECK(std::string(c.cudaGetErrorName(cudaErrorNotReady)) == "cudaErrorNotReady");
+  CHECK(std::string(c.cudaGetErrorName(12345)) == "unknown");
+  // Each thread has its own.
+  std::thread([&] { CHECK(c.cudaSetDevice(9) == kInvalidDevice); }).join();
+  CHECK(c.cudaGetLastError() == cudaSuccess);
+}
+
+TEST(gpu_sim_nccl_refuses_bad_calls_without_peers) {
+  const NcclApi& nc = sim().rt.nccl();
+  CHECK(nc.ncclCommGetAsyncError && nc.ncclSend && nc.ncclRecv && nc.ncclRedOpCreatePreMulSum && nc.ncclRedOpDestroy);
+  CHECK(std::string(nc.ncclGetErrorString(kInvalidUsage)) == "invalid usage");
+  float x = 0;
+  CHECK(nc.ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, nullptr, nullptr) == kInvalidArgument);
+  ncclResult_t async = ncclSuccess;
+  CHECK(nc.ncclCommGetAsyncError(nullptr, &async) == kInvalidArgument);
+  CHECK(nc.ncclGroupEnd() == kInvalidUsage);
+  // A refused call inside a group fails the whole group.
+  CHECK(nc.ncclGroupStart() == ncclSuccess && nc.ncclGroupStart() == ncclSuccess);
+  CHECK(nc.ncclSend(&x, 1, ncclFloat32, 0, nullptr, nullptr) == kInvalidArgument);
+  CHECK(nc.ncclGroupEnd() == ncclSuccess);
+  CHECK(nc.ncclGroupEnd() == kInvalidArgument);
+  CHECK(nc.ncclGroupEnd() == kInvalidUsage);
+}
