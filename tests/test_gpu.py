@@ -1,17 +1,28 @@
-"""GPU collectives on CuPy arrays on real ranks: NCCL at one rank, host staging when ranks share a GPU.
+"""GPU collectives on real ranks, on two kinds of device:
 
-Skipped, with the reason, unless CuPy imports, a CUDA device is visible, and jupyter_hvd can load
-the CUDA runtime and NCCL (hvd.gpu_status() says what is missing).
+- ``cuda``: CuPy arrays on real GPUs, with the CUDA runtime and NCCL. Skipped, with the reason,
+  unless CuPy imports, a device is visible and jupyter_hvd loads NCCL (hvd.gpu_status() says why).
+- ``sim``: the simulated device of engine/sim (host memory, a thread per stream, NCCL over MPI),
+  with tests/ranks/simcupy.py in place of CuPy. It runs everywhere, so CI runs the engine's whole
+  GPU path: NCCL at one and more ranks, host staging, fusion, hierarchical allreduce, error paths.
+
+Each test asks for a number of devices: the simulator makes that many; on real GPUs the test uses
+the first ones (CUDA_VISIBLE_DEVICES) and is skipped where there are fewer.
 """
 import json
+import os
 
 import pytest
 
 import jupyter_hvd as hvd
-from multirank import run_rank_tests, run_ranks
+from multirank import ROOT, run_rank_tests, run_ranks
+
+SIM_DIR = os.environ.get("JUPYTER_HVD_SIM_GPU_DIR", str(ROOT / "build" / "engine"))
+SIM_LIBS = {"JUPYTER_HVD_CUDART_LIB": "libjhvd_sim_cudart.so", "JUPYTER_HVD_NCCL_LIB": "libjhvd_sim_nccl.so"}
+pytestmark = [pytest.mark.timeout(900)]
 
 
-def _gpu_skip_reason() -> str:
+def _cuda_skip_reason() -> str:
     try:
         import cupy
     except ImportError as e:
@@ -27,108 +38,138 @@ def _gpu_skip_reason() -> str:
     return ""
 
 
-REASON = _gpu_skip_reason()
-pytestmark = [pytest.mark.gpu, pytest.mark.timeout(900), pytest.mark.skipif(bool(REASON), reason=REASON)]
+class Device:
+    """How the rank processes of a test get their GPUs."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.simulated = kind == "sim"
+
+    def env(self, devices: int = 1, **extra: str) -> dict:
+        """Environment for ranks that see exactly ``devices`` GPUs."""
+        env = {"PYTHONPATH": str(ROOT / "tests" / "ranks"), **extra}
+        if self.simulated:
+            env.update({var: os.path.join(SIM_DIR, lib) for var, lib in SIM_LIBS.items()})
+            env.update(JUPYTER_HVD_TEST_SIM_GPU="1", JHVD_SIM_DEVICES=str(devices))
+            return env
+        import cupy
+
+        have = cupy.cuda.runtime.getDeviceCount()
+        if have < devices:
+            pytest.skip(f"needs {devices} GPUs, {have} visible")
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(devices))
+        return env
 
 
-def _gpu_count() -> int:
-    import cupy
-
-    return cupy.cuda.runtime.getDeviceCount()
-
-
-def test_one_rank_nccl_every_op_and_dtype():
-    run_rank_tests(1, "rank_gpu_ops.py", timeout=600)
-
-
-def test_one_rank_fusion_off_gives_the_same_results():
-    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env={"HOROVOD_FUSION_THRESHOLD": "0"})
-
-
-def test_one_rank_fusion_of_large_tensors_too():
-    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env={"JUPYTER_HVD_FUSION_MAX_TENSOR": str(64 << 20)})
-
-
-def test_one_rank_forced_host_staging():
-    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env={"JUPYTER_HVD_GPU_STAGING": "1"})
-
-
-def test_two_ranks():
-    """Two ranks: NCCL with two GPUs; with one, host staging and exactly one warning line."""
-    out = run_rank_tests(2, "rank_gpu_ops.py", timeout=900, show_output=True)
-    warnings = [line for line in out.splitlines() if "share one GPU" in line]
-    if _gpu_count() >= 2:
-        assert not warnings, warnings
+@pytest.fixture(params=[pytest.param("cuda", marks=pytest.mark.gpu), "sim"])
+def gpu(request) -> Device:
+    if request.param == "cuda":
+        reason = _cuda_skip_reason()
+        if reason:
+            pytest.skip(reason)
     else:
-        assert len(warnings) == 1 and "go through host memory and MPI" in warnings[0], out[-3000:]
+        missing = [lib for lib in SIM_LIBS.values() if not os.path.isfile(os.path.join(SIM_DIR, lib))]
+        if missing:
+            pytest.skip(f"the simulated GPU is not built ({', '.join(missing)} not in {SIM_DIR}; make sim-gpu)")
+    return Device(request.param)
 
 
-def test_two_ranks_fusion_off():
-    run_rank_tests(2, "rank_gpu_ops.py", timeout=900, env={"HOROVOD_FUSION_THRESHOLD": "0"})
+def _staging_warnings(out: str) -> list:
+    return [line for line in out.splitlines() if "share one GPU" in line]
 
 
-@pytest.mark.parametrize("np_", [1, 2])
-def test_error_paths(np_):
-    run_rank_tests(np_, "rank_gpu_errors.py", timeout=300)
+def test_one_rank_nccl_every_op_and_dtype(gpu):
+    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=gpu.env())
 
 
-def test_timeline_has_the_gpu_phases(tmp_path):
+def test_one_rank_fusion_off_gives_the_same_results(gpu):
+    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=gpu.env(HOROVOD_FUSION_THRESHOLD="0"))
+
+
+def test_one_rank_fusion_of_large_tensors_too(gpu):
+    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=gpu.env(JUPYTER_HVD_FUSION_MAX_TENSOR=str(64 << 20)))
+
+
+def test_one_rank_forced_host_staging(gpu):
+    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=gpu.env(JUPYTER_HVD_GPU_STAGING="1"))
+
+
+def test_two_ranks_with_a_gpu_each_use_nccl(gpu):
+    out = run_rank_tests(2, "rank_gpu_ops.py", timeout=900, show_output=True, env=gpu.env(2))
+    assert not _staging_warnings(out), out[-3000:]
+
+
+def test_two_ranks_with_a_gpu_each_fusion_off(gpu):
+    run_rank_tests(2, "rank_gpu_ops.py", timeout=900, env=gpu.env(2, HOROVOD_FUSION_THRESHOLD="0"))
+
+
+def test_two_ranks_sharing_one_gpu_stage_through_the_host_with_one_warning(gpu):
+    out = run_rank_tests(2, "rank_gpu_ops.py", timeout=900, show_output=True, env=gpu.env(1))
+    warnings = _staging_warnings(out)
+    assert len(warnings) == 1 and "go through host memory and MPI" in warnings[0], out[-3000:]
+
+
+@pytest.mark.parametrize("np_, devices", [(1, 1), (2, 1), (2, 2)])
+def test_error_paths(gpu, np_, devices):
+    run_rank_tests(np_, "rank_gpu_errors.py", timeout=300, env=gpu.env(devices))
+
+
+def test_timeline_has_the_gpu_phases(gpu, tmp_path):
     path = tmp_path / "timeline.json"
     script = tmp_path / "tl.py"
     script.write_text(
-        "import cupy, jupyter_hvd as hvd\n"
+        "import jupyter_hvd as hvd\n"
+        "from device_arrays import BUSY_SIDE, cupy\n"
         "hvd.init()\n"
         "s = cupy.cuda.Stream(non_blocking=True)\n"
         "with s:\n"
-        "    a = cupy.ones((2048, 2048), cupy.float32)\n"
+        "    a = cupy.ones((BUSY_SIDE, BUSY_SIDE), cupy.float32)\n"
         "    for _ in range(30):\n"
-        "        a = (a @ a) / 2048\n"  # keeps s busy: the engine waits for it while the rest queue up
+        "        a = (a @ a) / BUSY_SIDE\n"  # keeps s busy: the engine waits for it while the rest queue up
         "    xs = [a[0] + i for i in range(8)]\n"
         "    hs = [hvd.allreduce_async(x, op=hvd.Sum, name=f't.{i}') for i, x in enumerate(xs)]\n"
         "[h.wait() for h in hs]\n"
         "hvd.allgather(cupy.ones((2, 2)), name='t.ag')\n"
         "hvd.shutdown()\n")
-    run_ranks(1, [str(script)], timeout=300, env={"HOROVOD_TIMELINE": str(path)})
+    run_ranks(1, [str(script)], timeout=300, env=gpu.env(HOROVOD_TIMELINE=str(path)))
     names = {e["name"] for e in json.loads(path.read_text())["traceEvents"]}
     assert {"NCCL_ALLREDUCE", "NCCL_ALLGATHER", "WAIT_FOR_DATA", "MEMCPY_IN_FUSION_BUFFER",
             "MEMCPY_OUT_FUSION_BUFFER"} <= names, names
 
 
-def test_hierarchical_one_rank_is_flat():
-    run_rank_tests(1, "rank_gpu_hierarchical.py", timeout=600)
+def test_hierarchical_one_rank_is_flat(gpu):
+    run_rank_tests(1, "rank_gpu_hierarchical.py", timeout=600, env=gpu.env())
 
 
-def test_hierarchical_two_ranks():
-    """One rank per pretended host: with two GPUs the hierarchical steps run; with one, ranks stage."""
-    run_rank_tests(2, "rank_gpu_hierarchical.py", timeout=900, env={"JUPYTER_HVD_TEST_RANKS_PER_HOST": "1"})
+def test_hierarchical_two_ranks_one_per_host(gpu):
+    run_rank_tests(2, "rank_gpu_hierarchical.py", timeout=900, env=gpu.env(2, JUPYTER_HVD_TEST_RANKS_PER_HOST="1"))
 
 
-@pytest.mark.skipif(bool(REASON) or _gpu_count() < 4, reason=REASON or "needs 4 GPUs")
-def test_hierarchical_four_ranks_two_per_host():
-    run_rank_tests(4, "rank_gpu_hierarchical.py", timeout=900, env={"JUPYTER_HVD_TEST_RANKS_PER_HOST": "2"})
+def test_hierarchical_four_ranks_two_per_host(gpu):
+    run_rank_tests(4, "rank_gpu_hierarchical.py", timeout=900, env=gpu.env(4, JUPYTER_HVD_TEST_RANKS_PER_HOST="2"))
 
 
-@pytest.mark.skipif(bool(REASON) or _gpu_count() < 3, reason=REASON or "needs 3 GPUs")
-def test_hierarchical_uneven_hosts_fall_back_with_one_warning():
+def test_hierarchical_uneven_hosts_fall_back_with_one_warning(gpu):
     out = run_rank_tests(3, "rank_gpu_hierarchical.py", timeout=900, show_output=True,
-                         env={"JUPYTER_HVD_TEST_RANKS_PER_HOST": "2"})
+                         env=gpu.env(3, JUPYTER_HVD_TEST_RANKS_PER_HOST="2"))
     warnings = [line for line in out.splitlines() if "different numbers of ranks" in line]
     assert len(warnings) == 1 and "flat NCCL" in warnings[0], out[-3000:]
 
 
-@pytest.mark.skipif(bool(REASON) or _gpu_count() < 2, reason=REASON or "needs 2 GPUs")
-def test_timeline_has_the_hierarchical_phases(tmp_path):
+def test_timeline_has_the_hierarchical_phases(gpu, tmp_path):
     path = tmp_path / "timeline.json"
     script = tmp_path / "hier.py"
     script.write_text(
-        "import cupy, jupyter_hvd as hvd\n"
+        "import jupyter_hvd as hvd\n"
+        "from device_arrays import cupy\n"
         "hvd.init()\n"
         "cupy.cuda.Device(hvd.local_rank()).use()\n"
         "x = hvd.allreduce(cupy.ones(1001, cupy.float32), op=hvd.Sum, name='t.h')\n"
         "assert float(x.sum()) == 1001 * hvd.size()\n"
         "hvd.shutdown()\n")
-    run_ranks(2, [str(script)], timeout=300, env={"HOROVOD_TIMELINE": str(path), "HOROVOD_HIERARCHICAL_ALLREDUCE": "1",
-                                                   "JUPYTER_HVD_TEST_RANKS_PER_HOST": "1"})
+    run_ranks(2, [str(script)], timeout=300, env=gpu.env(2, HOROVOD_TIMELINE=str(path),
+                                                            HOROVOD_HIERARCHICAL_ALLREDUCE="1",
+                                                            JUPYTER_HVD_TEST_RANKS_PER_HOST="1"))
     names = {e["name"] for e in json.loads(path.read_text())["traceEvents"]}
     assert {"NCCL_REDUCESCATTER", "MPI_ALLREDUCE", "NCCL_ALLGATHER"} <= names, names
     assert "NCCL_ALLREDUCE" not in names, names

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 import jupyter_hvd as hvd
+from device_arrays import cupy
 
-cupy = pytest.importorskip("cupy")
 
 
 @pytest.fixture(scope="module", autouse=True)

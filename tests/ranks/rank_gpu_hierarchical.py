@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import jupyter_hvd as hvd
+from device_arrays import cupy
 from refdata import BOOL, INTS, OPS, data
 
-cupy = pytest.importorskip("cupy")
 
 FLOATS = [np.dtype(t) for t in (np.float16, np.float32, np.float64)]  # CuPy has no bfloat16
 SHAPES = [(7,), (1,), (0,), (3, 5), (1000, 3)]  # lengths that do and do not divide by the host size

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import jupyter_hvd as hvd
+from device_arrays import BUSY_SIDE, cupy
 from refdata import (BOOL, INTS, alltoall_splits, data, expected_alltoall, expected_alltoallv,
                      expected_reduce, own_rows, reduce_cases, stacked)
 
-cupy = pytest.importorskip("cupy")
 
 FLOATS = [np.dtype(t) for t in (np.float16, np.float32, np.float64)]  # CuPy has no bfloat16
 ALL = INTS + FLOATS + BOOL
@@ -80,12 +80,12 @@ def test_grouped_allreduce_fuses_and_matches():
     # the group below is queued while it waits and arrives ready together: fused even on one rank.
     busy = cupy.cuda.Stream(non_blocking=True)
     with busy:
-        a = cupy.ones((2048, 2048), cupy.float32)
+        a = cupy.ones((BUSY_SIDE, BUSY_SIDE), cupy.float32)
         for _ in range(30):
-            a = (a @ a) / 2048
+            a = (a @ a) / BUSY_SIDE
         first = hvd.allreduce_async(a[0], op=hvd.Sum, name="g.grp.busy")
     hs = hvd.grouped_allreduce_async(xs, op=hvd.Sum, name="g.grp")
-    check(first.wait(), np.full(2048, hvd.size(), np.float32))
+    check(first.wait(), np.full(BUSY_SIDE, hvd.size(), np.float32))
     got = [h.wait() for h in hs]
     for i, g in enumerate(got):
         check(g, stacked(ranks, np.float32, (i + 1, 3), i).sum(0).astype(np.float32))
