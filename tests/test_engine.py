@@ -40,6 +40,17 @@ def test_timeline_file(tmp_path, np_):
     assert {e["pid"] for e in trace["traceEvents"]} == set(range(np_))
 
 
+@pytest.mark.parametrize("np_", [1, 2])
+def test_timeline_of_a_job_shorter_than_the_forwarding_period_is_written(tmp_path, np_):
+    path = tmp_path / "timeline.json"
+    script = tmp_path / "short.py"
+    script.write_text("import numpy as np, jupyter_hvd as hvd\n"
+                      "hvd.init(); hvd.allreduce(np.ones(4), name='short'); hvd.shutdown()\n")
+    run_ranks(np_, [str(script)], env={"HOROVOD_TIMELINE": str(path)})
+    events = json.loads(path.read_text())["traceEvents"]
+    assert any(e["pid"] == 0 and e["name"] == "ALLREDUCE" for e in events), events
+
+
 def test_single_process_without_mpiexec(tmp_path):
     script = tmp_path / "solo.py"
     script.write_text(

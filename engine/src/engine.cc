@@ -296,6 +296,7 @@ void Engine::loop() {
                    [this] { return !queue_.empty() || (stop_requested_ && state_ == State::Running); });
     }
   }
+  forward_timeline();  // this rank's last events: into the file on rank 0
   // Give in-flight notices a moment to leave before the buffers go.
   for (int i = 0; i < 1000 && !channel_->idle(); ++i) {
     channel_->reap();
@@ -460,6 +461,7 @@ void Engine::begin_stop(const Status& s) {
   }
   int64_t now = now_us();
   record(Phase::Abort, s.message, s.code == Status::Code::Aborted ? "abort" : "shutdown", now, 0, now);
+  forward_timeline();  // rank 0 may stop listening soon: send it this rank's last events now
   if (coordinator_) {
     // Rank 0 has run every response it sent; this notice follows them on every channel.
     for (int k = 1; k < topo_.size; ++k) channel_->send(k, kAbort, encode_stop(true, s));
