@@ -93,6 +93,17 @@ TEST(gpu_bool_min_max_and_errors) {
   CHECK(nccl_reduction(spec(ReduceOp::Sum, DataType::BFloat16), 2, 22703).type == ncclBfloat16);
 }
 
+TEST(gpu_scaling_needs_sum_or_average_on_every_gpu_path) {
+  CHECK(scaling_error(spec(ReduceOp::Max, DataType::Float32, 2.0)).find("need op Sum or Average, not Max") !=
+        std::string::npos);
+  CHECK(!scaling_error(spec(ReduceOp::Product, DataType::Float16, 1.0, 0.5)).empty());
+  CHECK(scaling_error(spec(ReduceOp::Min, DataType::Float32)).empty());
+  CHECK(scaling_error(spec(ReduceOp::Sum, DataType::Float32, 2.0)).empty());
+  OpSpec bcast = spec(ReduceOp::Max, DataType::Float32, 2.0);
+  bcast.op = OpType::Broadcast;  // only reductions scale
+  CHECK(scaling_error(bcast).empty());
+}
+
 TEST(gpu_premultiplier_scalar_has_the_tensor_type) {
   auto h = scalar_bytes(DataType::Float16, 0.5);
   uint16_t hv;

@@ -115,6 +115,8 @@ Status GpuCollectives::run(CollectiveContext& c, const Response& r, std::vector<
   if (!rt_.cuda_ready())
     return Status::Error(Status::Code::Internal, "GPU tensor, but the CUDA runtime is not usable: " +
                                                      rt_.status().device_error + rt_.status().cuda.error);
+  // Every member has the same response, so every one returns this error before any collective.
+  if (std::string why = scaling_error(r.spec); !why.empty()) return Status::Error(Status::Code::Invalid, why);
   const int device = es[0]->device;
   Status local = prepare(device);
   for (auto* e : es)

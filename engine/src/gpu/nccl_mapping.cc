@@ -27,6 +27,15 @@ ncclDataType_t nccl_type(DataType t) {
   return ncclUint8;
 }
 
+std::string scaling_error(const OpSpec& spec) {
+  const bool reduces = spec.op == OpType::Allreduce || spec.op == OpType::Reducescatter;
+  const bool min_max_prod =
+      spec.reduce == ReduceOp::Min || spec.reduce == ReduceOp::Max || spec.reduce == ReduceOp::Product;
+  if (!reduces || !min_max_prod || spec.prescale * spec.postscale == 1.0) return "";
+  return std::string("prescale/postscale factors on GPU tensors need op Sum or Average, not ") +
+         reduce_name(spec.reduce);
+}
+
 NcclReduction nccl_reduction(const OpSpec& spec, int n, int version) {
   NcclReduction r;
   r.type = nccl_type(spec.dtype);
@@ -65,9 +74,7 @@ NcclReduction nccl_reduction(const OpSpec& spec, int n, int version) {
       }
       break;
   }
-  if ((spec.reduce == ReduceOp::Min || spec.reduce == ReduceOp::Max || spec.reduce == ReduceOp::Product) && scaled)
-    r.error = std::string("prescale/postscale factors on GPU tensors need op Sum or Average, not ") +
-              reduce_name(spec.reduce);
+  if (r.error.empty()) r.error = scaling_error(spec);
   if (r.pre_mul_sum && version < kPreMulSumVersion) {
     if (spec.reduce == ReduceOp::Average && scale == 1.0) {
       r.op = ncclAvg;  // the plain 1/n average needs no premultiplier

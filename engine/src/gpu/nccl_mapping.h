@@ -25,6 +25,10 @@ struct NcclReduction {
 // use ncclAvg (sum, then division toward zero); bool reduces as uint8 max (Sum, Max) or min.
 NcclReduction nccl_reduction(const OpSpec& spec, int n, int version);
 
+// Why a reduction of GPU tensors cannot be scaled (empty when it can): NCCL scales only sums, and
+// host staging follows the same rule, so a program behaves alike whichever path its ranks take.
+std::string scaling_error(const OpSpec& spec);
+
 // `factor` as one element of `t`: the host-immediate scalar of ncclRedOpCreatePreMulSum.
 std::vector<char> scalar_bytes(DataType t, double factor);
 
