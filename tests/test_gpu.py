@@ -50,7 +50,7 @@ class Device:
         env = {"PYTHONPATH": str(ROOT / "tests" / "ranks"), **extra}
         if self.simulated:
             env.update({var: os.path.join(SIM_DIR, lib) for var, lib in SIM_LIBS.items()})
-            env.update(JUPYTER_HVD_TEST_SIM_GPU="1", JHVD_SIM_DEVICES=str(devices))
+            env.update(JUPYTER_HVD_TEST_SIM_GPU="1", JUPYTER_HVD_SIM_DEVICES=str(devices))
             return env
         import cupy
 

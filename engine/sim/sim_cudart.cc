@@ -6,7 +6,7 @@
 // new memory is filled with 0xff bytes (NaN in every float type); and each stream operation starts
 // after a random delay, so a result read without waiting for it is stale.
 //
-// JHVD_SIM_DEVICES: the number of devices (default 1). JHVD_SIM_DELAY_US: the longest delay
+// JUPYTER_HVD_SIM_DEVICES: the number of devices (default 1). JUPYTER_HVD_SIM_DELAY_US: the longest delay
 // before a stream operation, in microseconds (default 100; 0 for none).
 #include "sim_cudart.h"
 
@@ -68,12 +68,12 @@ int env_int(const char* name, int fallback) {
 }
 
 int device_count() {
-  static const int n = std::max(0, env_int("JHVD_SIM_DEVICES", 1));
+  static const int n = std::max(0, env_int("JUPYTER_HVD_SIM_DEVICES", 1));
   return n;
 }
 
 int max_delay_us() {
-  static const int us = std::max(0, env_int("JHVD_SIM_DELAY_US", 100));
+  static const int us = std::max(0, env_int("JUPYTER_HVD_SIM_DELAY_US", 100));
   return us;
 }
 

@@ -43,7 +43,7 @@ struct Sim {
 
 Sim& sim() {
   static Sim* s = [] {
-    setenv("JHVD_SIM_DEVICES", "2", 1);
+    setenv("JUPYTER_HVD_SIM_DEVICES", "2", 1);
     auto* s = new Sim;
     SearchPaths paths;
     paths.cuda_override = JHVD_SIM_DIR "/libjhvd_sim_cudart.so";
