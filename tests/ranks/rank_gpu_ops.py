@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jupyter_hvd as hvd
-from device_arrays import BUSY_SIDE, cupy
+from device_arrays import BUSY_SIDE, DLPackOnly, cupy
 from refdata import (BOOL, INTS, alltoall_splits, data, expected_alltoall, expected_alltoallv,
                      expected_reduce, own_rows, reduce_cases, stacked)
 
@@ -107,6 +107,17 @@ def test_producer_stream_is_waited_for():
             x = x * 1.0 + 0.0
         got = hvd.allreduce(x, op=hvd.Sum, name="g.stream")
     check(got, np.full(1 << 22, hvd.size(), np.float32))
+
+
+def test_tensor_with_only_dlpack():
+    """Without __cuda_array_interface__ the tensor comes in through DLPack, and results go out through it."""
+    ranks = list(range(hvd.size()))
+    x = DLPackOnly(on_gpu(data(hvd.rank(), np.float32, (5, 3), 11)))
+    check(hvd.allreduce(x, op=hvd.Sum, name="g.dl.ar"), stacked(ranks, np.float32, (5, 3), 11).sum(0).astype(np.float32))
+    check(hvd.allgather(x, name="g.dl.ag"), np.concatenate([data(r, np.float32, (5, 3), 11) for r in ranks]))
+    y = DLPackOnly(x.array.copy())
+    assert hvd.allreduce_(y, op=hvd.Max, name="g.dl.ar_") is y
+    check(y.array, stacked(ranks, np.float32, (5, 3), 11).max(0).astype(np.float32))
 
 
 @pytest.mark.parametrize("dtype", ALL, ids=str)

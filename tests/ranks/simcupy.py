@@ -111,6 +111,13 @@ class ndarray:
     def __dlpack_device__(self) -> tuple:
         return 2, self.device_id
 
+    def __dlpack__(self, stream=None):
+        """A DLPack capsule of this array (no max_version: the legacy, unversioned capsule)."""
+        if self._strides is not None:
+            raise BufferError("simcupy exports only C-contiguous arrays")
+        _synchronize(_current_stream())  # ready on every stream, the consumer's included
+        return _export(self)
+
     def _host(self) -> np.ndarray:
         """The memory as numpy sees it; only stream callbacks may touch it (the simulator's memory is host memory)."""
         if not self.size:
@@ -241,6 +248,33 @@ class _DLTensor(ctypes.Structure):
 
 
 _DL_KINDS = {0: "i", 1: "u", 2: "f", 6: "b"}
+_DL_CODES = {kind: code for code, kind in _DL_KINDS.items()}
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
+
+
+_exported: dict = {}  # a DLManagedTensor's address -> what it and its array need kept alive
+
+
+@_DELETER
+def _release(address):
+    _exported.pop(address, None)
+
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype, _capsule_new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+def _export(a: ndarray):
+    shape = (ctypes.c_int64 * max(a.ndim, 1))(*a.shape)
+    code = _DL_CODES[a.dtype.kind]
+    m = _DLManagedTensor(_DLTensor(a.ptr or None, _DLDevice(2, a.device_id), a.ndim,
+                                   _DLDataType(code, a.dtype.itemsize * 8, 1), shape, None, 0), None, _release)
+    _exported[ctypes.addressof(m)] = (m, shape, a)
+    return _capsule_new(ctypes.addressof(m), b"dltensor", None)  # the consumer calls the deleter
 
 
 def from_dlpack(obj: Any) -> ndarray:
