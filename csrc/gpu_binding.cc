@@ -56,6 +56,15 @@ void bind_gpu(nb::module_& m) {
     return status_dict(s);
   }, "cuda_dirs"_a, "nccl_dirs"_a);
   m.def("gpu_status", [] { return status_dict(hvd::gpu::runtime().status()); });
+  m.def("gpu_set_device", [](int device) {
+    auto& rt = hvd::gpu::runtime();
+    if (!rt.cuda_ready()) throw std::runtime_error("CUDA is not usable here: " + rt.status().device_error);
+    hvd::gpu::cudaError_t e = rt.cuda().cudaSetDevice(device);
+    if (e != hvd::gpu::cudaSuccess) {
+      rt.cuda().cudaGetLastError();
+      throw std::runtime_error("cannot use cuda:" + std::to_string(device) + ": " + rt.cuda_error(e));
+    }
+  }, "device"_a);
 
   m.def("enqueue_device", [](int op, const std::string& name, int dtype, std::vector<int64_t> shape, uintptr_t input,
                              uintptr_t output, int reduce, int process_set, int root_rank, double prescale,

@@ -96,6 +96,13 @@ def nccl_available() -> bool:
     return bool(_load()["nccl_available"])
 
 
+def use_device(index: int) -> None:
+    """Make CUDA device ``index`` this thread's current device, as ``cupy.cuda.Device(index).use()`` does;
+    CuPy arrays made afterwards on this thread live there."""
+    _load()
+    _C.gpu_set_device(int(index))
+
+
 def _c_strides(shape: tuple, itemsize: int) -> tuple:
     strides, step = [], itemsize
     for d in reversed(shape):

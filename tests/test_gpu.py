@@ -51,6 +51,7 @@ class Device:
         if self.simulated:
             env.update({var: os.path.join(SIM_DIR, lib) for var, lib in SIM_LIBS.items()})
             env.update(JUPYTER_HVD_TEST_SIM_GPU="1", JUPYTER_HVD_SIM_DEVICES=str(devices))
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(devices))  # what %%hvd pins by
             return env
         import cupy
 
@@ -173,3 +174,14 @@ def test_timeline_has_the_hierarchical_phases(gpu, tmp_path):
     names = {e["name"] for e in json.loads(path.read_text())["traceEvents"]}
     assert {"NCCL_REDUCESCATTER", "MPI_ALLREDUCE", "NCCL_ALLGATHER"} <= names, names
     assert "NCCL_ALLREDUCE" not in names, names
+
+
+def test_hvd_cells_run_on_the_gpu_of_their_local_rank(gpu, ip, monkeypatch):
+    for var, value in gpu.env(2).items():
+        monkeypatch.setenv(var, value)  # the ranks inherit this environment
+    try:
+        cell = "%%hvd -np 2 --framework none --restart -o devices\nfrom device_arrays import cupy\ncupy.cuda.Device().id"
+        assert ip.run_cell(cell).success
+        assert ip.user_ns["devices"] == [0, 1]
+    finally:
+        ip.run_line_magic("hvd", "stop")

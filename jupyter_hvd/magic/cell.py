@@ -17,6 +17,7 @@ import pickle
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from types import CodeType
 from typing import Any
@@ -166,17 +167,34 @@ def _sendable(value: Any) -> Any:
 
 
 def _pin_device(local_rank: int, local_size: int, cpu: bool) -> str:
-    """Name this rank's GPU (by local rank) when GPUs exist, else share the host's cores; return the device.
+    """Give this rank the GPU of its local rank when GPUs exist, else share the host's cores; return the device.
 
-    Every GPU stays visible, as under Horovod, so scripts that pick ``mx.gpu(hvd.local_rank())`` work unchanged.
+    The GPU becomes the current CUDA device of the thread that runs the cells, so CuPy arrays made
+    in a cell live there. Every GPU stays visible, as under Horovod, so scripts that pick
+    ``mx.gpu(hvd.local_rank())`` work unchanged.
     """
     gpus = [] if cpu else _visible_gpus()
     if gpus:
-        return f"gpu:{gpus[local_rank % len(gpus)]}"
+        index = local_rank % len(gpus)
+        _use_gpu(index)
+        return f"gpu:{gpus[index]}"
     if cpu:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // local_size)))
     return "cpu"
+
+
+def _use_gpu(index: int) -> None:
+    """Make visible GPU ``index`` current; where CUDA cannot be used here, say why and go on (ops on GPU
+    tensors then give the reason)."""
+    from jupyter_hvd import gpu
+
+    if not gpu.cuda_available():
+        return
+    try:
+        gpu.use_device(index)
+    except RuntimeError as e:
+        print(f"[jupyter_hvd] WARNING: {e}", file=sys.stderr)
 
 
 def _visible_gpus() -> list[str]:
