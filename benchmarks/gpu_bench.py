@@ -135,17 +135,23 @@ def main() -> int:
     print(f"# device {cupy.cuda.Device().id}: {cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)['name']}"
           f" | CUDA runtime {st['cuda_runtime']['version']} | driver CUDA {st['driver']} | NCCL {st['nccl']['version']}")
 
-    print("\n## Device fusion buffer: copy bandwidth vs one plain device-to-device copy of the same bytes")
-    print(f"{'tensors':>8} {'each':>10} {'total MiB':>10} {'fused':>6} {'in GB/s':>9} {'out GB/s':>9} "
-          f"{'plain GB/s':>10} {'in/plain':>9} {'out/plain':>9} {'N copies us':>12}")
-    for count, each in [(16, 16 * MiB), (64, 1 * MiB), (256, 256 << 10), (1024, 64 << 10), (2048, 4 << 10)]:
-        if count * each > args.max_bytes:
-            continue
-        r = fusion_case(cupy, count, each, args.repeat)
-        print(f"{count:>8} {each:>10} {r['bytes'] / MiB:>10.1f} {r['fused_tensors']:>6.0f} {r['in_GBps']:>9.1f} "
-              f"{r['out_GBps']:>9.1f} {r['plain_GBps']:>10.1f} {r['in_vs_plain']:>9.0%} {r['out_vs_plain']:>9.0%} "
-              f"{r['plain_copies_us']:>12.1f}")
-        emit("gpu_fusion_copy", **r)
+    for batched in (True, False):  # one cudaMemcpyBatchAsync each way, then a copy per tensor
+        if not batched:
+            hvd.shutdown()
+            os.environ["JUPYTER_HVD_GPU_BATCH_COPIES"] = "0"
+            hvd.init()
+        print(f"\n## Device fusion buffer ({'batched copies' if batched else 'a copy per tensor'}): copy bandwidth"
+              " vs one plain device-to-device copy of the same bytes")
+        print(f"{'tensors':>8} {'each':>10} {'total MiB':>10} {'fused':>6} {'in GB/s':>9} {'out GB/s':>9} "
+              f"{'plain GB/s':>10} {'in/plain':>9} {'out/plain':>9} {'N copies us':>12}")
+        for count, each in [(16, 16 * MiB), (64, 1 * MiB), (256, 256 << 10), (1024, 64 << 10), (2048, 4 << 10)]:
+            if count * each > args.max_bytes:
+                continue
+            r = fusion_case(cupy, count, each, args.repeat)
+            print(f"{count:>8} {each:>10} {r['bytes'] / MiB:>10.1f} {r['fused_tensors']:>6.0f} {r['in_GBps']:>9.1f} "
+                  f"{r['out_GBps']:>9.1f} {r['plain_GBps']:>10.1f} {r['in_vs_plain']:>9.0%} "
+                  f"{r['out_vs_plain']:>9.0%} {r['plain_copies_us']:>12.1f}")
+            emit("gpu_fusion_copy", batched=batched, **r)
 
     print("\n## One-rank allreduce (float32, in place): engine end to end, its NCCL phase on the device, raw NCCL")
     comm = cupy_nccl(cupy)

@@ -91,6 +91,10 @@ def test_one_rank_fusion_of_large_tensors_too(gpu):
     run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=gpu.env(JUPYTER_HVD_FUSION_MAX_TENSOR=str(64 << 20)))
 
 
+def test_one_rank_fusion_copies_one_by_one(gpu):
+    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=gpu.env(JUPYTER_HVD_GPU_BATCH_COPIES="0"))
+
+
 def test_one_rank_forced_host_staging(gpu):
     run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=gpu.env(JUPYTER_HVD_GPU_STAGING="1"))
 

@@ -27,6 +27,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -553,6 +554,44 @@ JHVD_SIM_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t byte
       !check_side(call, "src", src, bytes, src_dev, s->device))
     return cudaErrorInvalidValue;
   s->enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  return cudaSuccess;
+}
+
+// CUDA 13's form (CUDA 12.8 and 12.9 had a failIdx argument before the stream); the simulator says it is
+// CUDA 13. Checked as CUDA documents it: the legacy stream is refused, every copy needs attributes
+// with a valid source access order, and attrsIdxs starts at 0 and rises.
+struct cudaMemcpyAttributes {
+  int srcAccessOrder;  // cudaMemcpySrcAccessOrder: 1 stream, 2 during the call, 3 any
+  int src_hint[2], dst_hint[2];
+  unsigned flags;
+};
+
+JHVD_SIM_API cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs, const size_t* sizes,
+                                              size_t count, cudaMemcpyAttributes* attrs, size_t* attrs_idxs,
+                                              size_t num_attrs, cudaStream_t h) {
+  const char* call = "cudaMemcpyBatchAsync";
+  if (h == nullptr || h == reinterpret_cast<cudaStream_t>(0x1))
+    return fail(cudaErrorInvalidValue, "%s: the legacy default stream", call);
+  CUstream_st* s = find_stream(call, h);
+  if (!s) return cudaErrorInvalidResourceHandle;
+  if (count == 0 || !dsts || !srcs || !sizes || !attrs || !attrs_idxs || num_attrs == 0 || num_attrs > count ||
+      attrs_idxs[0] != 0)
+    return fail(cudaErrorInvalidValue, "%s: %zu copies, %zu attributes", call, count, num_attrs);
+  for (size_t k = 0; k < num_attrs; ++k) {
+    if (attrs[k].srcAccessOrder < 1 || attrs[k].srcAccessOrder > 3 || (k && attrs_idxs[k] <= attrs_idxs[k - 1]) ||
+        attrs_idxs[k] >= count)
+      return fail(cudaErrorInvalidValue, "%s: attributes %zu are not valid", call, k);
+  }
+  std::vector<std::tuple<void*, const void*, size_t>> copies;
+  for (size_t i = 0; i < count; ++i) {
+    if (!check_side(call, "dst", dsts[i], sizes[i], is_device_pointer(dsts[i]), s->device) ||
+        !check_side(call, "src", srcs[i], sizes[i], is_device_pointer(srcs[i]), s->device))
+      return cudaErrorInvalidValue;
+    copies.emplace_back(dsts[i], srcs[i], sizes[i]);
+  }
+  s->enqueue([copies = std::move(copies)] {
+    for (const auto& [dst, src, bytes] : copies) std::memcpy(dst, src, bytes);
+  });
   return cudaSuccess;
 }
 

@@ -27,6 +27,7 @@ Config Config::from_env() {
   if (auto v = env("JUPYTER_HVD_SPIN_US")) c.spin_us = std::stoll(v);
   if (auto v = env("JUPYTER_HVD_GPU_STAGING")) c.gpu_staging = std::string(v) == "1";
   if (auto v = env("HOROVOD_HIERARCHICAL_ALLREDUCE")) c.hierarchical_allreduce = std::string(v) == "1";
+  if (auto v = env("JUPYTER_HVD_GPU_BATCH_COPIES")) c.gpu_batch_copies = std::string(v) != "0";
   if (auto v = env("JUPYTER_HVD_TEST_RANKS_PER_HOST")) c.test_ranks_per_host = std::stoi(v);
   if (c.ring_capacity == 0) c.ring_capacity = 1;
   return c;

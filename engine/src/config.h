@@ -19,6 +19,7 @@ struct Config {
   int64_t spin_us = 2000;               // JUPYTER_HVD_SPIN_US: busy-poll this long after work
   bool gpu_staging = false;             // JUPYTER_HVD_GPU_STAGING=1: GPU tensors via host memory and MPI
   bool hierarchical_allreduce = false;  // HOROVOD_HIERARCHICAL_ALLREDUCE=1: GPU allreduce NCCL in, MPI across hosts
+  bool gpu_batch_copies = true;         // JUPYTER_HVD_GPU_BATCH_COPIES=0: GPU fusion copies one by one
   int test_ranks_per_host = 0;          // JUPYTER_HVD_TEST_RANKS_PER_HOST: tests treat k consecutive ranks as a host
 
   static Config from_env();

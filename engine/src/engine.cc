@@ -95,6 +95,7 @@ Engine::Engine(MPI_Comm comm, Config config)
   gpu_options.force_staging = config_.gpu_staging;
   gpu_options.hierarchical = config_.hierarchical_allreduce;
   gpu_options.ranks_per_host = config_.test_ranks_per_host;
+  gpu_options.batch_copies = config_.gpu_batch_copies;
   gpu_ = std::make_unique<gpu::GpuCollectives>(gpu::runtime(), gpu_options, [this] {
     std::lock_guard<std::mutex> g(mu_);
     return stop_requested_;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "check.h"
+#include "gpu/batched_copy.h"
 #include "gpu/dynamic_library.h"
 #include "gpu/gpu_runtime.h"
 
@@ -217,4 +218,36 @@ TEST(gpu_sim_nccl_refuses_bad_calls_without_peers) {
   CHECK(nc.ncclGroupEnd() == ncclSuccess);
   CHECK(nc.ncclGroupEnd() == kInvalidArgument);
   CHECK(nc.ncclGroupEnd() == kInvalidUsage);
+}
+
+TEST(gpu_batched_copy_is_one_batch_on_cuda_13_and_copy_by_copy_otherwise) {
+  const CudaApi& api = cuda();
+  CHECK(api.cudaMemcpyBatchAsync_13 != nullptr && api.cudaMemcpyBatchAsync_12 == nullptr);
+  CHECK(api.cudaSetDevice(0) == cudaSuccess);
+  cudaStream_t stream = nullptr;
+  CHECK(api.cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  std::vector<int32_t> host(30);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<int32_t>(i);
+  void *dev = nullptr, *back = nullptr;
+  CHECK(api.cudaMalloc(&dev, 120) == cudaSuccess && api.cudaMallocHost(&back, 120) == cudaSuccess);
+  for (bool batch : {true, false}) {
+    for (cudaStream_t s : {stream, legacy_stream()}) {  // CUDA refuses a batch on the legacy stream
+      std::memset(back, 0, 120);
+      BatchedCopy in(cudaMemcpyHostToDevice), out(cudaMemcpyDeviceToHost);
+      for (int k = 0; k < 3; ++k) {  // three pieces, and one empty copy that is dropped
+        in.add(static_cast<char*>(dev) + 40 * k, host.data() + 10 * k, 40);
+        out.add(static_cast<char*>(back) + 40 * k, static_cast<char*>(dev) + 40 * k, 40);
+      }
+      in.add(dev, host.data(), 0);
+      CHECK(in.size() == 3);
+      bool use = batch;
+      CHECK(in.issue(api, s, 0, &use) == cudaSuccess && out.issue(api, s, 0, &use) == cudaSuccess);
+      CHECK(use == (batch && s == stream));
+      CHECK(api.cudaStreamSynchronize(s) == cudaSuccess);
+      CHECK(std::memcmp(back, host.data(), 120) == 0);
+      api.cudaGetLastError();
+    }
+  }
+  CHECK(api.cudaFree(dev) == cudaSuccess && api.cudaFreeHost(back) == cudaSuccess);
+  CHECK(api.cudaStreamDestroy(stream) == cudaSuccess);
 }

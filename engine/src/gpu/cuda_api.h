@@ -28,11 +28,30 @@ constexpr unsigned cudaStreamNonBlocking = 0x1;
 constexpr unsigned cudaEventDefault = 0x0;
 constexpr unsigned cudaEventDisableTiming = 0x2;
 
+// cudaMemcpyBatchAsync's attributes (driver_types.h, CUDA 12.8+).
+constexpr int cudaMemcpySrcAccessOrderStream = 0x1;
+constexpr int cudaMemLocationTypeDevice = 1;
+struct cudaMemLocation {
+  int type;
+  int id;
+};
+struct cudaMemcpyAttributes {
+  int srcAccessOrder;
+  cudaMemLocation srcLocHint, dstLocHint;
+  unsigned flags;
+};
+
 // The legacy and per-thread default streams, as the CUDA Array Interface numbers them.
 inline cudaStream_t legacy_stream() { return reinterpret_cast<cudaStream_t>(0x1); }
 inline cudaStream_t per_thread_stream() { return reinterpret_cast<cudaStream_t>(0x2); }
 
-// Function table filled by dlsym; every entry is required.
+// cudaMemcpyBatchAsync as CUDA 13 declares it, and as CUDA 12.8 and 12.9 did (with failIdx).
+using MemcpyBatch13 = cudaError_t (*)(void* const*, const void* const*, const size_t*, size_t, cudaMemcpyAttributes*,
+                                      size_t*, size_t, cudaStream_t);
+using MemcpyBatch12 = cudaError_t (*)(void**, void**, size_t*, size_t, cudaMemcpyAttributes*, size_t*, size_t, size_t*,
+                                      cudaStream_t);
+
+// Function table filled by dlsym; every entry is required but the batch copy.
 struct CudaApi {
   cudaError_t (*cudaRuntimeGetVersion)(int*);
   cudaError_t (*cudaDriverGetVersion)(int*);
@@ -58,6 +77,9 @@ struct CudaApi {
   cudaError_t (*cudaMallocHost)(void**, size_t);
   cudaError_t (*cudaFreeHost)(void*);
   cudaError_t (*cudaMemcpyAsync)(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t);
+  // Optional: at most one is set, the form of the loaded runtime's version.
+  MemcpyBatch13 cudaMemcpyBatchAsync_13;
+  MemcpyBatch12 cudaMemcpyBatchAsync_12;
 };
 
 }  // namespace hvd::gpu

@@ -4,6 +4,8 @@
 #include <thread>
 
 #include "clock.h"
+#include <cstdio>
+
 #include "gpu/nccl_mapping.h"
 #include "gpu/ready_event.h"
 
@@ -33,7 +35,7 @@ bool in_place_op(OpType op) { return op == OpType::Allreduce || op == OpType::Br
 }  // namespace
 
 GpuCollectives::GpuCollectives(const Runtime& rt, CommOptions options, std::function<bool()> abandoned)
-    : rt_(rt), options_(options), abandoned_(std::move(abandoned)) {}
+    : rt_(rt), options_(options), abandoned_(std::move(abandoned)), batch_copies_(options.batch_copies) {}
 
 // None goes on to a collective alone, so a failure on one rank (say, an allocation) is an error
 // on all of them instead of a hang.
@@ -115,6 +117,7 @@ Status GpuCollectives::run(CollectiveContext& c, const Response& r, std::vector<
   if (!rt_.cuda_ready())
     return Status::Error(Status::Code::Internal, "GPU tensor, but the CUDA runtime is not usable: " +
                                                      rt_.status().device_error + rt_.status().cuda.error);
+  queue_error_ = Status::Ok();
   // Every member has the same response, so every one returns this error before any collective.
   if (std::string why = scaling_error(r.spec); !why.empty()) return Status::Error(Status::Code::Invalid, why);
   const int device = es[0]->device;
@@ -141,10 +144,23 @@ Status GpuCollectives::run(CollectiveContext& c, const Response& r, std::vector<
 
 void GpuCollectives::wait_for_producers(const std::vector<TensorEntry*>& es) {
   for (auto* e : es)
-    if (e->ready) rt_.cuda().cudaStreamWaitEvent(stream_, e->ready->event(), 0);
+    if (e->ready) queued(cuda_status(rt_.cuda().cudaStreamWaitEvent(stream_, e->ready->event(), 0),
+                                     "waiting for the producer's stream (cudaStreamWaitEvent)"));
 }
 
-Status GpuCollectives::mark(Mark m) { return cuda_status(rt_.cuda().cudaEventRecord(marks_[m], stream_), "cudaEventRecord"); }
+void GpuCollectives::mark(Mark m) { queued(cuda_status(rt_.cuda().cudaEventRecord(marks_[m], stream_), "cudaEventRecord")); }
+
+void GpuCollectives::copy(const BatchedCopy& b) {
+  const bool was = batch_copies_;
+  queued(cuda_status(b.issue(rt_.cuda(), stream_, device_, &batch_copies_), "cudaMemcpyAsync"));
+  if (was && !batch_copies_)
+    std::fprintf(stderr, "[jupyter_hvd] WARNING: the CUDA runtime refused a batched copy (cudaMemcpyBatchAsync); "
+                 "GPU tensors are copied one by one from now on\n");
+}
+
+void GpuCollectives::queued(Status s) {
+  if (queue_error_.ok() && !s.ok()) queue_error_ = std::move(s);
+}
 
 Status GpuCollectives::wait_done(Mark m, SetCommunicator* sc) {
   const CudaApi& api = rt_.cuda();
@@ -152,7 +168,7 @@ Status GpuCollectives::wait_done(Mark m, SetCommunicator* sc) {
   int64_t next_check = start + 1000;
   while (true) {
     cudaError_t e = api.cudaEventQuery(marks_[m]);
-    if (e == cudaSuccess) return Status::Ok();
+    if (e == cudaSuccess) return queue_error_;  // work that could not be queued fails the op
     if (e != cudaErrorNotReady) return cuda_status(e, "GPU collective");
     int64_t now = now_us();
     if (now >= next_check) {
@@ -314,21 +330,18 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
   switch (r.spec.op) {
     case OpType::Allreduce:
       if (copies) {
+        BatchedCopy in(cudaMemcpyDeviceToDevice), out(cudaMemcpyDeviceToDevice);
         int64_t off = 0;
-        for (auto* e : es) {
-          api.cudaMemcpyAsync(fusion_->data() + off, e->input, e->request.num_bytes(), cudaMemcpyDeviceToDevice,
-                              stream_);
-          off += e->request.num_bytes();
+        for (size_t i = 0; i < es.size(); ++i) {
+          in.add(fusion_->data() + off, es[i]->input, es[i]->request.num_bytes());
+          out.add(outs[i], fusion_->data() + off, es[i]->request.num_bytes());
+          off += es[i]->request.num_bytes();
         }
+        copy(in);
         mark(kCopiedIn);
         res = reduce(fusion_->data(), fusion_->data(), total / esz, false);
         mark(kReduced);
-        off = 0;
-        for (size_t i = 0; i < es.size(); ++i) {
-          api.cudaMemcpyAsync(outs[i], fusion_->data() + off, es[i]->request.num_bytes(), cudaMemcpyDeviceToDevice,
-                              stream_);
-          off += es[i]->request.num_bytes();
-        }
+        copy(out);
       } else {
         mark(kCopiedIn);
         res = reduce(e0.input, outs[0], q.num_elements(), false);
@@ -364,7 +377,8 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
       char* out = static_cast<char*>(outs[0]);
       const char* in = static_cast<const char*>(e0.input);
       if (counts[me] > 0)
-        api.cudaMemcpyAsync(out + displs[me], in + send_displs[me], counts[me], cudaMemcpyDeviceToDevice, stream_);
+        queued(cuda_status(api.cudaMemcpyAsync(out + displs[me], in + send_displs[me], counts[me],
+                                               cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync"));
       mark(kCopiedIn);
       nc.ncclGroupStart();
       for (int i = 0; i < n && res == ncclSuccess; ++i) {
@@ -383,7 +397,8 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
         res = reduce(e0.input, fusion_->data(), q.num_elements(), false);
         mark(kReduced);
         if (counts[me] > 0)
-          api.cudaMemcpyAsync(outs[0], fusion_->data() + displs[me], counts[me], cudaMemcpyDeviceToDevice, stream_);
+          queued(cuda_status(api.cudaMemcpyAsync(outs[0], fusion_->data() + displs[me], counts[me],
+                                                 cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync"));
       } else {
         res = reduce(e0.input, outs[0], counts[me] / static_cast<int64_t>(esz), true);
         mark(kReduced);
@@ -415,7 +430,6 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
 
 Status GpuCollectives::run_staged(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es,
                                   const Status& local, const Span& span) {
-  const CudaApi& api = rt_.cuda();
   const char* op = op_name(r.spec.op);
   int64_t total = 0;
   for (auto* e : es) total += e->request.num_bytes();
@@ -430,6 +444,7 @@ Status GpuCollectives::run_staged(CollectiveContext& c, const Response& r, std::
   mark(kReady);
   std::vector<TensorEntry> host(es.size());
   std::vector<TensorEntry*> hp;
+  BatchedCopy in(cudaMemcpyDeviceToHost), out(cudaMemcpyHostToDevice);
   int64_t off = 0;
   for (size_t i = 0; i < es.size(); ++i) {
     TensorEntry& h = host[i];
@@ -439,11 +454,11 @@ Status GpuCollectives::run_staged(CollectiveContext& c, const Response& r, std::
     char* p = staging_->data() + off;
     h.input = p;
     if (in_place_op(r.spec.op)) h.output = p;
-    if (h.request.num_bytes() > 0)
-      api.cudaMemcpyAsync(p, es[i]->input, h.request.num_bytes(), cudaMemcpyDeviceToHost, stream_);
+    in.add(p, es[i]->input, h.request.num_bytes());
     off += h.request.num_bytes();
     hp.push_back(&h);
   }
+  copy(in);
   mark(kCopiedIn);
   s = wait_done(kCopiedIn, nullptr);
   s = agree(c.set, s);
@@ -475,8 +490,9 @@ Status GpuCollectives::run_staged(CollectiveContext& c, const Response& r, std::
     es[i]->handle->received_splits = h.handle->received_splits;
     void* dst = output_for(*es[i], bytes, same ? h.request.shape : h.handle->output_shape, &s);
     if (!s.ok()) return s;
-    if (bytes > 0) api.cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_);
+    out.add(dst, src, bytes);
   }
+  copy(out);
   mark(kDone);
   s = wait_done(kDone, nullptr);
   if (!s.ok()) return s;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "collectives.h"
+#include "gpu/batched_copy.h"
 #include "gpu/device_memory.h"
 #include "gpu/gpu_runtime.h"
 #include "gpu/nccl_mapping.h"
@@ -49,8 +50,12 @@ class GpuCollectives {
                     const Span& span);
   // Every member learns whether every member is ready, so a failure on one is an error on all.
   static Status agree(const ProcessSet& set, const Status& local);
+  // Queueing work on the stream: a call that fails is remembered (queued), and fails the op
+  // once the work that was queued is done (wait_done).
   void wait_for_producers(const std::vector<TensorEntry*>& es);
-  Status mark(Mark m);
+  void mark(Mark m);
+  void copy(const BatchedCopy& b);
+  void queued(Status s);
   Status wait_done(Mark m, SetCommunicator* sc);
   // Start time (engine clock) of `m`, given that `last` completed at `end_us`.
   int64_t start_of(Mark m, Mark last, int64_t end_us) const;
@@ -63,6 +68,8 @@ class GpuCollectives {
   CommOptions options_;
   std::function<bool()> abandoned_;
   int device_ = -1;
+  bool batch_copies_;  // CommOptions::batch_copies, until the runtime refuses a batch
+  Status queue_error_;  // the first call of the current op that could not queue its work
   cudaStream_t stream_ = nullptr;
   std::array<cudaEvent_t, kMarks> marks_{};
   std::unique_ptr<GrowableBuffer> fusion_, staging_;

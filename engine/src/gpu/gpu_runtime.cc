@@ -80,12 +80,16 @@ void Runtime::load_cuda(const SearchPaths& paths) {
     s.error = lib.path() + " lacks symbols: " + missing + " (CUDA runtime too old?)";
     return;
   }
+  api.cudaRuntimeGetVersion(&s.version);
+  if (void* batch = lib.symbol("cudaMemcpyBatchAsync")) {  // its arguments changed in CUDA 13
+    if (s.version >= 13000) api.cudaMemcpyBatchAsync_13 = reinterpret_cast<MemcpyBatch13>(batch);
+    else if (s.version >= 12080) api.cudaMemcpyBatchAsync_12 = reinterpret_cast<MemcpyBatch12>(batch);
+  }
   cuda_ = api;
   cuda_lib_ = std::move(lib);
   s.loaded = true;
   s.path = cuda_lib_.path();
   s.error.clear();
-  cuda_.cudaRuntimeGetVersion(&s.version);
   probe_devices();
 }
 

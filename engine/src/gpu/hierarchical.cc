@@ -136,12 +136,14 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
   mark(kStart);
   wait_for_producers(es);
   mark(kReady);
+  BatchedCopy in(cudaMemcpyDeviceToDevice), out(cudaMemcpyDeviceToDevice);
   int64_t off = 0;
-  for (auto* e : es) {
-    if (e->request.num_bytes() > 0)
-      api.cudaMemcpyAsync(buf + off, e->input, e->request.num_bytes(), cudaMemcpyDeviceToDevice, stream_);
-    off += e->request.num_bytes();
+  for (size_t i = 0; i < es.size(); ++i) {
+    in.add(buf + off, es[i]->input, es[i]->request.num_bytes());
+    out.add(outs[i], buf + off, es[i]->request.num_bytes());
+    off += es[i]->request.num_bytes();
   }
+  copy(in);
   mark(kCopiedIn);
   ncclResult_t res = ncclSuccess;
   if (sp.shard > 0) {
@@ -156,7 +158,8 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
     }
   }
   mark(kReduced);
-  if (shard_bytes > 0) api.cudaMemcpyAsync(host, shard, shard_bytes, cudaMemcpyDeviceToHost, stream_);
+  if (shard_bytes > 0)
+    queued(cuda_status(api.cudaMemcpyAsync(host, shard, shard_bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
   mark(kDone);
   if (res != ncclSuccess) {
     sc.abort();
@@ -187,16 +190,12 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
 
   // 4. Within the host again: the shard back to the device, allgather, results out.
   mark(kStart);
-  if (shard_bytes > 0) api.cudaMemcpyAsync(shard, host, shard_bytes, cudaMemcpyHostToDevice, stream_);
+  if (shard_bytes > 0)
+    queued(cuda_status(api.cudaMemcpyAsync(shard, host, shard_bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync"));
   mark(kReady);
   if (sp.shard > 0) res = nc.ncclAllGather(shard, buf, sp.shard, red.type, h.local(), stream_);
   mark(kReduced);
-  off = 0;
-  for (size_t i = 0; i < es.size(); ++i) {
-    const int64_t bytes = es[i]->request.num_bytes();
-    if (bytes > 0) api.cudaMemcpyAsync(outs[i], buf + off, bytes, cudaMemcpyDeviceToDevice, stream_);
-    off += bytes;
-  }
+  copy(out);
   mark(kDone);
   if (res != ncclSuccess) {
     sc.abort();
