@@ -140,76 +140,31 @@ def test_declared_constants_match_the_real_headers():
         assert int(real[name], 0) == int(value, 0), name
 
 
-# What the wheels' cuda_runtime_api.h needs from crt/host_defines.h, which ships with the compiler,
-# not with the runtime: the qualifiers it puts on declarations, all empty for host code.
-HOST_DEFINES = """
-#define __host__
-#define __device__
-#define __device_builtin__
-#define __cudart_builtin__
-#define CUDARTAPI
-#define CUDART_CB
-#define __dv(v) = v
-#define __align__(n) __attribute__((aligned(n)))
-#define __builtin_align__(n) __attribute__((aligned(n)))
-#define __location__(a)
-#define __forceinline__ inline
-#define __inline__ inline
-"""
-
-ABI_CHECK = """
-#include <cstddef>
-#include "gpu/cuda_api.h"  // first: the real headers #define some of the names it declares
-#include <cuda_runtime_api.h>
-
-template <typename F> struct Sig;
-template <typename R, typename... A> struct Sig<R (*)(A...)> {
-  static constexpr size_t arity = sizeof...(A);
-  static constexpr size_t sizes[] = {sizeof(R), sizeof(A)...};
-};
-template <typename Ours, typename Real> constexpr bool same_abi() {
-  if (Sig<Ours>::arity != Sig<Real>::arity) return false;
-  for (size_t i = 0; i <= Sig<Ours>::arity; ++i)
-    if (Sig<Ours>::sizes[i] != Sig<Real>::sizes[i]) return false;
-  return true;
-}
-#define SAME(ours, real) static_assert(same_abi<decltype(ours), decltype(&::real)>(), #real);
-namespace ours = hvd::gpu;
-static_assert(sizeof(ours::cudaMemLocation) == sizeof(::cudaMemLocation));
-static_assert(sizeof(ours::cudaMemcpyAttributes) == sizeof(::cudaMemcpyAttributes));
-static_assert(offsetof(ours::cudaMemcpyAttributes, srcLocHint) == offsetof(::cudaMemcpyAttributes, srcLocHint));
-static_assert(offsetof(ours::cudaMemcpyAttributes, dstLocHint) == offsetof(::cudaMemcpyAttributes, dstLocHint));
-static_assert(offsetof(ours::cudaMemcpyAttributes, flags) == offsetof(::cudaMemcpyAttributes, flags));
-#if CUDART_VERSION >= 13000
-SAME(ours::MemcpyBatch13{}, cudaMemcpyBatchAsync)
-#elif CUDART_VERSION >= 12080
-SAME(ours::MemcpyBatch12{}, cudaMemcpyBatchAsync)
-#endif
-"""
+def _wheel_include_dirs() -> list:
+    """(CUDA runtime include folder, NCCL include folder) of each runtime wheel, when both carry headers."""
+    nccl = [Path(d).parent / "include" for d in gpu._wheel_lib_dirs("nccl")]
+    nccl = [d for d in nccl if (d / "nccl.h").exists()]
+    cuda = [Path(d).parent / "include" for d in gpu._wheel_lib_dirs("cuda_runtime", "cu13")]
+    return [(c, nccl[0]) for c in cuda if (c / "cuda_runtime_api.h").exists()] if nccl else []
 
 
-def _runtime_include_dirs() -> list:
-    return [Path(d).parent / "include" for d in gpu._wheel_lib_dirs("cuda_runtime", "cu13")
-            if (Path(d).parent / "include" / "cuda_runtime_api.h").exists()]
-
-
-@pytest.mark.skipif(not _runtime_include_dirs(), reason="no nvidia-cuda-runtime wheel with headers")
-def test_declared_functions_and_structs_match_the_real_runtime(tmp_path):
-    """Every CUDA runtime call the engine makes through its table takes the arguments the real
-    runtime declares (count and sizes), and the batch-copy structs have the real layout."""
-    (tmp_path / "crt").mkdir()
-    (tmp_path / "crt" / "host_defines.h").write_text(HOST_DEFINES)
-    api = (ROOT / "engine/src/gpu/cuda_api.h").read_text()
-    table = api[api.index("struct CudaApi {"):]
-    names = re.findall(r"\(\*(cuda[A-Za-z]+)\)\(", table)
-    assert len(names) > 20
-    checks = "".join(f"SAME(ours::CudaApi{{}}.{n}, {n})\n" for n in names)
-    source = tmp_path / "abi.cc"
-    source.write_text(ABI_CHECK + checks)
-    for include in _runtime_include_dirs():
-        res = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-w", f"-I{tmp_path}", f"-I{include}",
-                              f"-I{ROOT / 'engine/src'}", str(source)], capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0, f"{include}:\n{res.stderr[-3000:]}"
+@pytest.mark.skipif(not _wheel_include_dirs(), reason="no nvidia-cuda-runtime / nvidia-nccl wheels with headers")
+def test_declared_calls_and_structs_match_the_real_headers(tmp_path):
+    """Every CUDA runtime and NCCL call in the engine's tables takes the arguments the real headers
+    declare (count and sizes), and the structs it passes have the real layout (tests/gpu_abi)."""
+    calls = []
+    for header, table in (("cuda_api.h", "CudaApi"), ("nccl_api.h", "NcclApi")):
+        text = (ROOT / "engine/src/gpu" / header).read_text()
+        body = text[text.index(f"struct {table} {{"):]
+        calls += [f"SAME({table}, {name})" for name in re.findall(r"\(\*((?:cuda|nccl)[A-Za-z]+)\)\(", body)]
+    assert len(calls) > 35
+    (tmp_path / "calls.inc").write_text("\n".join(calls) + "\n")
+    for cuda, nccl in _wheel_include_dirs():
+        res = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-w", f"-I{tmp_path}",
+                              f"-I{ROOT / 'tests/gpu_abi/include'}", f"-I{cuda}", f"-I{nccl}",
+                              f"-I{ROOT / 'engine/src'}", str(ROOT / "tests/gpu_abi/abi_check.cc")],
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, f"{cuda}:\n{res.stderr[-3000:]}"
 
 
 @pytest.mark.skipif(not no_usable_gpu(), reason="a usable GPU is present")
