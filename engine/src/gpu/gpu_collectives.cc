@@ -148,7 +148,9 @@ void GpuCollectives::wait_for_producers(const std::vector<TensorEntry*>& es) {
                                      "waiting for the producer's stream (cudaStreamWaitEvent)"));
 }
 
-void GpuCollectives::mark(Mark m) { queued(cuda_status(rt_.cuda().cudaEventRecord(marks_[m], stream_), "cudaEventRecord")); }
+void GpuCollectives::mark(Mark m) {
+  queued(cuda_status(rt_.cuda().cudaEventRecord(marks_[m], stream_), "cudaEventRecord"));
+}
 
 void GpuCollectives::copy(const BatchedCopy& b) {
   const bool was = batch_copies_;
@@ -358,7 +360,8 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
         nc.ncclGroupStart();
         for (int i = 0; i < n && res == ncclSuccess; ++i) {
           char* dst = static_cast<char*>(outs[0]) + displs[i];
-          if (counts[i] > 0) res = nc.ncclBroadcast(i == me ? e0.input : dst, dst, counts[i], ncclInt8, i, comm, stream_);
+          const void* src = i == me ? e0.input : dst;
+          if (counts[i] > 0) res = nc.ncclBroadcast(src, dst, counts[i], ncclInt8, i, comm, stream_);
         }
         ncclResult_t end = nc.ncclGroupEnd();
         if (res == ncclSuccess) res = end;
@@ -384,7 +387,8 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
       for (int i = 0; i < n && res == ncclSuccess; ++i) {
         if (i == me) continue;
         if (send_counts[i] > 0) res = nc.ncclSend(in + send_displs[i], send_counts[i], ncclInt8, i, comm, stream_);
-        if (res == ncclSuccess && counts[i] > 0) res = nc.ncclRecv(out + displs[i], counts[i], ncclInt8, i, comm, stream_);
+        if (res == ncclSuccess && counts[i] > 0)
+          res = nc.ncclRecv(out + displs[i], counts[i], ncclInt8, i, comm, stream_);
       }
       ncclResult_t end = nc.ncclGroupEnd();
       if (res == ncclSuccess) res = end;

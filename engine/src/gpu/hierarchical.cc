@@ -159,7 +159,8 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
   }
   mark(kReduced);
   if (shard_bytes > 0)
-    queued(cuda_status(api.cudaMemcpyAsync(host, shard, shard_bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
+    queued(cuda_status(api.cudaMemcpyAsync(host, shard, shard_bytes, cudaMemcpyDeviceToHost, stream_),
+                       "cudaMemcpyAsync"));
   mark(kDone);
   if (res != ncclSuccess) {
     sc.abort();
@@ -191,7 +192,8 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
   // 4. Within the host again: the shard back to the device, allgather, results out.
   mark(kStart);
   if (shard_bytes > 0)
-    queued(cuda_status(api.cudaMemcpyAsync(shard, host, shard_bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync"));
+    queued(cuda_status(api.cudaMemcpyAsync(shard, host, shard_bytes, cudaMemcpyHostToDevice, stream_),
+                       "cudaMemcpyAsync"));
   mark(kReady);
   if (sp.shard > 0) res = nc.ncclAllGather(shard, buf, sp.shard, red.type, h.local(), stream_);
   mark(kReduced);
