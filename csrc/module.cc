@@ -179,6 +179,8 @@ NB_MODULE(_C, m) {
     return nb::make_tuple(out, dropped);
   }, "since"_a, "max"_a = 100000);
   m.def("metrics", [] { return metrics_dict(engine().metrics()); });
+  m.def("hold_queue", [] { engine().hold_queue(); });
+  m.def("release_queue", [] { engine().release_queue(); });
   jhvd::bind_gpu(m);
 #ifdef JHVD_WITH_MXNET
   jhvd::bind_mxnet(m);

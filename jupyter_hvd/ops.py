@@ -1,4 +1,5 @@
 """Collective operations on host arrays (numpy or DLPack), with Horovod's names and defaults."""
+import contextlib
 import itertools
 from collections import defaultdict
 import warnings
@@ -134,14 +135,25 @@ def _group_names(name: Optional[str], n: int) -> list:
     return [None] * n if name is None else [f"{name}.{i}" for i in range(n)]
 
 
+@contextlib.contextmanager
+def _together():
+    """The ops started inside reach the engine at once, so a group negotiates and fuses as one."""
+    _C.hold_queue()
+    try:
+        yield
+    finally:
+        _C.release_queue()
+
+
 def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
                             op: Optional[int] = None, prescale_factor: float = 1.0,
                             postscale_factor: float = 1.0,
                             process_set: ProcessSet = global_process_set) -> list:
-    """Start allreduces of several tensors at once, so the engine can fuse them."""
+    """Start allreduces of several tensors at once; they reach the engine together, so they fuse."""
     op = resolve_op(average, op)
-    return [allreduce_async(t, None, n, op, prescale_factor, postscale_factor, process_set)
-            for t, n in zip(tensors, _group_names(name, len(tensors)))]
+    with _together():
+        return [allreduce_async(t, None, n, op, prescale_factor, postscale_factor, process_set)
+                for t, n in zip(tensors, _group_names(name, len(tensors)))]
 
 
 def grouped_allreduce(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
@@ -157,8 +169,9 @@ def grouped_allreduce_(tensors: Sequence[np.ndarray], average: Optional[bool] = 
                        process_set: ProcessSet = global_process_set) -> list:
     """Allreduce a list of tensors in place."""
     op = resolve_op(average, op)
-    hs = [allreduce_async_(t, None, n, op, prescale_factor, postscale_factor, process_set)
-          for t, n in zip(tensors, _group_names(name, len(tensors)))]
+    with _together():
+        hs = [allreduce_async_(t, None, n, op, prescale_factor, postscale_factor, process_set)
+              for t, n in zip(tensors, _group_names(name, len(tensors)))]
     return [h.wait() for h in hs]
 
 
@@ -179,7 +192,8 @@ def allgather(tensor: Any, name: Optional[str] = None, process_set: ProcessSet =
 def grouped_allgather(tensors: Sequence[Any], name: Optional[str] = None,
                       process_set: ProcessSet = global_process_set) -> list:
     """Allgather a list of tensors."""
-    hs = [allgather_async(t, n, process_set) for t, n in zip(tensors, _group_names(name, len(tensors)))]
+    with _together():
+        hs = [allgather_async(t, n, process_set) for t, n in zip(tensors, _group_names(name, len(tensors)))]
     return [h.wait() for h in hs]
 
 
@@ -275,8 +289,9 @@ def grouped_reducescatter(tensors: Sequence[Any], op: Optional[int] = None, name
                           process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                           postscale_factor: float = 1.0) -> list:
     """Reducescatter a list of tensors."""
-    hs = [reducescatter_async(t, op, n, process_set, prescale_factor, postscale_factor)
-          for t, n in zip(tensors, _group_names(name, len(tensors)))]
+    with _together():
+        hs = [reducescatter_async(t, op, n, process_set, prescale_factor, postscale_factor)
+              for t, n in zip(tensors, _group_names(name, len(tensors)))]
     return [h.wait() for h in hs]
 
 

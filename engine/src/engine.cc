@@ -118,6 +118,19 @@ Engine::Engine(MPI_Comm comm, Config config)
 
 Engine::~Engine() { shutdown(); }
 
+void Engine::hold_queue() {
+  std::lock_guard<std::mutex> g(mu_);
+  ++queue_holds_;
+}
+
+void Engine::release_queue() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (queue_holds_ > 0) --queue_holds_;
+  }
+  cv_.notify_all();
+}
+
 std::shared_ptr<Handle> Engine::enqueue(TensorEntry e) {
   auto set = sets_.get(e.request.spec.process_set);
   if (!set) throw InvalidArgument("unknown process set id " + std::to_string(e.request.spec.process_set));
@@ -265,7 +278,7 @@ void Engine::loop() {
     Status requested;
     {
       std::lock_guard<std::mutex> g(mu_);
-      fresh.swap(queue_);
+      if (queue_holds_ == 0) fresh.swap(queue_);
       stop_now = stop_requested_ && state_ == State::Running;
       requested = stop_status_;
     }
@@ -294,7 +307,9 @@ void Engine::loop() {
     } else {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait_for(lk, std::chrono::microseconds(now - last_work < 50000 ? 100 : 1000),
-                   [this] { return !queue_.empty() || (stop_requested_ && state_ == State::Running); });
+                   [this] {
+                     return (!queue_.empty() && queue_holds_ == 0) || (stop_requested_ && state_ == State::Running);
+                   });
     }
   }
   forward_timeline();  // this rank's last events: into the file on rank 0

@@ -52,6 +52,10 @@ class Engine {
 
   // Queues an operation; the handle completes on the engine thread.
   std::shared_ptr<Handle> enqueue(TensorEntry entry);
+  // Between hold_queue() and its release_queue(), what is enqueued waits, and then reaches the
+  // engine thread at once: a group's tensors negotiate and fuse together. Holds nest.
+  void hold_queue();
+  void release_queue();
   // Stops every rank's engine: pending and later operations fail with `reason`.
   void abort(const std::string& reason);
   // Stops this engine (and, as in Horovod, the job's engines) and joins the thread.
@@ -105,6 +109,7 @@ class Engine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<TensorEntry> queue_;
+  int queue_holds_ = 0;
   std::unordered_set<std::string> live_names_;
   Status stop_status_;
   bool stop_requested_ = false;

@@ -1,5 +1,6 @@
 """Every collective x dtype x process set against a numpy reference, on all ranks at once."""
 import os
+import time
 
 import numpy as np
 import pytest
@@ -88,6 +89,19 @@ def test_allgather_varying_first_dim(sets, dtype):
         want = np.concatenate([data(r, dtype, (r % 3, 2, 3), si) for r in ps.ranks])
         assert got.shape == want.shape and got.dtype == dtype
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.skipif(int(os.environ.get("HOROVOD_FUSION_THRESHOLD", 1 << 27)) < 1024, reason="the group does not fit")
+def test_a_group_is_one_collective_however_the_ranks_are_timed():
+    """A group's tensors reach the engine at once, so they negotiate and run as one collective."""
+    xs = [np.full(3, i, np.float32) for i in range(20)]
+    for late in range(hvd.size()):
+        if hvd.rank() == late:
+            time.sleep(0.05)
+        before = hvd.metrics()["responses"]
+        got = hvd.grouped_allreduce(xs, op=hvd.Sum, name=f"together.{late}")
+        assert hvd.metrics()["responses"] - before == 1
+        np.testing.assert_array_equal(got[7], np.full(3, 7 * hvd.size(), np.float32))
 
 
 def test_grouped_allgather():
