@@ -4,8 +4,9 @@
 
 Prints a table per rank count and one JSON line per case. Cases: in-place allreduce of one
 float32 buffer from 4 B to 256 MiB (p50 latency, bus bandwidth = 2(n-1)/n * bytes / time),
-and a ResNet-50 step: the 299 parameter tensors of Gluon's resnet50_v1 (~102 MB), enqueued
-all at once and then waited, against raw MPI called tensor by tensor.
+a ResNet-50 step: the 299 parameter tensors of Gluon's resnet50_v1 (~102 MB), enqueued
+all at once and then waited, against raw MPI called tensor by tensor; and a step of 256 small
+(1 KiB) tensors, started one by one and as one grouped_allreduce_, against raw MPI the same way.
 """
 import argparse
 import json
@@ -82,6 +83,24 @@ def worker(quick: bool) -> None:
         for h in hs:
             h.wait()
 
+    small = [np.ones(256, dtype=np.float32) for _ in range(256)]
+    small_raw = [np.ones(256, dtype=np.float32) for _ in range(256)]
+
+    def mpi_small():
+        for x in small_raw:
+            comm.Allreduce(MPI.IN_PLACE, x, op=MPI.SUM)
+
+    def hvd_small_each():
+        for h in [hvd.allreduce_async_(x, op=hvd.Sum, name=f"small.{i}") for i, x in enumerate(small)]:
+            h.wait()
+
+    t = both(mpi_small, hvd_small_each, 2)
+    g = both(mpi_small, lambda: hvd.grouped_allreduce_(small, op=hvd.Sum, name="small.group"), 2)
+    if me == 0:
+        print(json.dumps({"case": "small_tensors_step", "np": n, "tensors": len(small), "mpi_ms": t["mpi"] * 1e3,
+                          "hvd_each_ms": t["hvd"] * 1e3, "hvd_grouped_ms": g["hvd"] * 1e3,
+                          "grouped_speedup_vs_mpi": g["mpi"] / g["hvd"]}), flush=True)
+
     t = both(mpi_step, hvd_step, 1)
     if me == 0:
         print(json.dumps({"case": "resnet50_step", "np": n, "tensors": len(shapes),
@@ -98,6 +117,10 @@ def table(rows: list) -> str:
             out.append(f"np={r['np']} {r['bytes']:>10} B   MPI {r['mpi_p50_us']:>10.1f} us {r['mpi_busbw_GBs']:6.2f} GB/s"
                        f"   jupyter_hvd {r['hvd_p50_us']:>10.1f} us {r['hvd_busbw_GBs']:6.2f} GB/s"
                        f"   time ratio {r['hvd_over_mpi_time']:.3f}")
+        elif r["case"] == "small_tensors_step":
+            out.append(f"np={r['np']} {r['tensors']} tensors of 1 KiB: MPI tensor-by-tensor {r['mpi_ms']:.2f} ms, "
+                       f"jupyter_hvd one by one {r['hvd_each_ms']:.2f} ms, grouped {r['hvd_grouped_ms']:.2f} ms, "
+                       f"grouped speedup {r['grouped_speedup_vs_mpi']:.2f}x")
         else:
             out.append(f"np={r['np']} ResNet-50 step ({r['tensors']} tensors, {r['bytes'] / 1e6:.0f} MB): "
                        f"MPI tensor-by-tensor {r['mpi_ms']:.1f} ms, jupyter_hvd {r['hvd_ms']:.1f} ms, "
