@@ -3,6 +3,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from . import _C
 from .gpu import DeviceArray, device_array
 
 
@@ -29,4 +30,4 @@ def as_array(tensor: Any, what: str) -> Union[np.ndarray, DeviceArray]:
 
 def address(arr: np.ndarray) -> int:
     """The address of the first element (0 for empty arrays)."""
-    return arr.__array_interface__["data"][0] if arr.size else 0
+    return _C.address(arr)
