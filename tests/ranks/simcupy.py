@@ -16,6 +16,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from jupyter_hvd.gpu import _c_strides
+
 _rt = ctypes.CDLL(os.environ["JUPYTER_HVD_CUDART_LIB"])
 _HOST_TO_DEVICE, _DEVICE_TO_HOST, _DEVICE_TO_DEVICE = 1, 2, 3
 _LEGACY_STREAM = 1  # the default stream, as __cuda_array_interface__ numbers it
@@ -175,14 +177,6 @@ class ndarray:
 
     def __float__(self) -> float:
         return float(asnumpy(self))
-
-
-def _c_strides(shape: tuple, itemsize: int) -> tuple:
-    strides, step = [], itemsize
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return tuple(reversed(strides))
 
 
 def empty(shape, dtype=np.float64) -> ndarray:
