@@ -65,7 +65,7 @@ def main() -> None:
     args = parse_args()
     hvd.init()
     mx.random.seed(args.seed + hvd.rank())
-    context = mx.gpu(hvd.local_rank()) if mx.context.num_gpus() else mx.cpu(hvd.local_rank())
+    context = mx.cpu(hvd.local_rank())  # jupyter_hvd.mxnet reduces NDArrays in host memory
 
     (x_train, y_train), (x_test, y_test) = load_shards(args.seed)
     train_data = mx.io.NDArrayIter(x_train, y_train, args.batch_size, shuffle=True)
