@@ -79,11 +79,12 @@ class Kernel:
         return reply["content"], "".join(chunks)
 
     def close(self) -> None:
-        """Stop the kernel if still running and kill anything it left behind."""
+        """Stop the kernel if still running, give what it started time to go (a killed kernel's job
+        is ended by its reaper), then kill anything left behind."""
         self.kc.stop_channels()
         if self.km.is_alive():
             self.km.shutdown_kernel(now=True)
-        for process in tagged(self.tag):
+        for process in wait_gone(self.tag, SHUTDOWN_LIMIT_S):
             process.kill()
 
 
@@ -170,9 +171,16 @@ def test_killed_kernel_leaves_no_rank_behind(kernel):
     assert reply["status"] == "ok", out
     started = tagged(kernel.tag)
     assert any(p.name() in ("mpiexec", "prterun") for p in started), describe(started)
+    shown = kernel.execute("get_ipython().magics_manager.registry['HvdMagics'].cluster._profile_dir")[1]
+    folder = shown.strip().strip("'")  # the job's folder: its ipyparallel profile and mpiexec's session files
+    assert os.path.isdir(folder), shown
 
     began = time.monotonic()
     kernel.km.shutdown_kernel(now=True)  # SIGKILL: the kernel's atexit cleanup never runs
     left = wait_gone(kernel.tag, SHUTDOWN_LIMIT_S)
     print(f"\nkilled kernel: {len(started)} processes gone {time.monotonic() - began:.2f}s later")
     assert not left, describe(left)
+    deadline = time.monotonic() + 10
+    while os.path.exists(folder) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(folder), "the job's folder outlived its killed kernel"

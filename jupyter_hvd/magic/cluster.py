@@ -172,9 +172,6 @@ class RankCluster:
             return []
         self.stopped = True
         atexit.unregister(self.stop)
-        if self._reaper is not None:
-            self._reaper.kill()
-            self._reaper.wait()
         processes = self._processes()
         if self._client is not None:
             self._client.close(linger=0)
@@ -188,6 +185,9 @@ class RankCluster:
             _kill(process)
         _, survivors = psutil.wait_procs(leftovers, timeout=5)
         shutil.rmtree(self._profile_dir, ignore_errors=True)
+        if self._reaper is not None:  # last: should the kernel be killed while stopping, it finishes the job
+            self._reaper.kill()
+            self._reaper.wait()
         return [p for p in survivors if alive(p)]
 
     # -- work on ranks ---------------------------------------------------------------------------
@@ -311,10 +311,10 @@ class RankCluster:
         ]
 
     def _start_reaper(self) -> None:
-        """Watch this kernel from a separate session: if it is killed, the job's processes go with it."""
+        """Watch this kernel from a separate session: if it is killed, the job's processes and folder go with it."""
         script = os.path.join(os.path.dirname(__file__), "reaper.py")
         self._reaper = subprocess.Popen(
-            [sys.executable, script, str(os.getpid()), *(str(p.pid) for p in self._roots())],
+            [sys.executable, script, str(os.getpid()), self._profile_dir, *(str(p.pid) for p in self._roots())],
             start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
 

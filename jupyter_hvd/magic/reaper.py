@@ -1,11 +1,13 @@
 """Kills a job's processes when the kernel that started them dies without cleaning up.
 
-``python reaper.py KERNEL_PID PID...`` runs in its own session, as a plain script so that it starts
-in milliseconds (it needs only psutil, not the engine). A kernel
-that exits normally stops its ranks itself (atexit); one that is killed cannot, and this
-watcher then kills the listed processes (the controller and mpiexec) with all their
-descendants, so no rank is orphaned. It exits as soon as the listed processes are gone.
+``python reaper.py KERNEL_PID FOLDER PID...`` runs in its own session, as a plain script so that it
+starts in milliseconds (it needs only psutil, not the engine). A kernel that exits normally stops
+its ranks itself (atexit); one that is killed cannot, and this watcher then kills the listed
+processes (the controller and mpiexec) with all their descendants, so no rank is orphaned, and
+removes the job's FOLDER (its ipyparallel profile and mpiexec's session files). It exits as soon
+as the listed processes are gone.
 """
+import shutil
 import sys
 import time
 
@@ -30,8 +32,9 @@ def descendants(process: psutil.Process) -> list[psutil.Process]:
         return []
 
 
-def watch(kernel_pid: int, pids: list[int]) -> None:
-    """Wait until the kernel dies (then kill the trees under ``pids``) or until ``pids`` are all gone."""
+def watch(kernel_pid: int, folder: str, pids: list[int]) -> None:
+    """Wait until the kernel dies (then kill the trees under ``pids`` and remove ``folder``) or until
+    ``pids`` are all gone."""
     watched = [psutil.Process(p) for p in pids if psutil.pid_exists(p)]
     try:
         kernel = psutil.Process(kernel_pid)
@@ -46,9 +49,10 @@ def watch(kernel_pid: int, pids: list[int]) -> None:
                 except psutil.Error:
                     pass
             psutil.wait_procs(doomed, timeout=5)
+            shutil.rmtree(folder, ignore_errors=True)
             return
         time.sleep(POLL_S)
 
 
 if __name__ == "__main__":
-    watch(int(sys.argv[1]), [int(p) for p in sys.argv[2:]])
+    watch(int(sys.argv[1]), sys.argv[2], [int(p) for p in sys.argv[3:]])
