@@ -1,11 +1,10 @@
 #include "gpu/gpu_collectives.h"
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "clock.h"
-#include <cstdio>
-
 #include "gpu/nccl_mapping.h"
 #include "gpu/ready_event.h"
 
