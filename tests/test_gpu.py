@@ -42,7 +42,6 @@ class Device:
     """How the rank processes of a test get their GPUs."""
 
     def __init__(self, kind: str):
-        self.kind = kind
         self.simulated = kind == "sim"
 
     def env(self, devices: int = 1, **extra: str) -> dict:
@@ -51,14 +50,16 @@ class Device:
         if self.simulated:
             env.update({var: os.path.join(SIM_DIR, lib) for var, lib in SIM_LIBS.items()})
             env.update(JUPYTER_HVD_TEST_SIM_GPU="1", JUPYTER_HVD_SIM_DEVICES=str(devices))
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(devices))  # what %%hvd pins by
-            return env
-        import cupy
+            ids = [str(i) for i in range(devices)]
+        else:
+            import cupy
 
-        have = cupy.cuda.runtime.getDeviceCount()
-        if have < devices:
-            pytest.skip(f"needs {devices} GPUs, {have} visible")
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(devices))
+            have = cupy.cuda.runtime.getDeviceCount()
+            if have < devices:
+                pytest.skip(f"needs {devices} GPUs, {have} visible")
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            ids = [d.strip() for d in visible.split(",")] if visible else [str(i) for i in range(have)]
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(ids[:devices])  # also what %%hvd pins ranks by
         return env
 
 
