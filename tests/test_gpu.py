@@ -120,6 +120,12 @@ def test_error_paths(gpu, np_, devices):
     run_rank_tests(np_, "rank_gpu_errors.py", timeout=300, env=gpu.env(devices))
 
 
+def test_an_abort_reaches_a_rank_waiting_inside_a_gpu_collective(gpu):
+    if not gpu.simulated:
+        pytest.skip("keeping a stream busy for seconds takes the simulator (simcupy.busy)")
+    run_rank_tests(2, "rank_gpu_abort.py", timeout=120, env=gpu.env(2))
+
+
 def test_timeline_has_the_gpu_phases(gpu, tmp_path):
     path = tmp_path / "timeline.json"
     script = tmp_path / "tl.py"

@@ -29,6 +29,12 @@ std::optional<Message> ControlChannel::poll() {
   return m;
 }
 
+bool ControlChannel::pending(int tag) const {
+  int flag = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, MPI_STATUS_IGNORE);
+  return flag != 0;
+}
+
 void ControlChannel::reap() {
   for (auto it = inflight_.begin(); it != inflight_.end();) {
     int done = 0;

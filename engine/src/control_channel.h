@@ -10,6 +10,8 @@
 
 namespace hvd {
 
+// kAbort and kShutdown carry the same stop notice; only an abort may cut short a collective
+// already running, and the tags let a waiting rank see one without taking it (pending).
 enum Tag : int { kRequests = 1, kResponses = 2, kAbort = 3, kTimeline = 4, kShutdown = 5 };
 
 struct Message {
@@ -27,6 +29,8 @@ class ControlChannel {
 
   void send(int dest, int tag, std::vector<char> bytes);
   std::optional<Message> poll();
+  // Whether a message with `tag` has arrived, left for poll() to take.
+  bool pending(int tag) const;
   // Frees the buffers of sends that have completed.
   void reap();
   bool idle() const { return inflight_.empty(); }

@@ -96,9 +96,14 @@ Engine::Engine(MPI_Comm comm, Config config)
   gpu_options.hierarchical = config_.hierarchical_allreduce;
   gpu_options.ranks_per_host = config_.test_ranks_per_host;
   gpu_options.batch_copies = config_.gpu_batch_copies;
+  // A GPU collective that is running is cut short by an abort, this rank's or a peer's notice (a
+  // peer that aborted its part would leave this one waiting forever), never by a shutdown.
   gpu_ = std::make_unique<gpu::GpuCollectives>(gpu::runtime(), gpu_options, [this] {
-    std::lock_guard<std::mutex> g(mu_);
-    return stop_requested_;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (stop_requested_ && stop_status_.code == Status::Code::Aborted) return true;
+    }
+    return channel_->pending(kAbort);
   });
   channel_ = std::make_unique<ControlChannel>(ctrl_);
   if (topo_.rank == 0) {
@@ -361,7 +366,8 @@ void Engine::dispatch(Message& m) {
       for (auto& r : decode_responses(m.bytes.data(), m.bytes.size())) exec_queue_.push_back(std::move(r));
       return;
     }
-    case kAbort: {
+    case kAbort:
+    case kShutdown: {
       Reader rd(m.bytes.data(), m.bytes.size());
       bool final = rd.get<uint8_t>();
       Status s;
@@ -478,15 +484,16 @@ void Engine::begin_stop(const Status& s) {
   int64_t now = now_us();
   record(Phase::Abort, s.message, s.code == Status::Code::Aborted ? "abort" : "shutdown", now, 0, now);
   forward_timeline();  // rank 0 may stop listening soon: send it this rank's last events now
+  const int tag = s.code == Status::Code::Aborted ? kAbort : kShutdown;
   if (coordinator_) {
     // Rank 0 has run every response it sent; this notice follows them on every channel.
-    for (int k = 1; k < topo_.size; ++k) channel_->send(k, kAbort, encode_stop(true, s));
+    for (int k = 1; k < topo_.size; ++k) channel_->send(k, tag, encode_stop(true, s));
     finish_stop();
     return;
   }
   if (s.origin_rank == topo_.rank)
     for (int k = 0; k < topo_.size; ++k)
-      if (k != topo_.rank) channel_->send(k, kAbort, encode_stop(false, s));
+      if (k != topo_.rank) channel_->send(k, tag, encode_stop(false, s));
   state_ = State::Draining;
   drain_deadline_us_ = now_us() + kDrainTimeoutUs;
 }

@@ -11,6 +11,7 @@ import ctypes
 import itertools
 import os
 import threading
+import time
 import traceback
 from typing import Any, Optional
 
@@ -177,6 +178,11 @@ class ndarray:
 
     def __float__(self) -> float:
         return float(asnumpy(self))
+
+
+def busy(seconds: float) -> None:
+    """Keeps the current stream busy for ``seconds``: the simulator's stand-in for a long kernel."""
+    _launch(lambda: time.sleep(seconds))
 
 
 def empty(shape, dtype=np.float64) -> ndarray:

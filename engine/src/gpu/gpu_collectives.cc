@@ -186,7 +186,7 @@ Status GpuCollectives::wait_done(Mark m, SetCommunicator* sc) {
       }
       if (abandoned_ && abandoned_()) {
         if (sc) sc->abort();
-        return Status::Error(Status::Code::Aborted, "the engine stopped while a GPU collective was running");
+        return Status::Error(Status::Code::Aborted, "an abort stopped this GPU collective while it ran");
       }
     }
     if (now - start < 2000) std::this_thread::yield();

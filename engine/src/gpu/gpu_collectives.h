@@ -25,7 +25,7 @@ class GpuCollectives {
   // A timeline span with its own op label (e.g. "nccl_allreduce") and end.
   using Span = std::function<void(Phase, const char* op, int64_t start_us, int64_t end_us)>;
 
-  // `abandoned` is polled while waiting on the GPU: true when the engine is stopping.
+  // `abandoned` is polled while waiting on the GPU: true when an abort must cut the op short.
   GpuCollectives(const Runtime& rt, CommOptions options, std::function<bool()> abandoned);
   ~GpuCollectives();
   GpuCollectives(const GpuCollectives&) = delete;
