@@ -159,6 +159,10 @@ void GpuCollectives::copy(const BatchedCopy& b) {
                  "GPU tensors are copied one by one from now on\n");
 }
 
+void GpuCollectives::copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (bytes > 0) queued(cuda_status(rt_.cuda().cudaMemcpyAsync(dst, src, bytes, kind, stream_), "cudaMemcpyAsync"));
+}
+
 void GpuCollectives::queued(Status s) {
   if (queue_error_.ok() && !s.ok()) queue_error_ = std::move(s);
 }
@@ -217,7 +221,6 @@ void* GpuCollectives::output_for(TensorEntry& e, size_t bytes, std::vector<int64
 
 Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es,
                                 SetCommunicator& sc, const Status& local, const Span& span) {
-  const CudaApi& api = rt_.cuda();
   const NcclApi& nc = rt_.nccl();
   const int n = static_cast<int>(c.set.ranks.size());
   const int me = c.set.rank_in_set(c.global_rank);
@@ -378,9 +381,7 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
     case OpType::Alltoall: {
       char* out = static_cast<char*>(outs[0]);
       const char* in = static_cast<const char*>(e0.input);
-      if (counts[me] > 0)
-        queued(cuda_status(api.cudaMemcpyAsync(out + displs[me], in + send_displs[me], counts[me],
-                                               cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync"));
+      copy(out + displs[me], in + send_displs[me], counts[me], cudaMemcpyDeviceToDevice);
       mark(kCopiedIn);
       nc.ncclGroupStart();
       for (int i = 0; i < n && res == ncclSuccess; ++i) {
@@ -399,9 +400,7 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
       if (copies) {
         res = reduce(e0.input, fusion_->data(), q.num_elements(), false);
         mark(kReduced);
-        if (counts[me] > 0)
-          queued(cuda_status(api.cudaMemcpyAsync(outs[0], fusion_->data() + displs[me], counts[me],
-                                                 cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync"));
+        copy(outs[0], fusion_->data() + displs[me], counts[me], cudaMemcpyDeviceToDevice);
       } else {
         res = reduce(e0.input, outs[0], counts[me] / static_cast<int64_t>(esz), true);
         mark(kReduced);

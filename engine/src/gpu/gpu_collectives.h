@@ -55,6 +55,7 @@ class GpuCollectives {
   void wait_for_producers(const std::vector<TensorEntry*>& es);
   void mark(Mark m);
   void copy(const BatchedCopy& b);
+  void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);  // nothing for 0 bytes
   void queued(Status s);
   Status wait_done(Mark m, SetCommunicator* sc);
   // Start time (engine clock) of `m`, given that `last` completed at `end_us`.

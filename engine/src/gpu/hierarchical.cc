@@ -106,7 +106,6 @@ HostHierarchy::~HostHierarchy() {
 Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es,
                                         SetCommunicator& sc, const NcclReduction& red, const Status& local,
                                         const Span& span) {
-  const CudaApi& api = rt_.cuda();
   const NcclApi& nc = rt_.nccl();
   const HostHierarchy& h = *sc.hierarchy();
   const size_t esz = dtype_size(r.spec.dtype);
@@ -158,9 +157,7 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
     }
   }
   mark(kReduced);
-  if (shard_bytes > 0)
-    queued(cuda_status(api.cudaMemcpyAsync(host, shard, shard_bytes, cudaMemcpyDeviceToHost, stream_),
-                       "cudaMemcpyAsync"));
+  copy(host, shard, shard_bytes, cudaMemcpyDeviceToHost);
   mark(kDone);
   if (res != ncclSuccess) {
     sc.abort();
@@ -191,9 +188,7 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
 
   // 4. Within the host again: the shard back to the device, allgather, results out.
   mark(kStart);
-  if (shard_bytes > 0)
-    queued(cuda_status(api.cudaMemcpyAsync(shard, host, shard_bytes, cudaMemcpyHostToDevice, stream_),
-                       "cudaMemcpyAsync"));
+  copy(shard, host, shard_bytes, cudaMemcpyHostToDevice);
   mark(kReady);
   if (sp.shard > 0) res = nc.ncclAllGather(shard, buf, sp.shard, red.type, h.local(), stream_);
   mark(kReduced);
