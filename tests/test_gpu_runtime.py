@@ -184,6 +184,12 @@ def test_native_device_enqueue_without_a_gpu_raises():
         _C.enqueue_device(0, "x", 6, [4], 0x7F0000000000, 0, 0, 0, -1, 1.0, 1.0, [], 0, None)
 
 
+@pytest.mark.skipif(not no_usable_gpu(), reason="a usable GPU is present")
+def test_choosing_a_device_without_a_gpu_says_why():
+    with pytest.raises(RuntimeError, match="CUDA is not usable here"):
+        gpu.use_device(0)
+
+
 class HostDLPack:
     """A host tensor that speaks DLPack (device type 1): stays on the host path."""
 

@@ -51,6 +51,12 @@ def test_host_and_gpu_tensors_under_one_name_are_a_mismatch():
     still_works()
 
 
+def test_a_device_out_of_range_is_refused():
+    with pytest.raises(RuntimeError, match="cannot use cuda:"):
+        hvd.gpu.use_device(cupy.cuda.runtime.getDeviceCount())
+    still_works()
+
+
 def test_a_second_device_on_one_rank_is_refused():
     if cupy.cuda.runtime.getDeviceCount() < 2:
         pytest.skip("needs two GPUs")
