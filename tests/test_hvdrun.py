@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from hvdrun_cli import PRINT_ENV, PRINT_RANK, clean_env, hvdrun_argv, rank_lines, run_hvdrun
 
+from jupyter_hvd.runner import child as child_process
 from jupyter_hvd.runner import hvdrun
 from jupyter_hvd.runner.launch import (
     SESSION_DIR_VAR,
@@ -25,16 +27,6 @@ from jupyter_hvd.runner.launch import (
 
 pytestmark = pytest.mark.timeout(120)
 
-REPO = Path(__file__).resolve().parents[1]
-RUN_TIMEOUT_S = 60
-PRINT_RANK = (
-    "import os; "
-    "print('rank', os.environ['OMPI_COMM_WORLD_RANK'], os.environ['OMPI_COMM_WORLD_SIZE'])"
-)
-PRINT_ENV = (
-    "import os, sys; names = sys.argv[1:]; "
-    "print(' '.join(f'{n}={os.environ.get(n, \"<unset>\")}' for n in names))"
-)
 FAIL_ON_RANK_1 = "import os, sys; sys.exit(3 if os.environ['OMPI_COMM_WORLD_RANK'] == '1' else 0)"
 IGNORE_SIGTERM = (
     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
@@ -46,36 +38,6 @@ SLEEP_WITH_PID = (
     "    f.write(f'{os.getpid()}\\n')\n"
     "time.sleep(60)\n"
 )
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """Environment for hvdrun: this repo importable, no run-as-root opt-in, plus extra."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_ALLOW_RUN_AS_ROOT")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    env.update(extra)
-    return env
-
-
-def hvdrun_argv(*args: str) -> list[str]:
-    """Command line that runs hvdrun from this checkout."""
-    return [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", *args]
-
-
-def run_hvdrun(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run hvdrun to completion and capture its output."""
-    return subprocess.run(
-        hvdrun_argv(*args),
-        env=env or clean_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-    )
-
-
-def rank_lines(stdout: str) -> list[str]:
-    """Sorted 'rank R S' lines from the ranks' output."""
-    return sorted(line for line in stdout.splitlines() if line.startswith("rank "))
 
 
 # --- launch module ----------------------------------------------------------------------
@@ -199,22 +161,6 @@ def test_oversubscribes_more_ranks_than_cores() -> None:
     assert len(rank_lines(result.stdout)) == np
 
 
-def test_flags_become_horovod_env(tmp_path: Path) -> None:
-    names = ["HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_TIMELINE",
-             "HOROVOD_STALL_CHECK_TIME_SECONDS"]
-    result = subprocess.run(
-        hvdrun_argv("-np", "2", "--fusion-threshold-mb", "1.5", "--cycle-time-ms", "3.5",
-                    "--timeline-filename", "tl.json", "--stall-check-seconds", "30",
-                    sys.executable, "-c", PRINT_ENV, *names),
-        env=clean_env(), cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
-        text=True, timeout=RUN_TIMEOUT_S,
-    )
-    assert result.returncode == 0, result.stderr
-    expected = (f"HOROVOD_FUSION_THRESHOLD={int(1.5 * 1024 * 1024)} HOROVOD_CYCLE_TIME=3.5 "
-                f"HOROVOD_TIMELINE={tmp_path / 'tl.json'} HOROVOD_STALL_CHECK_TIME_SECONDS=30")
-    assert result.stdout.splitlines() == [expected, expected]
-
-
 def test_x_forwards_and_sets_variables() -> None:
     env = clean_env(FORWARD_ME="from-env", HOROVOD_LOG_LEVEL="debug")
     result = run_hvdrun("-np", "2", "-x", "FORWARD_ME", "-x", "SET_ME=a=b", sys.executable, "-c",
@@ -318,11 +264,13 @@ def test_session_files_of_a_killed_mpiexec_do_not_stop_the_next_one() -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.parametrize("teed", [False, True], ids=["plain", "output-filename"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
-def test_signal_stops_every_rank(tmp_path: Path, signum: int) -> None:
+def test_signal_stops_every_rank(tmp_path: Path, signum: int, teed: bool) -> None:
     pid_file = tmp_path / "pids"
+    tee = ["--output-filename", str(tmp_path / "out")] if teed else []
     proc = subprocess.Popen(
-        hvdrun_argv("-np", "4", "-x", f"PID_FILE={pid_file}", sys.executable, "-c", SLEEP_WITH_PID),
+        hvdrun_argv("-np", "4", *tee, "-x", f"PID_FILE={pid_file}", sys.executable, "-c", SLEEP_WITH_PID),
         env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True,
     )
@@ -341,14 +289,14 @@ def test_signal_stops_every_rank(tmp_path: Path, signum: int) -> None:
 
 
 def test_child_ignoring_forwarded_signal_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hvdrun, "KILL_AFTER_S", 0.5)
+    monkeypatch.setattr(child_process, "KILL_AFTER_S", 0.5)
     child = subprocess.Popen(
         [sys.executable, "-c", IGNORE_SIGTERM],
         stdout=subprocess.PIPE, text=True,
     )
     with child:
         assert child.stdout.readline() == "ready\n"
-        with hvdrun.SignalForwarder(child) as forwarder:
+        with child_process.SignalForwarder(child) as forwarder:
             os.kill(os.getpid(), signal.SIGTERM)
             assert forwarder.wait() == -signal.SIGKILL
 

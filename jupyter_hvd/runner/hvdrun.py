@@ -5,19 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
+from jupyter_hvd.runner.child import wait_relaying
 from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command
 
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-KILL_AFTER_S = 10.0
-POLL_S = 0.1
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 127
 
@@ -51,9 +47,39 @@ def _number(value: float) -> str:
 FLAG_ENV: dict[str, tuple[str, Callable[..., str]]] = {
     "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", lambda mb: str(int(mb * 1024 * 1024))),
     "cycle_time_ms": ("HOROVOD_CYCLE_TIME", _number),
+    "cache_capacity": ("HOROVOD_CACHE_CAPACITY", str),
+    "disable_cache": ("HOROVOD_CACHE_CAPACITY", lambda _: "0"),
+    "hierarchical_allreduce": ("HOROVOD_HIERARCHICAL_ALLREDUCE", lambda on: "1" if on else "0"),
     "timeline_filename": ("HOROVOD_TIMELINE", os.path.abspath),
+    "no_stall_check": ("HOROVOD_STALL_CHECK_DISABLE", lambda _: "1"),
     "stall_check_seconds": ("HOROVOD_STALL_CHECK_TIME_SECONDS", str),
+    "stall_check_shutdown_seconds": ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", str),
 }
+
+# horovodrun options with no counterpart here, and what to do instead.
+UNSUPPORTED: dict[str, str] = {
+    "--autotune": "set --fusion-threshold-mb and --cycle-time-ms instead",
+    "--gloo": "hvdrun always runs the job on Open MPI",
+    "--jsrun": "hvdrun always runs the job on Open MPI's mpiexec",
+    "--hierarchical-allgather": "allgather is not hierarchical here; --hierarchical-allreduce is",
+    "--timeline-mark-cycles": "the timeline has no cycle markers",
+    "--num-nccl-streams": "the engine uses one NCCL stream per process set",
+    "--mpi-threads-disable": "the engine needs MPI_THREAD_MULTIPLE",
+    "--log-level": "the engine prints warnings and errors only",
+    "--config-file": "give the options on the command line",
+    "--start-timeout": "hvdrun runs no start-up checks of its own; mpiexec reports unreachable hosts",
+    "--min-np": "elastic training is not supported",
+    "--max-np": "elastic training is not supported",
+    "--host-discovery-script": "elastic training is not supported",
+}
+
+
+class _Unsupported(argparse.Action):
+    """A horovodrun option hvdrun refuses with the reason (its const) rather than 'unrecognized'."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        parser.error(f"{option_string} is a horovodrun option that hvdrun does not support: {self.const}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,26 +89,67 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run COMMAND on NP ranks under mpiexec, Horovod style.",
         allow_abbrev=False,
     )
-    parser.add_argument("-np", "--num-proc", dest="np", type=_at_least(1, int), required=True,
-                        help="number of ranks to start")
+    parser.add_argument("-np", "--num-proc", dest="np", type=_at_least(1, int),
+                        help="number of ranks to start (required unless --check-build)")
+    parser.add_argument("-cb", "--check-build", action="store_true",
+                        help="show which frameworks, controllers and tensor operations are available, then exit")
     placement = parser.add_mutually_exclusive_group()
     placement.add_argument("-H", "--hosts", help="hosts and slots, e.g. host1:4,host2:4")
     placement.add_argument("--hostfile", help="Open MPI hostfile listing hosts and slots")
+    parser.add_argument("-p", "--ssh-port", type=_at_least(1, int), metavar="PORT",
+                        help="SSH port of the other hosts")
+    parser.add_argument("-i", "--ssh-identity-file", metavar="FILE", help="SSH key for the other hosts")
+    parser.add_argument("--network-interface", metavar="IFACES",
+                        help="comma-separated network interfaces for MPI, Open MPI's launch and NCCL")
+    parser.add_argument("--output-filename", metavar="DIR",
+                        help="also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr")
+    parser.add_argument("--mpi-args", metavar="ARGS", help='extra mpiexec options, e.g. --mpi-args="--map-by core"')
+    parser.add_argument("--mpi", action="store_true", help="accepted for horovodrun scripts; the job always uses MPI")
     parser.add_argument("--fusion-threshold-mb", type=_at_least(0, float), metavar="MB",
                         help="tensor fusion buffer size (HOROVOD_FUSION_THRESHOLD)")
     parser.add_argument("--cycle-time-ms", type=_at_least(0, float), metavar="MS",
                         help="background cycle time (HOROVOD_CYCLE_TIME)")
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument("--cache-capacity", type=_at_least(0, int), metavar="N",
+                       help="response cache entries (HOROVOD_CACHE_CAPACITY)")
+    cache.add_argument("--disable-cache", action="store_const", const=True,
+                       help="no response cache (HOROVOD_CACHE_CAPACITY=0)")
+    parser.add_argument("--hierarchical-allreduce", action=argparse.BooleanOptionalAction,
+                        help="GPU allreduce: NCCL within a host, MPI across hosts (HOROVOD_HIERARCHICAL_ALLREDUCE)")
     parser.add_argument("--timeline-filename", metavar="PATH",
                         help="write a timeline to PATH (HOROVOD_TIMELINE)")
-    parser.add_argument("--stall-check-seconds", type=_at_least(0, int), metavar="S",
-                        help="warn about stalled ranks after S seconds "
-                             "(HOROVOD_STALL_CHECK_TIME_SECONDS)")
+    stall = parser.add_mutually_exclusive_group()
+    stall.add_argument("--no-stall-check", action="store_const", const=True,
+                       help="no warnings about stalled ranks (HOROVOD_STALL_CHECK_DISABLE)")
+    stall.add_argument("--stall-check-warning-time-seconds", "--stall-check-seconds", dest="stall_check_seconds",
+                       type=_at_least(0, int), metavar="S",
+                       help="warn about stalled ranks after S seconds (HOROVOD_STALL_CHECK_TIME_SECONDS)")
+    parser.add_argument("--stall-check-shutdown-time-seconds", dest="stall_check_shutdown_seconds",
+                        type=_at_least(0, int), metavar="S",
+                        help="stop the job when a rank has stalled S seconds (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS)")
     parser.add_argument("-x", dest="export", action="append", default=[], metavar="VAR[=VALUE]",
                         help="pass VAR to the ranks, optionally setting it; repeatable")
     parser.add_argument("--verbose", action="store_true", help="print the mpiexec command line")
+    for flag, reason in UNSUPPORTED.items():
+        parser.add_argument(flag, nargs="?", const=reason, action=_Unsupported, help=argparse.SUPPRESS)
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="program and arguments each rank runs ('--' may precede it)")
     return parser
+
+
+def mpiexec_options(args: argparse.Namespace) -> list[str]:
+    """mpiexec options from hvdrun's SSH, network, output and --mpi-args flags."""
+    opts = []
+    ssh = [*(["-p", str(args.ssh_port)] if args.ssh_port else []),
+           *(["-i", args.ssh_identity_file] if args.ssh_identity_file else [])]
+    if ssh:
+        opts += ["--prtemca", "plm_ssh_args", shlex.join(ssh)]
+    if args.network_interface:
+        opts += ["--mca", "btl_tcp_if_include", args.network_interface,
+                 "--prtemca", "prte_if_include", args.network_interface]
+    if args.mpi_args:
+        opts += shlex.split(args.mpi_args)
+    return opts
 
 
 def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_dir: str | None = None) -> LaunchSpec:
@@ -92,6 +159,8 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
         value = getattr(args, flag)
         if value is not None:
             env[name] = render(value)
+    if args.network_interface:
+        env["NCCL_SOCKET_IFNAME"] = args.network_interface
     forward = default_forward(environ)
     for item in args.export:
         name, assigned, value = item.partition("=")
@@ -102,58 +171,33 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
         else:
             forward.append(name)
     return LaunchSpec(
-        np=args.np, hosts=args.hosts, hostfile=args.hostfile, env=env, forward=forward, session_dir=session_dir
+        np=args.np, hosts=args.hosts, hostfile=args.hostfile, env=env, forward=forward, session_dir=session_dir,
+        mpi_args=mpiexec_options(args),
     )
-
-
-class SignalForwarder:
-    """Pass SIGINT, SIGTERM and SIGHUP on to a child; kill it if it lingers after one."""
-
-    def __init__(self, proc: subprocess.Popen) -> None:
-        self.proc = proc
-        self.deadline: float | None = None
-        self._previous: dict[int, object] = {}
-
-    def __enter__(self) -> SignalForwarder:
-        for signum in FORWARDED_SIGNALS:
-            self._previous[signum] = signal.signal(signum, self._forward)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def _forward(self, signum: int, _frame: object) -> None:
-        """Relay signum to the child and start the grace period before a hard kill."""
-        self.proc.send_signal(signum)
-        if self.deadline is None:
-            self.deadline = time.monotonic() + KILL_AFTER_S
-
-    def wait(self) -> int:
-        """Wait for the child, killing it once the grace period after a forwarded signal ends."""
-        while True:
-            try:
-                return self.proc.wait(timeout=POLL_S)
-            except subprocess.TimeoutExpired:
-                if self.deadline is not None and time.monotonic() >= self.deadline:
-                    self.proc.kill()
 
 
 def run(cmd: list[str], env: dict[str, str]) -> int:
     """Run mpiexec, relaying signals; return its exit code, or 128+signum if a signal killed it."""
-    proc = subprocess.Popen(cmd, env=env)
-    with SignalForwarder(proc) as forwarder:
-        code = forwarder.wait()
-    return code if code >= 0 else 128 - code
+    return wait_relaying(subprocess.Popen(cmd, env=env))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the hvdrun command; returns the exit status of the job."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.check_build:
+        from jupyter_hvd.runner.check_build import report
+
+        print(report())
+        return 0
+    if args.np is None:
+        parser.error("the following arguments are required: -np/--num-proc")
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
+    if args.output_filename:
+        command = [sys.executable, "-m", "jupyter_hvd.runner.rank_output", os.path.abspath(args.output_filename),
+                   *command]
     with tempfile.TemporaryDirectory(prefix="jhvd.") as session_dir:
         try:
             cmd, env = mpiexec_command(launch_spec(args, os.environ, session_dir), command)

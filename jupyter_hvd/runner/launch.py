@@ -34,6 +34,7 @@ class LaunchSpec:
     env: dict[str, str] = field(default_factory=dict)
     forward: list[str] = field(default_factory=list)
     session_dir: str | None = None  # a folder for mpiexec's session files, unless the user set SESSION_DIR_VAR
+    mpi_args: list[str] = field(default_factory=list)  # more mpiexec options, after the placement
 
 
 def find_mpiexec() -> str:
@@ -82,7 +83,7 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
     if spec.session_dir:
         env.setdefault(SESSION_DIR_VAR, spec.session_dir)
     cmd = [find_mpiexec(), "-np", str(spec.np), "--bind-to", "none", "--oversubscribe"]
-    cmd += _host_args(spec)
+    cmd += _host_args(spec) + spec.mpi_args
     for name in dict.fromkeys([*spec.env, *spec.forward]):
         if name in env:
             cmd += ["-x", name]

@@ -1,0 +1,66 @@
+"""One rank of ``hvdrun --output-filename DIR``: run its command, and copy what it prints both to the
+console (through mpiexec, as without the flag) and to DIR/rank.<N>/stdout and DIR/rank.<N>/stderr.
+
+    python -m jupyter_hvd.runner.rank_output DIR COMMAND...
+
+N is the rank in MPI_COMM_WORLD, zero-padded so the folders sort in rank order (Horovod's layout).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import BinaryIO
+
+from jupyter_hvd.runner.child import wait_relaying
+
+CHUNK = 1 << 16
+
+
+def rank_folder(root: str, environ: dict[str, str] | os._Environ) -> Path:
+    """DIR/rank.<N> for the rank mpiexec started this process as."""
+    rank = int(environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    width = len(str(max(int(environ.get("OMPI_COMM_WORLD_SIZE", "1")) - 1, 0)))
+    return Path(root) / f"rank.{rank:0{width}d}"
+
+
+def _copy(source: BinaryIO, console: BinaryIO, path: Path) -> threading.Thread:
+    """Copy source to console and to a new file at path, chunk by chunk, as the child writes."""
+
+    def pump() -> None:
+        with path.open("wb", buffering=0) as log:
+            while chunk := os.read(source.fileno(), CHUNK):
+                log.write(chunk)
+                console.write(chunk)
+                console.flush()
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    return thread
+
+
+def main(argv: list[str]) -> int:
+    """Run argv[1:] as this rank with its output teed under argv[0]; its exit status."""
+    if len(argv) < 2:
+        print("usage: python -m jupyter_hvd.runner.rank_output DIR COMMAND...", file=sys.stderr)
+        return 2
+    folder = rank_folder(argv[0], os.environ)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.Popen(argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        print(f"hvdrun: cannot run {argv[1]!r}: {exc}", file=sys.stderr)
+        return 127
+    pumps = [_copy(proc.stdout, sys.stdout.buffer, folder / "stdout"),
+             _copy(proc.stderr, sys.stderr.buffer, folder / "stderr")]
+    code = wait_relaying(proc)
+    for pump in pumps:
+        pump.join()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

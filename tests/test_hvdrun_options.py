@@ -1,0 +1,178 @@
+"""hvdrun's horovodrun options: engine settings, mpiexec options, per-rank output files, --check-build."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hvdrun_cli import PRINT_ENV, RUN_TIMEOUT_S, clean_env, hvdrun_argv, rank_lines, run_hvdrun
+
+from jupyter_hvd.runner import hvdrun
+from jupyter_hvd.runner.rank_output import rank_folder
+
+pytestmark = pytest.mark.timeout(120)
+
+ENGINE_VARS = ["HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_CACHE_CAPACITY",
+               "HOROVOD_HIERARCHICAL_ALLREDUCE", "HOROVOD_TIMELINE", "HOROVOD_STALL_CHECK_DISABLE",
+               "HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"]
+CACHE_USE = (
+    "import jupyter_hvd as hvd, numpy as np\n"
+    "hvd.init()\n"
+    "for _ in range(5):\n"
+    "    hvd.allreduce(np.ones(4, np.float32), name='same')\n"
+    "m = hvd.metrics()\n"
+    "print('requests', hvd.rank(), m['cached_requests'], m['full_requests'])\n"
+    "hvd.shutdown()\n"
+)
+TEE = "import os, sys; r = os.environ['OMPI_COMM_WORLD_RANK']; print('out', r); print('err', r, file=sys.stderr)"
+
+
+def env_of_ranks(tmp_path: Path, *flags: str) -> str:
+    """The engine variables each of 2 ranks sees under hvdrun with flags (one line, the same on both)."""
+    result = subprocess.run(hvdrun_argv("-np", "2", *flags, sys.executable, "-c", PRINT_ENV, *ENGINE_VARS),
+                            env=clean_env(), cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                            text=True, timeout=RUN_TIMEOUT_S)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and lines[0] == lines[1], result.stdout
+    return lines[0]
+
+
+def test_engine_flags_become_horovod_env(tmp_path: Path) -> None:
+    seen = env_of_ranks(tmp_path, "--fusion-threshold-mb", "1.5", "--cycle-time-ms", "3.5", "--cache-capacity", "64",
+                        "--hierarchical-allreduce", "--timeline-filename", "tl.json",
+                        "--stall-check-warning-time-seconds", "30", "--stall-check-shutdown-time-seconds", "90")
+    assert seen == (f"HOROVOD_FUSION_THRESHOLD={int(1.5 * 1024 * 1024)} HOROVOD_CYCLE_TIME=3.5 "
+                    f"HOROVOD_CACHE_CAPACITY=64 HOROVOD_HIERARCHICAL_ALLREDUCE=1 "
+                    f"HOROVOD_TIMELINE={tmp_path / 'tl.json'} HOROVOD_STALL_CHECK_DISABLE=<unset> "
+                    f"HOROVOD_STALL_CHECK_TIME_SECONDS=30 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=90")
+
+
+def test_switch_flags_turn_engine_features_off(tmp_path: Path) -> None:
+    seen = env_of_ranks(tmp_path, "--disable-cache", "--no-hierarchical-allreduce", "--no-stall-check")
+    assert "HOROVOD_CACHE_CAPACITY=0 HOROVOD_HIERARCHICAL_ALLREDUCE=0" in seen
+    assert "HOROVOD_STALL_CHECK_DISABLE=1" in seen
+
+
+def test_our_older_stall_flag_name_still_works(tmp_path: Path) -> None:
+    assert "HOROVOD_STALL_CHECK_TIME_SECONDS=12 " in env_of_ranks(tmp_path, "--stall-check-seconds", "12")
+
+
+@pytest.mark.parametrize(("flags", "cached"), [([], True), (["--disable-cache"], False)], ids=["cache", "no-cache"])
+def test_disable_cache_reaches_the_engine(flags: list[str], cached: bool) -> None:
+    """Repeated ops of one name go by cache id on rank 1, unless the cache is off: then every request is full."""
+    result = run_hvdrun("-np", "2", *flags, sys.executable, "-c", CACHE_USE)
+    assert result.returncode == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("requests 1 "))
+    cached_requests, full_requests = map(int, line.split()[2:])
+    assert (cached_requests > 0) == cached
+    assert full_requests == (1 if cached else 5)
+
+
+def parse(*argv: str):
+    return hvdrun.build_parser().parse_args([*argv, "prog"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "options"),
+    [
+        ([], []),
+        (["-p", "2222"], ["--prtemca", "plm_ssh_args", "-p 2222"]),
+        (["-p", "2222", "-i", "/keys/id rsa"], ["--prtemca", "plm_ssh_args", "-p 2222 -i '/keys/id rsa'"]),
+        (["--network-interface", "eth1,ib0"],
+         ["--mca", "btl_tcp_if_include", "eth1,ib0", "--prtemca", "prte_if_include", "eth1,ib0"]),
+        (["--mpi-args=--map-by ppr:2:node --report-bindings"], ["--map-by", "ppr:2:node", "--report-bindings"]),
+    ],
+)
+def test_mpiexec_options(argv: list[str], options: list[str]) -> None:
+    assert hvdrun.mpiexec_options(parse("-np", "2", *argv)) == options
+
+
+def test_network_interface_also_names_ncclsocket() -> None:
+    spec = hvdrun.launch_spec(parse("-np", "2", "--network-interface", "eth1"), {})
+    assert spec.env["NCCL_SOCKET_IFNAME"] == "eth1"
+    assert spec.mpi_args[:3] == ["--mca", "btl_tcp_if_include", "eth1"]
+
+
+def default_route_interface() -> str | None:
+    """The interface of this host's default route (an up, addressed one), from /proc/net/route."""
+    try:
+        rows = [line.split() for line in Path("/proc/net/route").read_text().splitlines()[1:]]
+    except OSError:
+        return None
+    return next((row[0] for row in rows if len(row) > 1 and row[1] == "00000000"), None)
+
+
+def test_mpiexec_options_are_accepted_by_mpiexec() -> None:
+    """The generated options run a real job (one host, so SSH is not used, but mpiexec must take them)."""
+    nic = default_route_interface()
+    if nic is None:
+        pytest.skip("no default route, so no interface Open MPI is sure to accept")
+    result = run_hvdrun("-np", "2", "-p", "2222", "-i", "/nonexistent/key", "--network-interface", nic,
+                        "--mpi-args=--map-by slot", "--mpi", sys.executable, "-c", "import os; print('rank', "
+                        "os.environ['OMPI_COMM_WORLD_RANK'], os.environ['NCCL_SOCKET_IFNAME'])")
+    assert result.returncode == 0, result.stderr
+    assert rank_lines(result.stdout) == [f"rank 0 {nic}", f"rank 1 {nic}"]
+
+
+def test_output_filename_writes_each_rank_and_still_prints(tmp_path: Path) -> None:
+    result = run_hvdrun("-np", "3", "--output-filename", str(tmp_path / "logs"), sys.executable, "-c", TEE)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.split("\n")[:-1]) == ["out 0", "out 1", "out 2"]
+    assert sorted(line for line in result.stderr.splitlines() if line.startswith("err")) == ["err 0", "err 1", "err 2"]
+    for r in range(3):
+        assert (tmp_path / "logs" / f"rank.{r}" / "stdout").read_text() == f"out {r}\n"
+        assert (tmp_path / "logs" / f"rank.{r}" / "stderr").read_text() == f"err {r}\n"
+
+
+def test_output_filename_keeps_a_failing_rank_exit_code(tmp_path: Path) -> None:
+    fail = "import os, sys; print('bye'); sys.exit(3 if os.environ['OMPI_COMM_WORLD_RANK'] == '1' else 0)"
+    result = run_hvdrun("-np", "2", "--output-filename", str(tmp_path), sys.executable, "-c", fail)
+    assert result.returncode == 3
+    assert (tmp_path / "rank.1" / "stdout").read_text() == "bye\n"
+
+
+def test_output_filename_reports_a_missing_program(tmp_path: Path) -> None:
+    result = run_hvdrun("-np", "1", "--output-filename", str(tmp_path), "no-such-program-xyz")
+    assert result.returncode == 127
+    assert "cannot run 'no-such-program-xyz'" in result.stderr
+
+
+@pytest.mark.parametrize(("rank", "size", "name"), [("0", "1", "rank.0"), ("3", "12", "rank.03"),
+                                                    ("11", "12", "rank.11"), ("7", "100", "rank.07"),
+                                                    ("7", "101", "rank.007")])
+def test_rank_folders_sort_in_rank_order(rank: str, size: str, name: str) -> None:
+    env = {"OMPI_COMM_WORLD_RANK": rank, "OMPI_COMM_WORLD_SIZE": size}
+    assert rank_folder("/logs", env) == Path("/logs", name)
+
+
+def test_check_build_lists_what_is_available() -> None:
+    result = run_hvdrun("--check-build")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "[X] MPI: mpiexec (Open MPI)" in out and "[ ] Gloo" in out
+    has_mxnet = importlib.util.find_spec("mxnet") is not None
+    assert ("[X] MXNet" if has_mxnet else "[ ] MXNet (jupyter_hvd.mxnet): not installed") in out
+    from jupyter_hvd import nccl_built
+    assert ("[X] NCCL" if nccl_built() else "[ ] NCCL: ") in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--autotune", sys.executable], "--autotune is a horovodrun option that hvdrun does not support: set"),
+        (["--gloo", sys.executable], "always runs the job on Open MPI"),
+        (["--log-level", "INFO", sys.executable], "--log-level is a horovodrun option"),
+        (["--cache-capacity", "8", "--disable-cache", sys.executable], "not allowed with"),
+        (["--no-stall-check", "--stall-check-warning-time-seconds", "5", sys.executable], "not allowed with"),
+        (["-p", "0", sys.executable], "must be >= 1"),
+    ],
+)
+def test_unsupported_or_conflicting_options_exit_2_with_one_line(args: list[str], message: str) -> None:
+    result = run_hvdrun("-np", "2", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("hvdrun: error:")
