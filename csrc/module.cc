@@ -72,6 +72,10 @@ nb::dict metrics_dict(const hvd::Metrics& m) {
   d["full_requests"] = m.full_requests.load();
   d["errors"] = m.errors.load();
   d["stalls"] = m.stalls.load();
+  d["fusion_threshold"] = m.fusion_threshold.load();
+  d["cycle_time_ms"] = m.cycle_time_us.load() / 1000.0;
+  d["autotuning"] = m.autotuning.load();
+  d["autotune_settings"] = m.autotune_settings.load();
   return d;
 }
 

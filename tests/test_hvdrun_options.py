@@ -18,6 +18,9 @@ pytestmark = pytest.mark.timeout(120)
 ENGINE_VARS = ["HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_CACHE_CAPACITY",
                "HOROVOD_HIERARCHICAL_ALLREDUCE", "HOROVOD_TIMELINE", "HOROVOD_STALL_CHECK_DISABLE",
                "HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"]
+AUTOTUNE_VARS = ["HOROVOD_AUTOTUNE", "HOROVOD_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES",
+                 "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
+                 "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"]
 CACHE_USE = (
     "import jupyter_hvd as hvd, numpy as np\n"
     "hvd.init()\n"
@@ -30,9 +33,9 @@ CACHE_USE = (
 TEE = "import os, sys; r = os.environ['OMPI_COMM_WORLD_RANK']; print('out', r); print('err', r, file=sys.stderr)"
 
 
-def env_of_ranks(tmp_path: Path, *flags: str) -> str:
-    """The engine variables each of 2 ranks sees under hvdrun with flags (one line, the same on both)."""
-    result = subprocess.run(hvdrun_argv("-np", "2", *flags, sys.executable, "-c", PRINT_ENV, *ENGINE_VARS),
+def env_of_ranks(tmp_path: Path, *flags: str, names: list[str] = ENGINE_VARS) -> str:
+    """The variables each of 2 ranks sees under hvdrun with flags (one line, the same on both)."""
+    result = subprocess.run(hvdrun_argv("-np", "2", *flags, sys.executable, "-c", PRINT_ENV, *names),
                             env=clean_env(), cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
                             text=True, timeout=RUN_TIMEOUT_S)
     assert result.returncode == 0, result.stderr
@@ -55,6 +58,15 @@ def test_switch_flags_turn_engine_features_off(tmp_path: Path) -> None:
     seen = env_of_ranks(tmp_path, "--disable-cache", "--no-hierarchical-allreduce", "--no-stall-check")
     assert "HOROVOD_CACHE_CAPACITY=0 HOROVOD_HIERARCHICAL_ALLREDUCE=0" in seen
     assert "HOROVOD_STALL_CHECK_DISABLE=1" in seen
+
+
+def test_autotune_flags_become_horovod_env(tmp_path: Path) -> None:
+    seen = env_of_ranks(tmp_path, "--autotune", "--autotune-log-file", "tune.csv", "--autotune-warmup-samples", "0",
+                        "--autotune-steps-per-sample", "4", "--autotune-bayes-opt-max-samples", "7",
+                        "--autotune-gaussian-process-noise", "0.5", names=AUTOTUNE_VARS)
+    assert seen == (f"HOROVOD_AUTOTUNE=1 HOROVOD_AUTOTUNE_LOG={tmp_path / 'tune.csv'} "
+                    "HOROVOD_AUTOTUNE_WARMUP_SAMPLES=0 HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=4 "
+                    "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=7 HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE=0.5")
 
 
 def test_our_older_stall_flag_name_still_works(tmp_path: Path) -> None:
@@ -163,7 +175,8 @@ def test_check_build_lists_what_is_available() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--autotune", sys.executable], "--autotune is a horovodrun option that hvdrun does not support: set"),
+        (["--timeline-mark-cycles", sys.executable], "--timeline-mark-cycles is a horovodrun option that hvdrun "
+                                                     "does not support: the timeline has no cycle markers"),
         (["--gloo", sys.executable], "always runs the job on Open MPI"),
         (["--log-level", "INFO", sys.executable], "--log-level is a horovodrun option"),
         (["--cache-capacity", "8", "--disable-cache", sys.executable], "not allowed with"),

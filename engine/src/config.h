@@ -6,6 +6,17 @@
 
 namespace hvd {
 
+struct AutotuneOptions {
+  bool enabled = false;       // HOROVOD_AUTOTUNE=1
+  int warmup_samples = 3;     // HOROVOD_AUTOTUNE_WARMUP_SAMPLES: measurements dropped at the start
+  int steps_per_sample = 10;  // HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE: training steps in one sample
+  int max_samples = 20;       // HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES: settings tried
+  double noise = 0.8;         // HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE
+  std::string log_path;       // HOROVOD_AUTOTUNE_LOG: a CSV row per setting tried, then the best
+  bool fusion_fixed = false;  // HOROVOD_FUSION_THRESHOLD was set: keep it
+  bool cycle_fixed = false;   // HOROVOD_CYCLE_TIME was set: keep it
+};
+
 struct Config {
   int64_t fusion_threshold = 128 << 20;  // HOROVOD_FUSION_THRESHOLD, bytes; 0 disables fusion
   int64_t fusion_max_tensor = 64 << 10;  // JUPYTER_HVD_FUSION_MAX_TENSOR: larger ones run in place
@@ -20,6 +31,7 @@ struct Config {
   bool gpu_staging = false;             // JUPYTER_HVD_GPU_STAGING=1: GPU tensors via host memory and MPI
   bool hierarchical_allreduce = false;  // HOROVOD_HIERARCHICAL_ALLREDUCE=1: GPU allreduce NCCL in, MPI across hosts
   bool gpu_batch_copies = true;         // JUPYTER_HVD_GPU_BATCH_COPIES=0: GPU fusion copies one by one
+  AutotuneOptions autotune;             // HOROVOD_AUTOTUNE*: rank 0 tunes fusion_threshold and cycle_time_ms
   int test_ranks_per_host = 0;          // JUPYTER_HVD_TEST_RANKS_PER_HOST: tests treat k consecutive ranks as a host
 
   static Config from_env();

@@ -36,6 +36,7 @@ class Coordinator {
   std::vector<StallReport> stalled(int64_t now_us, int64_t after_us);
   size_t pending() const { return pending_.size(); }
   int64_t oldest_ready_us() const { return oldest_ready_us_; }
+  void set_fusion_threshold(int64_t bytes) { fusion_threshold_ = bytes; }
 
  private:
   struct Pending {

@@ -113,7 +113,13 @@ Engine::Engine(MPI_Comm comm, Config config)
     };
     coordinator_ = std::make_unique<Coordinator>(members, config_.fusion_threshold, config_.fusion_max_tensor,
                                                  config_.cache_capacity);
+    if (config_.autotune.enabled)
+      tuner_ = std::make_unique<Autotuner>(config_.autotune,
+                                           TunedParams{config_.fusion_threshold, config_.cycle_time_ms},
+                                           config_.hierarchical_allreduce);
+    metrics_.autotuning = tuner_ && tuner_->tuning();
   }
+  apply({config_.fusion_threshold, config_.cycle_time_ms});
   // A common time origin for the trace: rank 0's clock, shared by every process on a host.
   origin_us_ = now_us();
   MPI_Bcast(&origin_us_, 1, MPI_INT64_T, 0, admin_);
@@ -265,6 +271,13 @@ void Engine::record(Phase p, const std::string& name, const char* op, int64_t st
   ring_.push(std::move(e));
 }
 
+void Engine::apply(const TunedParams& p) {
+  if (coordinator_) coordinator_->set_fusion_threshold(p.fusion_threshold);
+  cycle_time_us_ = static_cast<int64_t>(p.cycle_time_ms * 1000);
+  metrics_.fusion_threshold = p.fusion_threshold;
+  metrics_.cycle_time_us = cycle_time_us_;
+}
+
 void Engine::fail(TensorEntry& e, const Status& s) {
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -390,7 +403,7 @@ void Engine::coordinate(bool got_requests) {
   if (!coordinator_->has_ready()) return;
   // Hold ready tensors while more requests keep arriving, at most one cycle time, to fuse them.
   int64_t waited = now_us() - coordinator_->oldest_ready_us();
-  if (got_requests && waited < static_cast<int64_t>(config_.cycle_time_ms * 1000)) return;
+  if (got_requests && waited < cycle_time_us_) return;
   distribute(coordinator_->take_ready());
 }
 
@@ -431,6 +444,13 @@ void Engine::execute(const Response& r) {
     s = run(r, es, *set);
   }
   metrics_.responses += 1;
+  if (tuner_ && s.ok()) {
+    int64_t bytes = 0;
+    for (auto* e : es) bytes += e->request.num_bytes();
+    if (tuner_->record(r.names, bytes, now_us())) apply(tuner_->params());
+    metrics_.autotune_settings = tuner_->settings_tried();
+    metrics_.autotuning = tuner_->tuning();
+  }
   if (es.size() > 1) metrics_.fused_tensors += static_cast<int64_t>(es.size());
   for (size_t i = 0; i < es.size(); ++i) {
     TensorEntry& e = *es[i];

@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "autotuner.h"
 #include "config.h"
 #include "control_channel.h"
 #include "coordinator.h"
@@ -90,6 +91,7 @@ class Engine {
   // Adds a timeline event; `end` defaults to now, and end == start makes it an instant mark.
   void record(Phase p, const std::string& name, const char* op, int64_t start, int64_t bytes, int64_t end = -1);
   void fail(TensorEntry& e, const Status& s);
+  void apply(const TunedParams& p);  // rank 0: fusion threshold and cycle time from now on
 
   Config config_;
   Topology topo_;
@@ -97,6 +99,7 @@ class Engine {
   std::unique_ptr<Reductions> reductions_;
   std::unique_ptr<ControlChannel> channel_;
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::unique_ptr<Autotuner> tuner_;          // rank 0, with HOROVOD_AUTOTUNE=1
   ProcessSetTable sets_;
   int32_t next_set_id_ = 1;
   ResponseCache cache_;
@@ -122,6 +125,7 @@ class Engine {
   bool final_received_ = false;
   int64_t drain_deadline_us_ = 0;
   int64_t last_periodic_us_ = 0;
+  int64_t cycle_time_us_ = 0;  // rank 0's: config_.cycle_time_ms, or the autotuner's
 
   std::mutex timeline_mu_;
   std::unique_ptr<TraceWriter> writer_;  // rank 0

@@ -22,6 +22,12 @@ struct Metrics {
   std::atomic<int64_t> full_requests{0};
   std::atomic<int64_t> errors{0};
   std::atomic<int64_t> stalls{0};
+  // The fusion threshold and cycle time in effect (rank 0's count; HOROVOD_AUTOTUNE changes them
+  // there), whether rank 0's autotuner is still measuring, and how many settings it has measured.
+  std::atomic<int64_t> fusion_threshold{0};
+  std::atomic<int64_t> cycle_time_us{0};
+  std::atomic<int64_t> autotune_settings{0};
+  std::atomic<bool> autotuning{false};
 
   void count(OpType op, int64_t nbytes) {
     ops[static_cast<int>(op)] += 1;

@@ -54,11 +54,16 @@ FLAG_ENV: dict[str, tuple[str, Callable[..., str]]] = {
     "no_stall_check": ("HOROVOD_STALL_CHECK_DISABLE", lambda _: "1"),
     "stall_check_seconds": ("HOROVOD_STALL_CHECK_TIME_SECONDS", str),
     "stall_check_shutdown_seconds": ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", str),
+    "autotune": ("HOROVOD_AUTOTUNE", lambda _: "1"),
+    "autotune_log_file": ("HOROVOD_AUTOTUNE_LOG", os.path.abspath),
+    "autotune_warmup_samples": ("HOROVOD_AUTOTUNE_WARMUP_SAMPLES", str),
+    "autotune_steps_per_sample": ("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", str),
+    "autotune_bayes_opt_max_samples": ("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", str),
+    "autotune_gaussian_process_noise": ("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", _number),
 }
 
 # horovodrun options with no counterpart here, and what to do instead.
 UNSUPPORTED: dict[str, str] = {
-    "--autotune": "set --fusion-threshold-mb and --cycle-time-ms instead",
     "--gloo": "hvdrun always runs the job on Open MPI",
     "--jsrun": "hvdrun always runs the job on Open MPI's mpiexec",
     "--hierarchical-allgather": "allgather is not hierarchical here; --hierarchical-allreduce is",
@@ -116,6 +121,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="no response cache (HOROVOD_CACHE_CAPACITY=0)")
     parser.add_argument("--hierarchical-allreduce", action=argparse.BooleanOptionalAction,
                         help="GPU allreduce: NCCL within a host, MPI across hosts (HOROVOD_HIERARCHICAL_ALLREDUCE)")
+    tune = parser.add_argument_group("autotuning (rank 0 tries fusion thresholds and cycle times while training runs)")
+    tune.add_argument("--autotune", action="store_const", const=True,
+                      help="tune the fusion threshold and cycle time not set by flags (HOROVOD_AUTOTUNE)")
+    tune.add_argument("--autotune-log-file", metavar="PATH",
+                      help="write each setting's score as CSV (HOROVOD_AUTOTUNE_LOG)")
+    tune.add_argument("--autotune-warmup-samples", type=_at_least(0, int), metavar="N",
+                      help="samples discarded at the start (default 3)")
+    tune.add_argument("--autotune-steps-per-sample", type=_at_least(1, int), metavar="N",
+                      help="training steps in one sample (default 10)")
+    tune.add_argument("--autotune-bayes-opt-max-samples", type=_at_least(1, int), metavar="N",
+                      help="settings tried before keeping the best (default 20)")
+    tune.add_argument("--autotune-gaussian-process-noise", type=_at_least(0, float), metavar="X",
+                      help="how little one measurement is trusted (default 0.8)")
     parser.add_argument("--timeline-filename", metavar="PATH",
                         help="write a timeline to PATH (HOROVOD_TIMELINE)")
     stall = parser.add_mutually_exclusive_group()

@@ -1,0 +1,127 @@
+#include "autotuner.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace hvd {
+namespace {
+
+constexpr double kMb = 1024.0 * 1024.0;
+
+// Settings tried first, after the starting one (fusion MB, cycle ms): spread over the box.
+const std::vector<std::vector<double>> kDesign = {{4, 5}, {32, 12.5}, {64, 2}, {16, 0.5}};
+
+std::vector<std::pair<double, double>> box(const AutotuneOptions& o) {
+  std::vector<std::pair<double, double>> b;
+  if (!o.fusion_fixed) b.emplace_back(0.0, Autotuner::kMaxFusionMb);
+  if (!o.cycle_fixed) b.emplace_back(0.0, Autotuner::kMaxCycleMs);
+  return b;
+}
+
+}  // namespace
+
+Autotuner::Autotuner(const AutotuneOptions& options, TunedParams initial, bool hierarchical_allreduce)
+    : options_(options),
+      hierarchical_(hierarchical_allreduce),
+      tuning_(options.enabled && !(options.fusion_fixed && options.cycle_fixed)),
+      current_(initial),
+      best_(initial),
+      warmups_left_(std::max(options.warmup_samples, 0)),
+      optimizer_(tuning_ ? box(options) : std::vector<std::pair<double, double>>{{0.0, 1.0}}, options.noise) {
+  if (options_.enabled && !tuning_)
+    std::fprintf(stderr, "[jupyter_hvd] autotune: HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME are both set, "
+                         "so there is nothing to tune\n");
+  if (tuning_ && !options_.log_path.empty()) {
+    log_.open(options_.log_path, std::ios::out | std::ios::trunc);
+    if (!log_)
+      std::fprintf(stderr, "[jupyter_hvd] autotune: cannot write the log %s\n", options_.log_path.c_str());
+    log_ << "hierarchical_allreduce,hierarchical_allgather,cycle_time_ms,tensor_fusion_threshold,score" << std::endl;
+  }
+}
+
+std::vector<double> Autotuner::point(const TunedParams& p) const {
+  std::vector<double> x;
+  if (!options_.fusion_fixed) x.push_back(p.fusion_threshold / kMb);
+  if (!options_.cycle_fixed) x.push_back(p.cycle_time_ms);
+  return x;
+}
+
+TunedParams Autotuner::params_at(const std::vector<double>& x) const {
+  TunedParams p = current_;
+  size_t i = 0;
+  if (!options_.fusion_fixed) p.fusion_threshold = static_cast<int64_t>(x[i++] * kMb);
+  if (!options_.cycle_fixed) p.cycle_time_ms = x[i];
+  return p;
+}
+
+void Autotuner::log(const TunedParams& p, double score) {
+  if (log_.is_open())
+    log_ << int(hierarchical_) << ",0," << p.cycle_time_ms << "," << p.fusion_threshold / kMb << "," << score
+         << std::endl;
+}
+
+bool Autotuner::record(const std::vector<std::string>& names, int64_t bytes, int64_t now_us) {
+  if (!tuning_) return false;
+  if (window_start_us_ < 0) {  // the first response only starts the clock
+    window_start_us_ = last_end_us_ = now_us;
+    return false;
+  }
+  bool step_over = std::any_of(names.begin(), names.end(), [this](const std::string& n) {
+    auto it = seen_.find(n);
+    return it != seen_.end() && it->second >= options_.steps_per_sample;
+  });
+  bool changed = false;
+  if (step_over) {  // the sample ended with the last response
+    int64_t elapsed = std::max<int64_t>(last_end_us_ - window_start_us_, 1);
+    samples_.push_back(static_cast<double>(window_bytes_) / elapsed);
+    window_start_us_ = last_end_us_;
+    window_bytes_ = 0;
+    seen_.clear();
+    if (static_cast<int>(samples_.size()) == kSamplesPerSetting) {
+      std::nth_element(samples_.begin(), samples_.begin() + kSamplesPerSetting / 2, samples_.end());
+      double median = samples_[kSamplesPerSetting / 2];
+      samples_.clear();
+      TunedParams before = current_;
+      finish_setting(median);
+      changed = before.fusion_threshold != current_.fusion_threshold || before.cycle_time_ms != current_.cycle_time_ms;
+    }
+  }
+  window_bytes_ += bytes;
+  for (const auto& n : names) ++seen_[n];
+  last_end_us_ = now_us;
+  return changed;
+}
+
+void Autotuner::finish_setting(double score) {
+  if (warmups_left_ > 0) {
+    --warmups_left_;
+    return;
+  }
+  log(current_, score);
+  optimizer_.add(point(current_), score);
+  if (score > best_score_) {
+    best_score_ = score;
+    best_ = current_;
+  }
+  if (++tried_ >= options_.max_samples) {
+    tuning_ = false;
+    current_ = best_;
+    log(best_, best_score_);
+    std::fprintf(stderr,
+                 "[jupyter_hvd] autotune: settled on a fusion threshold of %.1f MB and a cycle time of %.2f ms, "
+                 "the best of %d settings (%.0f MB/s through collectives)\n",
+                 best_.fusion_threshold / kMb, best_.cycle_time_ms, tried_, best_score_ * 1e6 / kMb);
+    return;
+  }
+  if (next_design_ < kDesign.size()) {
+    std::vector<double> x;
+    if (!options_.fusion_fixed) x.push_back(kDesign[next_design_][0]);
+    if (!options_.cycle_fixed) x.push_back(kDesign[next_design_][1]);
+    ++next_design_;
+    current_ = params_at(x);
+  } else {
+    current_ = params_at(optimizer_.next());
+  }
+}
+
+}  // namespace hvd
