@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BATCH = 64
 
 
-def cnn_train(hvd, steps: int) -> dict:
-    """Throughput of DistributedTrainer steps on a small CNN (warm-up steps excluded)."""
+def cnn_step(hvd):
+    """One DistributedTrainer step of a small CNN on a fixed synthetic batch, as a function."""
     import mxnet as mx
     from mxnet import autograd, gluon
     from mxnet.gluon import nn
@@ -47,6 +47,14 @@ def cnn_train(hvd, steps: int) -> dict:
         loss.backward()
         trainer.step(BATCH)
 
+    return step
+
+
+def cnn_train(hvd, steps: int) -> dict:
+    """Throughput of DistributedTrainer steps on a small CNN (warm-up steps excluded)."""
+    import mxnet as mx
+
+    step = cnn_step(hvd)
     for _ in range(5):
         step()
     mx.nd.waitall()
@@ -72,21 +80,29 @@ def resnet50_arrays():
     return [p.data() for p in net.collect_params().values()]
 
 
-def resnet50_step(hvd, iters: int) -> dict:
-    """Median time to allreduce every ResNet-50 parameter array in place, all enqueued then waited."""
+def resnet50_allreduce(hvd):
+    """A step that allreduces every ResNet-50 parameter array in place, all enqueued then waited, as a
+    function; and the arrays."""
     import mxnet as mx
-    import numpy as np
 
     arrays = resnet50_arrays()
     for a in arrays:
         a[:] = 1.0
-    nbytes = sum(a.size * 4 for a in arrays)
 
     def step():
         for i, a in enumerate(arrays):
             hvd.allreduce_(a, op=hvd.Sum, name=f"resnet.{i}")
         mx.nd.waitall()
 
+    return step, arrays
+
+
+def resnet50_step(hvd, iters: int) -> dict:
+    """Median time of the ResNet-50 allreduce step."""
+    import numpy as np
+
+    step, arrays = resnet50_allreduce(hvd)
+    nbytes = sum(a.size * 4 for a in arrays)
     times = []
     for i in range(iters + 2):
         start = time.perf_counter()
