@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -151,6 +153,28 @@ def test_output_filename_reports_a_missing_program(tmp_path: Path) -> None:
     result = run_hvdrun("-np", "1", "--output-filename", str(tmp_path), "no-such-program-xyz")
     assert result.returncode == 127
     assert "cannot run 'no-such-program-xyz'" in result.stderr
+
+
+def test_a_killed_output_wrapper_takes_its_rank_along(tmp_path: Path) -> None:
+    """mpiexec may end a rank with SIGKILL; under --output-filename that reaches the wrapper, not the rank."""
+    pid_file = tmp_path / "pid"
+    rank = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    wrapper = subprocess.Popen([sys.executable, "-m", "jupyter_hvd.runner.rank_output", str(tmp_path / "logs"),
+                                sys.executable, "-c", rank], env=clean_env())
+    try:
+        deadline = time.monotonic() + 20
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and wrapper.poll() is None, "the rank did not start"
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        wrapper.send_signal(signal.SIGKILL)
+        wrapper.wait(timeout=10)
+        while time.monotonic() < deadline and Path(f"/proc/{child}").exists() and \
+                Path(f"/proc/{child}/stat").read_text().split()[2] != "Z":
+            time.sleep(0.05)
+        assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+    finally:
+        wrapper.kill()
 
 
 @pytest.mark.parametrize(("rank", "size", "name"), [("0", "1", "rank.0"), ("3", "12", "rank.03"),

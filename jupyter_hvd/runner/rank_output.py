@@ -8,7 +8,9 @@ N is the rank in MPI_COMM_WORLD, zero-padded so the folders sort in rank order (
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -18,6 +20,12 @@ from typing import BinaryIO
 from jupyter_hvd.runner.child import wait_relaying
 
 CHUNK = 1 << 16
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: a SIGKILL of this process (mpiexec's last resort) also ends the rank."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def rank_folder(root: str, environ: dict[str, str] | os._Environ) -> Path:
@@ -50,7 +58,8 @@ def main(argv: list[str]) -> int:
     folder = rank_folder(argv[0], os.environ)
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        proc = subprocess.Popen(argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     except OSError as exc:
         print(f"hvdrun: cannot run {argv[1]!r}: {exc}", file=sys.stderr)
         return 127
