@@ -165,13 +165,13 @@ NB_MODULE(_C, m) {
     nb::gil_scoped_release nogil;
     e.remove_process_set(id);
   }, "id"_a);
-  m.def("start_timeline", [](const std::string& path) {
+  m.def("start_timeline", [](const std::string& path, bool mark_cycles) {
     try {
-      engine().start_timeline(path);
+      engine().start_timeline(path, mark_cycles);
     } catch (const std::runtime_error& e) {
       throw nb::value_error(e.what());
     }
-  }, "path"_a);
+  }, "path"_a, "mark_cycles"_a);
   m.def("stop_timeline", [] { engine().stop_timeline(); });
   m.def("drain_events", [](uint64_t since, size_t max) {
     uint64_t dropped = 0;

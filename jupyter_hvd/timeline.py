@@ -19,8 +19,9 @@ class Event(NamedTuple):
 
 
 def start_timeline(file_path: str, mark_cycles: bool = False) -> None:
-    """Write every rank's events to ``file_path`` (rank 0 writes; call on all ranks)."""
-    _C.start_timeline(os.path.abspath(file_path))
+    """Write every rank's events to ``file_path`` (rank 0 writes; call on all ranks). ``mark_cycles``
+    adds a CYCLE mark for each engine cycle that ran collectives, on every rank, until stop_timeline()."""
+    _C.start_timeline(os.path.abspath(file_path), bool(mark_cycles))
 
 
 def stop_timeline() -> None:

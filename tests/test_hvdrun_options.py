@@ -19,7 +19,8 @@ pytestmark = pytest.mark.timeout(120)
 
 ENGINE_VARS = ["HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_CACHE_CAPACITY",
                "HOROVOD_HIERARCHICAL_ALLREDUCE", "HOROVOD_TIMELINE", "HOROVOD_STALL_CHECK_DISABLE",
-               "HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"]
+               "HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
+               "HOROVOD_TIMELINE_MARK_CYCLES"]
 AUTOTUNE_VARS = ["HOROVOD_AUTOTUNE", "HOROVOD_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES",
                  "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
                  "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"]
@@ -48,12 +49,13 @@ def env_of_ranks(tmp_path: Path, *flags: str, names: list[str] = ENGINE_VARS) ->
 
 def test_engine_flags_become_horovod_env(tmp_path: Path) -> None:
     seen = env_of_ranks(tmp_path, "--fusion-threshold-mb", "1.5", "--cycle-time-ms", "3.5", "--cache-capacity", "64",
-                        "--hierarchical-allreduce", "--timeline-filename", "tl.json",
+                        "--hierarchical-allreduce", "--timeline-filename", "tl.json", "--timeline-mark-cycles",
                         "--stall-check-warning-time-seconds", "30", "--stall-check-shutdown-time-seconds", "90")
     assert seen == (f"HOROVOD_FUSION_THRESHOLD={int(1.5 * 1024 * 1024)} HOROVOD_CYCLE_TIME=3.5 "
                     f"HOROVOD_CACHE_CAPACITY=64 HOROVOD_HIERARCHICAL_ALLREDUCE=1 "
                     f"HOROVOD_TIMELINE={tmp_path / 'tl.json'} HOROVOD_STALL_CHECK_DISABLE=<unset> "
-                    f"HOROVOD_STALL_CHECK_TIME_SECONDS=30 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=90")
+                    f"HOROVOD_STALL_CHECK_TIME_SECONDS=30 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=90 "
+                    f"HOROVOD_TIMELINE_MARK_CYCLES=1")
 
 
 def test_switch_flags_turn_engine_features_off(tmp_path: Path) -> None:
@@ -199,8 +201,8 @@ def test_check_build_lists_what_is_available() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--timeline-mark-cycles", sys.executable], "--timeline-mark-cycles is a horovodrun option that hvdrun "
-                                                     "does not support: the timeline has no cycle markers"),
+        (["--hierarchical-allgather", sys.executable], "--hierarchical-allgather is a horovodrun option that hvdrun "
+                                                       "does not support: allgather is not hierarchical here"),
         (["--gloo", sys.executable], "always runs the job on Open MPI"),
         (["--log-level", "INFO", sys.executable], "--log-level is a horovodrun option"),
         (["--cache-capacity", "8", "--disable-cache", sys.executable], "not allowed with"),

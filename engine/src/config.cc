@@ -30,6 +30,7 @@ Config Config::from_env() {
   if (auto v = env("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")) c.stall_shutdown_s = std::stod(v);
   if (auto v = env("HOROVOD_STALL_CHECK_DISABLE")) c.stall_check = std::string(v) == "0";
   if (auto v = env("HOROVOD_TIMELINE")) c.timeline_path = v;
+  if (auto v = env("HOROVOD_TIMELINE_MARK_CYCLES")) c.timeline_mark_cycles = std::string(v) == "1";
   if (auto v = env("JUPYTER_HVD_TIMELINE_RING")) c.ring_capacity = std::stoul(v);
   if (auto v = env("JUPYTER_HVD_SPIN_US")) c.spin_us = std::stoll(v);
   if (auto v = env("JUPYTER_HVD_GPU_STAGING")) c.gpu_staging = std::string(v) == "1";

@@ -26,6 +26,7 @@ struct Config {
   double stall_shutdown_s = 0;          // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; 0 never aborts
   bool stall_check = true;              // HOROVOD_STALL_CHECK_DISABLE=1 turns it off
   std::string timeline_path;            // HOROVOD_TIMELINE
+  bool timeline_mark_cycles = false;    // HOROVOD_TIMELINE_MARK_CYCLES=1: a mark per cycle that ran collectives
   size_t ring_capacity = 1 << 16;       // JUPYTER_HVD_TIMELINE_RING events kept in memory
   int64_t spin_us = 2000;               // JUPYTER_HVD_SPIN_US: busy-poll this long after work
   bool gpu_staging = false;             // JUPYTER_HVD_GPU_STAGING=1: GPU tensors via host memory and MPI

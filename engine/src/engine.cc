@@ -123,7 +123,7 @@ Engine::Engine(MPI_Comm comm, Config config)
   // A common time origin for the trace: rank 0's clock, shared by every process on a host.
   origin_us_ = now_us();
   MPI_Bcast(&origin_us_, 1, MPI_INT64_T, 0, admin_);
-  if (!config_.timeline_path.empty()) start_timeline(config_.timeline_path);
+  if (!config_.timeline_path.empty()) start_timeline(config_.timeline_path, config_.timeline_mark_cycles);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -242,8 +242,9 @@ void Engine::remove_process_set(int32_t id) {
   if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
 }
 
-void Engine::start_timeline(const std::string& path) {
+void Engine::start_timeline(const std::string& path, bool mark_cycles) {
   std::lock_guard<std::mutex> g(timeline_mu_);
+  mark_cycles_ = mark_cycles;
   forwarded_seq_ = ring_.next_seq();
   if (topo_.rank == 0) {
     writer_.reset();
@@ -255,6 +256,7 @@ void Engine::start_timeline(const std::string& path) {
 
 void Engine::stop_timeline() {
   std::lock_guard<std::mutex> g(timeline_mu_);
+  mark_cycles_ = false;
   writer_.reset();
   forwarding_ = false;
 }
@@ -311,6 +313,10 @@ void Engine::loop() {
       worked = true;
     }
     if (state_ == State::Running && coordinator_) coordinate(got_requests);
+    if (!exec_queue_.empty() && mark_cycles_) {
+      int64_t at = now_us();
+      record(Phase::Cycle, "cycle", "cycle", at, 0, at);
+    }
     for (size_t i = 0; i < exec_queue_.size(); ++i) execute(exec_queue_[i]);
     exec_queue_.clear();
     if (stop_now) begin_stop(requested);
@@ -447,7 +453,14 @@ void Engine::execute(const Response& r) {
   if (tuner_ && s.ok()) {
     int64_t bytes = 0;
     for (auto* e : es) bytes += e->request.num_bytes();
-    if (tuner_->record(r.names, bytes, now_us())) apply(tuner_->params());
+    if (tuner_->record(r.names, bytes, now_us())) {
+      apply(tuner_->params());
+      char mark[128];
+      std::snprintf(mark, sizeof mark, "autotune: fusion threshold %.2f MB, cycle time %.2f ms",
+                    tuner_->params().fusion_threshold / 1048576.0, tuner_->params().cycle_time_ms);
+      int64_t at = now_us();
+      record(Phase::Cycle, mark, "autotune", at, 0, at);
+    }
     metrics_.autotune_settings = tuner_->settings_tried();
     metrics_.autotuning = tuner_->tuning();
   }

@@ -68,7 +68,9 @@ class Engine {
   int32_t add_process_set(std::vector<int> ranks);
   void remove_process_set(int32_t id);
 
-  void start_timeline(const std::string& path);
+  // Rank 0 writes the job's events to `path`; `mark_cycles` adds a mark for each engine cycle that ran
+  // collectives (Horovod's mark_cycles), on every rank, until stop_timeline().
+  void start_timeline(const std::string& path, bool mark_cycles);
   void stop_timeline();
   std::vector<Event> drain_events(uint64_t since, size_t max, uint64_t* dropped) const {
     return ring_.drain(since, max, dropped);
@@ -130,6 +132,7 @@ class Engine {
   std::mutex timeline_mu_;
   std::unique_ptr<TraceWriter> writer_;  // rank 0
   bool forwarding_ = false;               // other ranks: send events to rank 0
+  std::atomic<bool> mark_cycles_{false};
   uint64_t forwarded_seq_ = 0;
   int64_t origin_us_ = 0;
 

@@ -51,6 +51,7 @@ FLAG_ENV: dict[str, tuple[str, Callable[..., str]]] = {
     "disable_cache": ("HOROVOD_CACHE_CAPACITY", lambda _: "0"),
     "hierarchical_allreduce": ("HOROVOD_HIERARCHICAL_ALLREDUCE", lambda on: "1" if on else "0"),
     "timeline_filename": ("HOROVOD_TIMELINE", os.path.abspath),
+    "timeline_mark_cycles": ("HOROVOD_TIMELINE_MARK_CYCLES", lambda _: "1"),
     "no_stall_check": ("HOROVOD_STALL_CHECK_DISABLE", lambda _: "1"),
     "stall_check_seconds": ("HOROVOD_STALL_CHECK_TIME_SECONDS", str),
     "stall_check_shutdown_seconds": ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", str),
@@ -67,7 +68,6 @@ UNSUPPORTED: dict[str, str] = {
     "--gloo": "hvdrun always runs the job on Open MPI",
     "--jsrun": "hvdrun always runs the job on Open MPI's mpiexec",
     "--hierarchical-allgather": "allgather is not hierarchical here; --hierarchical-allreduce is",
-    "--timeline-mark-cycles": "the timeline has no cycle markers",
     "--num-nccl-streams": "the engine uses one NCCL stream per process set",
     "--mpi-threads-disable": "the engine needs MPI_THREAD_MULTIPLE",
     "--log-level": "the engine prints warnings and errors only",
@@ -136,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="how little one measurement is trusted (default 0.8)")
     parser.add_argument("--timeline-filename", metavar="PATH",
                         help="write a timeline to PATH (HOROVOD_TIMELINE)")
+    parser.add_argument("--timeline-mark-cycles", action="store_const", const=True,
+                        help="mark each engine cycle that ran collectives in the timeline "
+                             "(HOROVOD_TIMELINE_MARK_CYCLES)")
     stall = parser.add_mutually_exclusive_group()
     stall.add_argument("--no-stall-check", action="store_const", const=True,
                        help="no warnings about stalled ranks (HOROVOD_STALL_CHECK_DISABLE)")

@@ -47,3 +47,23 @@ def test_start_and_stop_timeline_at_run_time(tmp_path_factory):
             events = json.load(f)["traceEvents"]
         assert any(e.get("args", {}).get("tensor") == "second.0" for e in events)
         assert not any(e.get("args", {}).get("tensor") == "file.0" for e in events)
+        assert not any(e["name"] == "CYCLE" for e in events)  # only with mark_cycles
+
+
+def test_mark_cycles_marks_every_rank_until_the_timeline_stops():
+    path = os.environ["HOROVOD_TIMELINE"] + ".cycles.json"
+    hvd.start_timeline(path, mark_cycles=True)
+    for i in range(5):
+        hvd.allreduce(np.ones(4, np.float32), name=f"cycles.{i}")
+    time.sleep(0.3)
+    hvd.barrier()
+    hvd.stop_timeline()
+    after = hvd.drain_events()[0][-1].seq + 1
+    hvd.allreduce(np.ones(4, np.float32), name="cycles.after")
+    assert not any(e.phase == "CYCLE" for e in hvd.drain_events(since=after)[0])
+    if hvd.rank() == 0:
+        with open(path) as f:
+            marks = [e for e in json.load(f)["traceEvents"] if e["name"] == "CYCLE"]
+        assert {e["pid"] for e in marks} == set(range(hvd.size()))
+        assert all(e["ph"] == "i" for e in marks)
+        assert all(sum(e["pid"] == r for e in marks) >= 5 for r in range(hvd.size()))  # one per allreduce at least
