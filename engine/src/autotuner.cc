@@ -119,8 +119,14 @@ void Autotuner::finish_setting(double score) {
     if (!options_.cycle_fixed) x.push_back(kDesign[next_design_][1]);
     ++next_design_;
     current_ = params_at(x);
-  } else {
+    return;
+  }
+  try {
     current_ = params_at(optimizer_.next());
+  } catch (const std::exception& e) {  // tuning is an optimisation: never let it stop the engine
+    std::fprintf(stderr, "[jupyter_hvd] autotune: stopped early (%s); keeping the best setting so far\n", e.what());
+    tuning_ = false;
+    current_ = best_;
   }
 }
 

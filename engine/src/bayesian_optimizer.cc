@@ -11,6 +11,7 @@ namespace {
 constexpr double kLength = 0.25;      // kernel length scale, in the unit box
 constexpr double kExploration = 0.01;  // expected improvement's margin, in standardised score units
 constexpr int kCandidates = 2601;      // points of the grid searched for the best expected improvement
+constexpr double kMinNoise = 1e-3;     // keeps the kernel matrix well conditioned when points repeat
 
 double kernel(const std::vector<double>& a, const std::vector<double>& b) {
   double d2 = 0;
@@ -55,7 +56,7 @@ std::vector<double> solve(const std::vector<double>& l, size_t n, std::vector<do
 }  // namespace
 
 BayesianOptimizer::BayesianOptimizer(std::vector<std::pair<double, double>> bounds, double noise)
-    : bounds_(std::move(bounds)), noise_(std::max(noise, 1e-6)) {
+    : bounds_(std::move(bounds)), noise_(std::max(noise, kMinNoise)) {
   if (bounds_.empty()) throw std::invalid_argument("autotune: nothing to optimise");
   for (const auto& b : bounds_)
     if (!(b.first < b.second)) throw std::invalid_argument("autotune: each range needs low < high");

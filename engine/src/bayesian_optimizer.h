@@ -12,7 +12,7 @@ namespace hvd {
 class BayesianOptimizer {
  public:
   // `bounds`: the [low, high] range of each variable; `noise`: added to the kernel's diagonal, in
-  // units of the scores' variance (higher trusts single measurements less).
+  // units of the scores' variance (higher trusts single measurements less; at least 0.001).
   BayesianOptimizer(std::vector<std::pair<double, double>> bounds, double noise);
 
   void add(const std::vector<double>& x, double score);

@@ -135,3 +135,16 @@ TEST(autotuner_off_changes_nothing) {
   CHECK(!t.tuning());
   for (const auto& p : train(t, 50, hill_score)) CHECK(p.fusion_threshold == (64 << 20) && p.cycle_time_ms == 2.0);
 }
+
+TEST(optimizer_stays_sound_when_a_point_repeats_with_no_noise) {
+  BayesianOptimizer o({{0, 128}, {0, 25}}, 0.0);
+  bool threw = false;
+  try {
+    for (int i = 0; i < 30; ++i) o.add({32, 5}, 7.0 + (i % 3) * 1e-9);
+    auto x = o.next();
+    CHECK(x[0] >= 0 && x[0] <= 128 && x[1] >= 0 && x[1] <= 25);
+  } catch (const std::exception&) {
+    threw = true;
+  }
+  CHECK(!threw);
+}
