@@ -5,6 +5,7 @@ import os
 import signal
 import threading
 import time
+import weakref
 
 import psutil
 import pytest
@@ -270,6 +271,47 @@ def test_kernel_interrupt_signals_the_ranks(ip, started, capsys):
     assert out.splitlines()[0] == "the kernel was interrupted: sent SIGINT to ranks 0, 1"
     assert "KeyboardInterrupt" in out
     assert run(ip, capsys, f"{HEAD}\nhvd.rank()")[0].result == 0
+
+
+def test_an_interrupt_that_lands_in_a_finalizer_is_not_lost(ip, started, capsys, monkeypatch):
+    """A KeyboardInterrupt raised inside a finalizer is printed and dropped by Python; the magic's own
+    SIGINT handler only counts, so the interrupt still stops the cell."""
+    from jupyter_hvd.magic import execution
+
+    real_wait = execution.wait_a_little
+
+    def wait_with_a_slow_finalizer(results):
+        doomed = type("Doomed", (), {})()
+        weakref.finalize(doomed, time.sleep, 0.3)
+        del doomed  # the finalizer runs here, in the main thread, where most of the waiting now happens
+        real_wait(results)
+
+    monkeypatch.setattr(execution, "wait_a_little", wait_with_a_slow_finalizer)
+    timer = threading.Timer(1.5, _thread.interrupt_main)
+    timer.start()
+    began = time.monotonic()
+    result, out = run(ip, capsys, f"{HEAD}\nimport time\ntime.sleep(20)")
+    timer.join()
+    assert time.monotonic() - began < 10, out
+    assert not result.success and out.splitlines()[0] == "the kernel was interrupted: sent SIGINT to ranks 0, 1"
+
+
+def test_a_second_interrupt_stops_ranks_that_ignore_the_first(ip, started, capsys):
+    handler = signal.getsignal(signal.SIGINT)
+    timers = [threading.Timer(t, _thread.interrupt_main) for t in (1.5, 2.5)]
+    for t in timers:
+        t.start()
+    began = time.monotonic()
+    result, out = run(ip, capsys, f"{HEAD}\nimport signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                  "time.sleep(30)")
+    for t in timers:
+        t.join()
+    assert time.monotonic() - began < 15, out
+    assert not result.success
+    assert "interrupted twice: ranks 0, 1 did not finish, so the job was stopped" in out
+    assert signal.getsignal(signal.SIGINT) is handler  # the magic's counting handler is gone again
+    result, out = run(ip, capsys, f"{HEAD}\nhvd.rank()")
+    assert result.success and result.result == 0
 
 
 def test_killed_rank_is_reported_and_next_cell_restarts(ip, started, capsys):

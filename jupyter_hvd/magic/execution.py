@@ -39,13 +39,18 @@ class CellRun:
 
     def wait(self) -> list[Any]:
         """Return each rank's value of the cell's last expression (None where not asked for), or raise RankError."""
-        while not all(r.ready() for r in self.results):
-            try:
-                self._step()
-            except KeyboardInterrupt:
-                if self.interrupted_at is not None:  # a second interrupt: stop waiting for the ranks
-                    self._give_up("interrupted twice")
-                self._interrupt("the kernel was interrupted")
+        with _Interrupts() as interrupts:
+            handled = 0
+            while not all(r.ready() for r in self.results):
+                try:
+                    self._step()
+                except KeyboardInterrupt:  # where no counting handler could be installed
+                    interrupts.count += 1
+                while handled < interrupts.count:
+                    handled += 1
+                    if self.interrupted_at is not None:  # a second interrupt: stop waiting for the ranks
+                        self._give_up("interrupted twice")
+                    self._interrupt("the kernel was interrupted")
         self._finish_output()
         errors = {rank: r.exception() for rank, r in enumerate(self.results) if r.exception() is not None}
         if any(isinstance(e, EngineError) for e in errors.values()):
@@ -103,6 +108,33 @@ class CellRun:
         self.output.flush()
         if self.monitor is not None:
             self.monitor.collect(self.results)
+
+
+class _Interrupts:
+    """Counts SIGINTs (the kernel's interrupt) while a cell runs, in a handler that only counts.
+
+    The default handler raises KeyboardInterrupt wherever the main thread is, and one raised inside a
+    finalizer that happens to run then is printed and dropped: the interrupt would be lost. A count is
+    not. Outside the main thread no handler can be set, and KeyboardInterrupt is counted instead.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._previous: Any = None
+
+    def __enter__(self) -> _Interrupts:
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        except ValueError:  # not the main thread
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _on_sigint(self, _signum: int, _frame: object) -> None:
+        self.count += 1
 
 
 def _ranks(ranks: list[int]) -> str:
