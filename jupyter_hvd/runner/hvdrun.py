@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def mpiexec_options(args: argparse.Namespace) -> list[str]:
-    """mpiexec options from hvdrun's SSH, network, output and --mpi-args flags."""
+    """mpiexec options from hvdrun's SSH, network-interface and --mpi-args flags."""
     opts = []
     ssh = [*(["-p", str(args.ssh_port)] if args.ssh_port else []),
            *(["-i", args.ssh_identity_file] if args.ssh_identity_file else [])]
