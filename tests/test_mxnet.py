@@ -121,6 +121,13 @@ def test_digits_example_reaches_90_percent_on_two_ranks():
     assert len(re.findall(r"\[rank 1\] epoch \d+/\d+: .* samples/s", out)) >= 1
 
 
+def test_shutdown_runs_the_steps_still_queued_in_mxnet():
+    out = run_ranks(2, ["tests/ranks/mxnet_queued_steps.py", "40"], timeout=120, env=ENV).stdout
+    sums = dict(re.findall(r"checksum (\d) ([0-9.e+-]+)", out))
+    assert set(sums) == {"0", "1"}, out[-3000:]
+    assert float(sums["0"]) == pytest.approx(float(sums["1"]), rel=1e-6)  # every rank ran every step
+
+
 HOROVOD_SCRIPT = '''
 """A horovod.mxnet training script in Horovod's own style: Gluon with DistributedTrainer, then the
 Module API with DistributedOptimizer."""

@@ -5,7 +5,7 @@ ops are synchronous.
 """
 from ..basics import (abort, ccl_built, check_running, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
                       gloo_enabled, init, is_initialized, local_rank, local_size, metrics, mpi_built, mpi_enabled,
-                      mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size)
+                      mpi_threads_supported, nccl_built, rank, rocm_built, size)
 from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from .. import monitor
 from ..errors import EngineAbortedError, EngineShutdownError, HorovodInternalError, TensorMismatchError
@@ -17,6 +17,7 @@ from .ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allreduce,
                   broadcast_, grouped_allgather, grouped_allreduce, grouped_allreduce_, grouped_reducescatter,
                   reducescatter)
 from .optimizer import DistributedOptimizer, DistributedTrainer
+from .drain import shutdown
 
 __all__ = [
     "EngineAbortedError", "EngineShutdownError", "HorovodInternalError", "TensorMismatchError", "abort",
