@@ -89,6 +89,16 @@ bool Autotuner::record(const std::vector<std::string>& names, int64_t bytes, int
   window_bytes_ += bytes;
   for (const auto& n : names) ++seen_[n];
   last_end_us_ = now_us;
+  if (seen_.size() > kMaxNamesPerSample) {  // unnamed ops get a new name each call: no step ever ends
+    std::fprintf(stderr,
+                 "[jupyter_hvd] autotune: stopped, since no tensor name came round again in %zu names; a training "
+                 "step ends when a name repeats, so give the tensors names (DistributedTrainer does)\n",
+                 seen_.size());
+    tuning_ = false;
+    seen_.clear();
+    changed = current_.fusion_threshold != best_.fusion_threshold || current_.cycle_time_ms != best_.cycle_time_ms;
+    if (best_score_ >= 0) current_ = best_;
+  }
   return changed;
 }
 

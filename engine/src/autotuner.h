@@ -25,6 +25,7 @@ class Autotuner {
   static constexpr double kMaxFusionMb = 128;  // the search box
   static constexpr double kMaxCycleMs = 25;
   static constexpr int kSamplesPerSetting = 3;  // a setting's score is the median of this many samples
+  static constexpr size_t kMaxNamesPerSample = 10000;  // more distinct names and no step: names never repeat
 
   Autotuner(const AutotuneOptions& options, TunedParams initial, bool hierarchical_allreduce);
 

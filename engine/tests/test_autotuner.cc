@@ -148,3 +148,12 @@ TEST(optimizer_stays_sound_when_a_point_repeats_with_no_noise) {
   }
   CHECK(!threw);
 }
+
+TEST(autotuner_gives_up_when_names_never_repeat) {
+  Autotuner t(small(0, 2, 5), {128 << 20, 1.0}, false);
+  int64_t now = 0;
+  for (size_t i = 0; i <= Autotuner::kMaxNamesPerSample + 1 && t.tuning(); ++i)
+    t.record({"allreduce.noname." + std::to_string(i)}, 1024, now += 10);
+  CHECK(!t.tuning() && t.settings_tried() == 0);
+  CHECK(t.params().fusion_threshold == (128 << 20) && t.params().cycle_time_ms == 1.0);
+}
