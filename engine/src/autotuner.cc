@@ -39,6 +39,13 @@ Autotuner::Autotuner(const AutotuneOptions& options, TunedParams initial, bool h
   }
 }
 
+std::string TunedParams::describe() const {
+  char text[96];
+  std::snprintf(text, sizeof text, "fusion threshold %.2f MB, cycle time %.2f ms", fusion_threshold / kMb,
+                cycle_time_ms);
+  return text;
+}
+
 std::vector<double> Autotuner::point(const TunedParams& p) const {
   std::vector<double> x;
   if (!options_.fusion_fixed) x.push_back(p.fusion_threshold / kMb);
@@ -117,10 +124,8 @@ void Autotuner::finish_setting(double score) {
     tuning_ = false;
     current_ = best_;
     log(best_, best_score_);
-    std::fprintf(stderr,
-                 "[jupyter_hvd] autotune: settled on a fusion threshold of %.1f MB and a cycle time of %.2f ms, "
-                 "the best of %d settings (%.0f MB/s through collectives)\n",
-                 best_.fusion_threshold / kMb, best_.cycle_time_ms, tried_, best_score_ * 1e6 / kMb);
+    std::fprintf(stderr, "[jupyter_hvd] autotune: settled on %s, the best of %d settings (%.0f MB/s through collectives)\n",
+                 best_.describe().c_str(), tried_, best_score_ * 1e6 / kMb);
     return;
   }
   if (next_design_ < kDesign.size()) {

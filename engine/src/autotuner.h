@@ -18,6 +18,7 @@ namespace hvd {
 struct TunedParams {
   int64_t fusion_threshold = 0;  // bytes
   double cycle_time_ms = 0;
+  std::string describe() const;  // "fusion threshold 4.00 MB, cycle time 5.00 ms"
 };
 
 class Autotuner {

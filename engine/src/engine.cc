@@ -273,6 +273,18 @@ void Engine::record(Phase p, const std::string& name, const char* op, int64_t st
   ring_.push(std::move(e));
 }
 
+void Engine::autotune(const Response& r, const std::vector<TensorEntry*>& es) {
+  int64_t bytes = 0;
+  for (auto* e : es) bytes += e->request.num_bytes();
+  if (tuner_->record(r.names, bytes, now_us())) {
+    apply(tuner_->params());
+    int64_t at = now_us();
+    record(Phase::Cycle, "autotune: " + tuner_->params().describe(), "autotune", at, 0, at);
+  }
+  metrics_.autotune_settings = tuner_->settings_tried();
+  metrics_.autotuning = tuner_->tuning();
+}
+
 void Engine::apply(const TunedParams& p) {
   if (coordinator_) coordinator_->set_fusion_threshold(p.fusion_threshold);
   cycle_time_us_ = static_cast<int64_t>(p.cycle_time_ms * 1000);
@@ -450,20 +462,7 @@ void Engine::execute(const Response& r) {
     s = run(r, es, *set);
   }
   metrics_.responses += 1;
-  if (tuner_ && s.ok()) {
-    int64_t bytes = 0;
-    for (auto* e : es) bytes += e->request.num_bytes();
-    if (tuner_->record(r.names, bytes, now_us())) {
-      apply(tuner_->params());
-      char mark[128];
-      std::snprintf(mark, sizeof mark, "autotune: fusion threshold %.2f MB, cycle time %.2f ms",
-                    tuner_->params().fusion_threshold / 1048576.0, tuner_->params().cycle_time_ms);
-      int64_t at = now_us();
-      record(Phase::Cycle, mark, "autotune", at, 0, at);
-    }
-    metrics_.autotune_settings = tuner_->settings_tried();
-    metrics_.autotuning = tuner_->tuning();
-  }
+  if (tuner_ && s.ok()) autotune(r, es);
   if (es.size() > 1) metrics_.fused_tensors += static_cast<int64_t>(es.size());
   for (size_t i = 0; i < es.size(); ++i) {
     TensorEntry& e = *es[i];

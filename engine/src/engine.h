@@ -94,6 +94,7 @@ class Engine {
   void record(Phase p, const std::string& name, const char* op, int64_t start, int64_t bytes, int64_t end = -1);
   void fail(TensorEntry& e, const Status& s);
   void apply(const TunedParams& p);  // rank 0: fusion threshold and cycle time from now on
+  void autotune(const Response& r, const std::vector<TensorEntry*>& es);  // rank 0: a response's measure
 
   Config config_;
   Topology topo_;
