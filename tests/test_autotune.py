@@ -15,8 +15,9 @@ STEPS = (1 + SETTINGS) * 3 * 2 + 10
 
 def tune(tmp_path, np_, **env):
     log = tmp_path / "autotune.csv"
-    env = {"HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_LOG": str(log), "HOROVOD_TIMELINE": str(tmp_path / "tl.json"), "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
-           "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "2", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": str(SETTINGS), **env}
+    env = {"HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_LOG": str(log), "HOROVOD_TIMELINE": str(tmp_path / "tl.json"),
+           "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "2",
+           "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": str(SETTINGS), **env}
     out = run_ranks(np_, ["tests/ranks/autotune_steps.py", str(STEPS)], env=env).stdout
     metrics = json.loads(next(line for line in out.splitlines() if line.startswith("METRICS "))[8:])
     with log.open() as f:

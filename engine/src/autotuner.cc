@@ -124,7 +124,8 @@ void Autotuner::finish_setting(double score) {
     tuning_ = false;
     current_ = best_;
     log(best_, best_score_);
-    std::fprintf(stderr, "[jupyter_hvd] autotune: settled on %s, the best of %d settings (%.0f MB/s through collectives)\n",
+    std::fprintf(stderr,
+                 "[jupyter_hvd] autotune: settled on %s, the best of %d settings (%.0f MB/s through collectives)\n",
                  best_.describe().c_str(), tried_, best_score_ * 1e6 / kMb);
     return;
   }
