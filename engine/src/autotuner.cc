@@ -8,8 +8,8 @@ namespace {
 
 constexpr double kMb = 1024.0 * 1024.0;
 
-// Settings tried first, after the starting one (fusion MB, cycle ms): spread over the box.
-const std::vector<std::vector<double>> kDesign = {{4, 5}, {32, 12.5}, {64, 2}, {16, 0.5}};
+// Settings tried first, after the starting one: spread over the box.
+const std::vector<TunedParams> kDesign = {{4 << 20, 5}, {32 << 20, 12.5}, {64 << 20, 2}, {16 << 20, 0.5}};
 
 std::vector<std::pair<double, double>> box(const AutotuneOptions& o) {
   std::vector<std::pair<double, double>> b;
@@ -26,16 +26,15 @@ Autotuner::Autotuner(const AutotuneOptions& options, TunedParams initial, bool h
       tuning_(options.enabled && !(options.fusion_fixed && options.cycle_fixed)),
       current_(initial),
       best_(initial),
-      warmups_left_(std::max(options.warmup_samples, 0)),
-      optimizer_(tuning_ ? box(options) : std::vector<std::pair<double, double>>{{0.0, 1.0}}, options.noise) {
+      warmups_left_(std::max(options.warmup_samples, 0)) {
+  if (tuning_) optimizer_.emplace(box(options), options.noise);
   if (options_.enabled && !tuning_)
     std::fprintf(stderr, "[jupyter_hvd] autotune: HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME are both set, "
                          "so there is nothing to tune\n");
   if (tuning_ && !options_.log_path.empty()) {
     log_.open(options_.log_path, std::ios::out | std::ios::trunc);
-    if (!log_)
-      std::fprintf(stderr, "[jupyter_hvd] autotune: cannot write the log %s\n", options_.log_path.c_str());
-    log_ << "hierarchical_allreduce,hierarchical_allgather,cycle_time_ms,tensor_fusion_threshold,score" << std::endl;
+    if (!log_) std::fprintf(stderr, "[jupyter_hvd] autotune: cannot write the log %s\n", options_.log_path.c_str());
+    else log_ << "hierarchical_allreduce,hierarchical_allgather,cycle_time_ms,tensor_fusion_threshold,score" << std::endl;
   }
 }
 
@@ -69,6 +68,7 @@ void Autotuner::log(const TunedParams& p, double score) {
 
 bool Autotuner::record(const std::vector<std::string>& names, int64_t bytes, int64_t now_us) {
   if (!tuning_) return false;
+  const TunedParams before = current_;
   if (window_start_us_ < 0) {  // the first response only starts the clock
     window_start_us_ = last_end_us_ = now_us;
     return false;
@@ -77,7 +77,6 @@ bool Autotuner::record(const std::vector<std::string>& names, int64_t bytes, int
     auto it = seen_.find(n);
     return it != seen_.end() && it->second >= options_.steps_per_sample;
   });
-  bool changed = false;
   if (step_over) {  // the sample ended with the last response
     int64_t elapsed = std::max<int64_t>(last_end_us_ - window_start_us_, 1);
     samples_.push_back(static_cast<double>(window_bytes_) / elapsed);
@@ -88,9 +87,7 @@ bool Autotuner::record(const std::vector<std::string>& names, int64_t bytes, int
       std::nth_element(samples_.begin(), samples_.begin() + kSamplesPerSetting / 2, samples_.end());
       double median = samples_[kSamplesPerSetting / 2];
       samples_.clear();
-      TunedParams before = current_;
       finish_setting(median);
-      changed = before.fusion_threshold != current_.fusion_threshold || before.cycle_time_ms != current_.cycle_time_ms;
     }
   }
   window_bytes_ += bytes;
@@ -101,12 +98,16 @@ bool Autotuner::record(const std::vector<std::string>& names, int64_t bytes, int
                  "[jupyter_hvd] autotune: stopped, since no tensor name came round again in %zu names; a training "
                  "step ends when a name repeats, so give the tensors names (DistributedTrainer does)\n",
                  seen_.size());
-    tuning_ = false;
     seen_.clear();
-    changed = current_.fusion_threshold != best_.fusion_threshold || current_.cycle_time_ms != best_.cycle_time_ms;
-    if (best_score_ >= 0) current_ = best_;
+    settle();
   }
-  return changed;
+  return before.fusion_threshold != current_.fusion_threshold || before.cycle_time_ms != current_.cycle_time_ms;
+}
+
+void Autotuner::settle() {
+  tuning_ = false;
+  current_ = best_;
+  optimizer_.reset();
 }
 
 void Autotuner::finish_setting(double score) {
@@ -115,34 +116,28 @@ void Autotuner::finish_setting(double score) {
     return;
   }
   log(current_, score);
-  optimizer_.add(point(current_), score);
+  optimizer_->add(point(current_), score);
   if (score > best_score_) {
     best_score_ = score;
     best_ = current_;
   }
   if (++tried_ >= options_.max_samples) {
-    tuning_ = false;
-    current_ = best_;
+    settle();
     log(best_, best_score_);
     std::fprintf(stderr,
                  "[jupyter_hvd] autotune: settled on %s, the best of %d settings (%.0f MB/s through collectives)\n",
                  best_.describe().c_str(), tried_, best_score_ * 1e6 / kMb);
     return;
   }
-  if (next_design_ < kDesign.size()) {
-    std::vector<double> x;
-    if (!options_.fusion_fixed) x.push_back(kDesign[next_design_][0]);
-    if (!options_.cycle_fixed) x.push_back(kDesign[next_design_][1]);
-    ++next_design_;
-    current_ = params_at(x);
+  if (next_design_ < kDesign.size()) {  // only the parts the user left free
+    current_ = params_at(point(kDesign[next_design_++]));
     return;
   }
   try {
-    current_ = params_at(optimizer_.next());
+    current_ = params_at(optimizer_->next());
   } catch (const std::exception& e) {  // tuning is an optimisation: never let it stop the engine
     std::fprintf(stderr, "[jupyter_hvd] autotune: stopped early (%s); keeping the best setting so far\n", e.what());
-    tuning_ = false;
-    current_ = best_;
+    settle();
   }
 }
 

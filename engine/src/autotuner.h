@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,6 +41,7 @@ class Autotuner {
 
  private:
   void finish_setting(double score);
+  void settle();  // stop measuring and keep the best setting seen (the starting one if none was)
   std::vector<double> point(const TunedParams& p) const;
   TunedParams params_at(const std::vector<double>& x) const;
   void log(const TunedParams& p, double score);
@@ -52,7 +54,7 @@ class Autotuner {
   int warmups_left_;
   int tried_ = 0;
   size_t next_design_ = 0;
-  BayesianOptimizer optimizer_;
+  std::optional<BayesianOptimizer> optimizer_;  // while tuning
   std::ofstream log_;
 
   int64_t window_start_us_ = -1, last_end_us_ = 0, window_bytes_ = 0;
