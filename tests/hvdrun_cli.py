@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 REPO = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 60
 PRINT_RANK = (
@@ -46,3 +48,11 @@ def run_hvdrun(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
 def rank_lines(stdout: str) -> list[str]:
     """Sorted 'rank R S' lines from the ranks' output."""
     return sorted(line for line in stdout.splitlines() if line.startswith("rank "))
+
+
+def running(pid: int) -> bool:
+    """Whether process pid still runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hvdrun_cli import PRINT_ENV, PRINT_RANK, clean_env, hvdrun_argv, rank_lines, run_hvdrun
+from hvdrun_cli import PRINT_ENV, PRINT_RANK, clean_env, hvdrun_argv, rank_lines, run_hvdrun, running
 
 from jupyter_hvd.runner import child as child_process
 from jupyter_hvd.runner import hvdrun
@@ -227,15 +227,6 @@ def wait_for_pids(pid_file: Path, count: int, proc: subprocess.Popen, deadline_s
     raise AssertionError(f"{len(pids)} of {count} ranks started (hvdrun exit {proc.returncode}); stderr:\n{stderr}")
 
 
-def alive(pid: int) -> bool:
-    """Whether a process with this pid still exists."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def next_pids(count: int) -> list[int]:
     """The pids the next processes started here will most likely get (Linux hands them out in order)."""
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
@@ -280,9 +271,9 @@ def test_signal_stops_every_rank(tmp_path: Path, signum: int, teed: bool) -> Non
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=15)
         assert proc.returncode != 0
-        while any(map(alive, pids)) and time.monotonic() - sent < 15:
+        while any(map(running, pids)) and time.monotonic() - sent < 15:
             time.sleep(0.05)
-        assert not any(map(alive, pids)), stderr
+        assert not any(map(running, pids)), stderr
     finally:
         proc.kill()
         proc.wait()

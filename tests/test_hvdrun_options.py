@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hvdrun_cli import PRINT_ENV, RUN_TIMEOUT_S, clean_env, hvdrun_argv, rank_lines, run_hvdrun
+from hvdrun_cli import PRINT_ENV, RUN_TIMEOUT_S, clean_env, hvdrun_argv, rank_lines, run_hvdrun, running
 
 from jupyter_hvd.runner import hvdrun
 from jupyter_hvd.runner.rank_output import rank_folder
@@ -171,10 +171,9 @@ def test_a_killed_output_wrapper_takes_its_rank_along(tmp_path: Path) -> None:
         child = int(pid_file.read_text())
         wrapper.send_signal(signal.SIGKILL)
         wrapper.wait(timeout=10)
-        while time.monotonic() < deadline and Path(f"/proc/{child}").exists() and \
-                Path(f"/proc/{child}/stat").read_text().split()[2] != "Z":
+        while time.monotonic() < deadline and running(child):
             time.sleep(0.05)
-        assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+        assert not running(child)
     finally:
         wrapper.kill()
 
