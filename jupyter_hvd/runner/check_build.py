@@ -6,6 +6,8 @@ import importlib.metadata
 import importlib.util
 import subprocess
 
+from jupyter_hvd.runner.launch import find_mpiexec
+
 
 def _mark(ok: bool) -> str:
     return "[X]" if ok else "[ ]"
@@ -23,8 +25,6 @@ def _mxnet() -> tuple[bool, str]:
 
 def _mpi() -> tuple[bool, str]:
     """Whether mpiexec is there, with its version line and path, or why not."""
-    from .launch import find_mpiexec
-
     try:
         mpiexec = find_mpiexec()
     except RuntimeError as exc:
