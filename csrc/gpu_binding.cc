@@ -9,18 +9,19 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <map>
 #include <optional>
+#include <utility>
 
 #include "engine.h"
 #include "gpu/gpu_runtime.h"
 #include "gpu/ready_event.h"
+#include "registry.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace jhvd {
-
-std::shared_ptr<hvd::Handle> enqueue_entry(hvd::TensorEntry entry);  // module.cc
 
 namespace {
 
@@ -66,43 +67,56 @@ void bind_gpu(nb::module_& m) {
     }
   }, "device"_a);
 
-  m.def("enqueue_device", [](int op, const std::string& name, int dtype, std::vector<int64_t> shape, uintptr_t input,
-                             uintptr_t output, int reduce, int process_set, int root_rank, double prescale,
-                             double postscale, std::vector<int64_t> splits, int device,
-                             std::optional<uintptr_t> stream) {
+  // One operation on each device buffer of `inputs`, all queued together; an output of 0 has the engine
+  // allocate it. Each input is ready once the work queued so far on its stream (None: it is ready now) is done.
+  m.def("enqueue_device", [](int op, std::vector<std::string> names, std::vector<int> dtypes,
+                             std::vector<std::vector<int64_t>> shapes, std::vector<uintptr_t> inputs,
+                             std::vector<uintptr_t> outputs, int reduce, int process_set, int root_rank, double prescale,
+                             double postscale, std::vector<int64_t> splits, std::vector<int> devices,
+                             std::vector<std::optional<uintptr_t>> streams) {
+    size_t n = names.size();
+    if (dtypes.size() != n || shapes.size() != n || inputs.size() != n || outputs.size() != n ||
+        devices.size() != n || streams.size() != n)
+      throw nb::value_error("enqueue_device: the per-tensor lists differ in length");
     auto& rt = hvd::gpu::runtime();
     if (!rt.cuda_ready()) {
       auto s = rt.status();
       std::string why = s.cuda.loaded ? s.device_error : s.cuda.error;
-      throw std::runtime_error("GPU tensor '" + name + "', but CUDA is not usable here: " +
+      throw std::runtime_error("GPU tensor '" + (n ? names[0] : std::string()) +
+                               "', but CUDA is not usable here: " +
                                (why.empty() ? "the CUDA runtime has not been loaded (gpu_load)" : why));
     }
-    if (device < 0 || device >= rt.status().device_count)
-      throw hvd::InvalidArgument("tensor '" + name + "' is on cuda:" + std::to_string(device) + ", but " +
-                                 std::to_string(rt.status().device_count) + " CUDA device(s) are visible");
-    hvd::TensorEntry e;
-    e.request.spec.op = static_cast<hvd::OpType>(op);
-    e.request.spec.reduce = static_cast<hvd::ReduceOp>(reduce);
-    e.request.spec.dtype = static_cast<hvd::DataType>(dtype);
-    e.request.spec.memory = hvd::Memory::Cuda;
-    e.request.spec.process_set = process_set;
-    e.request.spec.root_rank = root_rank;
-    e.request.spec.prescale = prescale;
-    e.request.spec.postscale = postscale;
-    e.request.name = name;
-    e.request.shape = std::move(shape);
-    e.input = reinterpret_cast<const void*>(input);
-    e.output = reinterpret_cast<void*>(output);
-    e.splits = std::move(splits);
-    e.device = device;
-    if (stream) {
-      std::string err;
-      e.ready = hvd::gpu::ReadyEvent::record(rt, device, reinterpret_cast<hvd::gpu::cudaStream_t>(*stream), &err);
-      if (!e.ready) throw std::runtime_error("tensor '" + name + "': " + err);
+    std::vector<hvd::TensorEntry> group(n);
+    // One ready event per stream serves every tensor that it produced.
+    std::map<std::pair<int, uintptr_t>, std::shared_ptr<hvd::gpu::ReadyEvent>> events;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string& name = names[i];
+      if (devices[i] < 0 || devices[i] >= rt.status().device_count)
+        throw hvd::InvalidArgument("tensor '" + name + "' is on cuda:" + std::to_string(devices[i]) + ", but " +
+                                   std::to_string(rt.status().device_count) + " CUDA device(s) are visible");
+      hvd::TensorEntry& e = group[i];
+      e.request.spec = {static_cast<hvd::OpType>(op), static_cast<hvd::ReduceOp>(reduce),
+                        static_cast<hvd::DataType>(dtypes[i]), hvd::Memory::Cuda, process_set, root_rank, prescale,
+                        postscale};
+      e.request.name = name;
+      e.request.shape = std::move(shapes[i]);
+      e.input = reinterpret_cast<const void*>(inputs[i]);
+      e.output = reinterpret_cast<void*>(outputs[i]);
+      e.splits = splits;
+      e.device = devices[i];
+      if (!streams[i]) continue;
+      auto& ready = events[{devices[i], *streams[i]}];
+      if (!ready) {
+        std::string err;
+        ready = hvd::gpu::ReadyEvent::record(rt, devices[i], reinterpret_cast<hvd::gpu::cudaStream_t>(*streams[i]),
+                                             &err);
+        if (!ready) throw std::runtime_error("tensor '" + name + "': " + err);
+      }
+      e.ready = ready;
     }
-    return enqueue_entry(std::move(e));
-  }, "op"_a, "name"_a, "dtype"_a, "shape"_a, "input"_a, "output"_a, "reduce"_a, "process_set"_a, "root_rank"_a,
-     "prescale"_a, "postscale"_a, "splits"_a, "device"_a, "stream"_a.none());
+    return enqueue_entries(std::move(group));
+  }, "op"_a, "names"_a, "dtypes"_a, "shapes"_a, "inputs"_a, "outputs"_a, "reduce"_a, "process_set"_a, "root_rank"_a,
+     "prescale"_a, "postscale"_a, "splits"_a, "devices"_a, "streams"_a);
 
   // What a DLPack tensor is, without touching its memory: (address, shape, strides in elements
   // or None, (type code, bits, lanes), (device type, device id)).

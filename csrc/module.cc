@@ -8,11 +8,13 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 
 #include "engine.h"
 #include "gpu_binding.h"
+#include "registry.h"
 #ifdef JHVD_WITH_MXNET
 #include "mxnet_bridge.h"
 #endif
@@ -35,21 +37,63 @@ nb::tuple status_tuple(const hvd::Status& s) {
   return nb::make_tuple(static_cast<int>(s.code), s.message, s.origin_rank);
 }
 
-// Waits in short slices with the GIL released, so Ctrl-C and other threads still run.
-bool wait_handle(const hvd::Handle& h, double timeout_s) {
+// Waits for every handle of the group in short slices with the GIL released, so Ctrl-C and other threads still
+// run; false when `timeout_s` (negative: none) passes first.
+bool wait_group(const jhvd::HandleGroup& g, double timeout_s) {
   auto slice = std::chrono::milliseconds(50);
   auto start = std::chrono::steady_clock::now();
-  while (true) {
-    bool done;
-    {
-      nb::gil_scoped_release nogil;
-      done = h.wait_for(slice);
+  for (const auto& h : g.handles) {
+    while (true) {
+      bool done;
+      {
+        nb::gil_scoped_release nogil;
+        done = h->wait_for(slice);
+      }
+      if (done) break;
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
+      if (timeout_s >= 0 &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= timeout_s)
+        return false;
     }
-    if (done) return true;
-    if (PyErr_CheckSignals() != 0) throw nb::python_error();
-    if (timeout_s >= 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= timeout_s)
-      return false;
   }
+  return true;
+}
+
+// The first failure among the group's finished handles, or Ok.
+hvd::Status first_failure(const jhvd::HandleGroup& g) {
+  for (const auto& h : g.handles) {
+    hvd::Status s = h->status();
+    if (!s.ok()) return s;
+  }
+  return hvd::Status::Ok();
+}
+
+// A host array's address (0 when empty) and shape, read through the buffer protocol without asking
+// for its format, so every dtype passes; a non-contiguous array, or a read-only one to write, fails.
+hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handle input, nb::handle output) {
+  hvd::TensorEntry e;
+  e.request.spec = spec;
+  auto read = [&](nb::handle array, bool writable, const char* what) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_ND | (writable ? PyBUF_WRITABLE : 0)) != 0) {
+      PyErr_Clear();
+      throw hvd::InvalidArgument("tensor '" + name + "': the " + what + " must be C-contiguous" +
+                                 (writable ? " and writable" : ""));
+    }
+    void* p = view.len ? view.buf : nullptr;
+    if (array.ptr() == input.ptr()) e.request.shape.assign(view.shape, view.shape + view.ndim);
+    PyBuffer_Release(&view);
+    return p;
+  };
+  if (output.ptr() == input.ptr()) {  // in place: one read, which must allow writing
+    e.output = read(input, true, "array to reduce in place");
+    e.input = e.output;
+  } else {
+    e.input = read(input, false, "input array");
+    e.output = output.is_none() ? nullptr : read(output, true, "output array");
+  }
+  e.request.name = std::move(name);
+  return e;
 }
 
 nb::dict metrics_dict(const hvd::Metrics& m) {
@@ -84,10 +128,10 @@ nb::dict metrics_dict(const hvd::Metrics& m) {
 namespace jhvd {
 
 // Holds the registry lock while enqueueing, so a concurrent shutdown cannot free the engine meanwhile.
-std::shared_ptr<hvd::Handle> enqueue_entry(hvd::TensorEntry entry) {
+HandleGroup enqueue_entries(std::vector<hvd::TensorEntry> group) {
   std::lock_guard<std::mutex> g(g_mu);
   if (!g_engine) throw std::runtime_error("jupyter_hvd has not been initialized; use hvd.init().");
-  return g_engine->enqueue(std::move(entry));
+  return {g_engine->enqueue(std::move(group))};
 }
 
 }  // namespace jhvd
@@ -102,9 +146,6 @@ NB_MODULE(_C, m) {
   });
 
   nb::class_<hvd::Handle>(m, "Handle")
-      .def("poll", &hvd::Handle::poll)
-      .def("wait", &wait_handle, "timeout_s"_a = -1.0)
-      .def("status", [](const hvd::Handle& h) { return status_tuple(h.status()); })
       .def_prop_ro("output_shape", [](const hvd::Handle& h) { return h.output_shape; })
       .def_prop_ro("received_splits", [](const hvd::Handle& h) { return h.received_splits; })
       .def("output", [](nb::handle self) {
@@ -113,6 +154,17 @@ NB_MODULE(_C, m) {
         size_t n = h.output.size();
         return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(h.output.data(), {n}, self);
       }, nb::rv_policy::reference_internal);
+  nb::class_<jhvd::HandleGroup>(m, "HandleGroup")
+      .def("poll", [](const jhvd::HandleGroup& g) {
+        return std::all_of(g.handles.begin(), g.handles.end(), [](const auto& h) { return h->poll(); });
+      })
+      .def("wait", &wait_group, "timeout_s"_a = -1.0)
+      .def("status", [](const jhvd::HandleGroup& g) { return status_tuple(first_failure(g)); })
+      .def("__len__", [](const jhvd::HandleGroup& g) { return g.handles.size(); })
+      .def("__getitem__", [](const jhvd::HandleGroup& g, size_t i) {
+        if (i >= g.handles.size()) throw nb::index_error();
+        return g.handles[i];
+      });
 
   m.def("init", [](uintptr_t comm_handle) {
     std::lock_guard<std::mutex> g(g_mu);
@@ -138,21 +190,26 @@ NB_MODULE(_C, m) {
     const auto& t = engine().topology();
     return nb::make_tuple(t.rank, t.size, t.local_rank, t.local_size, t.cross_rank, t.cross_size);
   });
-  m.def("enqueue", [](int op, const std::string& name, int dtype, std::vector<int64_t> shape,
-                      uintptr_t input, uintptr_t output, int reduce, int process_set, int root_rank,
-                      double prescale, double postscale, std::vector<int64_t> splits) {
-    hvd::TensorEntry e;
-    e.request.spec = {static_cast<hvd::OpType>(op), static_cast<hvd::ReduceOp>(reduce),
-                      static_cast<hvd::DataType>(dtype), hvd::Memory::Host, process_set, root_rank, prescale,
-                      postscale};
-    e.request.name = name;
-    e.request.shape = std::move(shape);
-    e.input = reinterpret_cast<const void*>(input);
-    e.output = reinterpret_cast<void*>(output);
-    e.splits = std::move(splits);
-    return engine().enqueue(std::move(e));
-  }, "op"_a, "name"_a, "dtype"_a, "shape"_a, "input"_a, "output"_a, "reduce"_a, "process_set"_a,
-     "root_rank"_a, "prescale"_a, "postscale"_a, "splits"_a);
+  // One operation on each host array of `inputs`, all queued together; `outputs` holds an array to
+  // write each result to, or None where the engine allocates it.
+  m.def("enqueue", [](int op, std::vector<std::string> names, std::vector<int> dtypes, nb::list inputs,
+                      nb::list outputs, int reduce, int process_set, int root_rank, double prescale,
+                      double postscale, std::vector<int64_t> splits) {
+    size_t n = names.size();
+    if (dtypes.size() != n || inputs.size() != n || outputs.size() != n)
+      throw nb::value_error("enqueue: names, dtypes, inputs and outputs differ in length");
+    std::vector<hvd::TensorEntry> group;
+    group.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      hvd::OpSpec spec{static_cast<hvd::OpType>(op), static_cast<hvd::ReduceOp>(reduce),
+                       static_cast<hvd::DataType>(dtypes[i]), hvd::Memory::Host, process_set, root_rank, prescale,
+                       postscale};
+      group.push_back(host_entry(spec, std::move(names[i]), inputs[i], outputs[i]));
+      group.back().splits = splits;
+    }
+    return jhvd::enqueue_entries(std::move(group));
+  }, "op"_a, "names"_a, "dtypes"_a, "inputs"_a, "outputs"_a, "reduce"_a, "process_set"_a, "root_rank"_a,
+     "prescale"_a, "postscale"_a, "splits"_a);
   m.def("abort", [](const std::string& reason) { engine().abort(reason); }, "reason"_a);
   m.def("stop_status", [] { return status_tuple(engine().stop_status()); });
   m.def("add_process_set", [](std::vector<int> ranks) {
@@ -183,17 +240,6 @@ NB_MODULE(_C, m) {
     return nb::make_tuple(out, dropped);
   }, "since"_a, "max"_a = 100000);
   m.def("metrics", [] { return metrics_dict(engine().metrics()); });
-  // The address of a host array's first element (0 when empty), read through the buffer protocol:
-  // a fraction of what numpy's __array_interface__ costs per call.
-  m.def("address", [](nb::handle array) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_ANY_CONTIGUOUS) != 0) throw nb::python_error();
-    uintptr_t p = view.len ? reinterpret_cast<uintptr_t>(view.buf) : 0;
-    PyBuffer_Release(&view);
-    return p;
-  }, "array"_a);
-  m.def("hold_queue", [] { engine().hold_queue(); });
-  m.def("release_queue", [] { engine().release_queue(); });
   jhvd::bind_gpu(m);
 #ifdef JHVD_WITH_MXNET
   jhvd::bind_mxnet(m);

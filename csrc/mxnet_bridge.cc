@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "registry.h"
+
 namespace nb = nanobind;
 using namespace nb::literals;
 
@@ -140,24 +142,17 @@ void run_op(void* /*run_ctx*/, void* on_complete, void* param) {
   const auto& op = *static_cast<const PushedOp*>(param);
   std::vector<hvd::TensorEntry> entries;
   entries.reserve(op.names.size());
+  std::vector<std::shared_ptr<hvd::Handle>> handles;
   try {
     for (size_t i = 0; i < op.names.size(); ++i) entries.push_back(entry_for(op, i));
+    // From here `op` may be freed as soon as the last tensor completes: use only locals.
+    handles = enqueue_entries(std::move(entries)).handles;  // all of them, or none
   } catch (const std::exception& ex) {
     GroupCompletion(done, 1).finish(hvd::Status::Error(hvd::Status::Code::Invalid, ex.what()));
     return;
   }
-  // From here `op` may be freed as soon as the last tensor completes: use only locals.
-  auto group = std::make_shared<GroupCompletion>(done, entries.size());
-  for (auto& e : entries) {
-    std::shared_ptr<hvd::Handle> handle;
-    try {
-      handle = enqueue_entry(std::move(e));
-    } catch (const std::exception& ex) {
-      group->finish(hvd::Status::Error(hvd::Status::Code::Invalid, ex.what()));
-      continue;
-    }
-    handle->on_complete([group](const hvd::Status& s) { group->finish(s); });
-  }
+  auto group = std::make_shared<GroupCompletion>(done, handles.size());
+  for (auto& h : handles) h->on_complete([group](const hvd::Status& s) { group->finish(s); });
 }
 
 const char* opr_name(hvd::OpType op) {

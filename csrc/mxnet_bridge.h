@@ -5,15 +5,7 @@
 
 #include <nanobind/nanobind.h>
 
-#include <memory>
-
-#include "engine.h"
-
 namespace jhvd {
-
-// Enqueues on the process-wide engine (defined next to it in module.cc). Throws
-// hvd::InvalidArgument for bad requests and std::runtime_error when no engine is running.
-std::shared_ptr<hvd::Handle> enqueue_entry(hvd::TensorEntry entry);
 
 // Adds mxnet_setup and mxnet_push to the module.
 void bind_mxnet(nanobind::module_& m);

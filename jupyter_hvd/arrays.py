@@ -3,7 +3,6 @@ from typing import Any, Union
 
 import numpy as np
 
-from . import _C
 from .gpu import DeviceArray, device_array
 
 
@@ -27,7 +26,3 @@ def as_array(tensor: Any, what: str) -> Union[np.ndarray, DeviceArray]:
         raise ValueError(f"{what}: the tensor must be C-contiguous (use np.ascontiguousarray)")
     return arr
 
-
-def address(arr: np.ndarray) -> int:
-    """The address of the first element (0 for empty arrays)."""
-    return _C.address(arr)

@@ -1,31 +1,39 @@
 """Asynchronous results: a handle keeps the operation's arrays alive until it completes."""
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from .errors import raise_for_status
 
 
 class Handle:
-    """An enqueued operation; ``wait()`` returns its result or raises its error."""
+    """An enqueued operation, or a group of them; ``wait()`` returns its result (a group's: the list of
+    results) or raises its first error."""
 
-    def __init__(self, native: Any, keep: tuple, finish: Callable[[Any], Any]):
-        self._native = native
+    __slots__ = ("_natives", "_keep", "_finishes", "_group", "_result", "_done")
+
+    def __init__(self, natives: Any, keep: tuple, finishes: Sequence[Callable[[Any], Any]], group: bool = False):
+        self._natives = natives  # the native HandleGroup: one handle per tensor
         self._keep = keep  # the arrays the engine reads and writes by address
-        self._finish = finish
+        self._finishes = finishes  # each tensor's result from its native handle
+        self._group = group
         self._result: Any = None
         self._done = False
 
     def poll(self) -> bool:
         """True when the operation has finished (successfully or not)."""
-        return self._native.poll()
+        return self._natives.poll()
 
     def wait(self, timeout: Optional[float] = None) -> Any:
         """Block until done (Ctrl-C still works) and return the result; TimeoutError on timeout."""
         if self._done:
             return self._result
-        if not self._native.wait(-1.0 if timeout is None else float(timeout)):
+        natives = self._natives
+        if not natives.wait(-1.0 if timeout is None else float(timeout)):
             raise TimeoutError(f"operation not finished after {timeout} s")
-        raise_for_status(self._native.status())
-        self._result = self._finish(self._native)
+        raise_for_status(natives.status())
+        if self._group:
+            self._result = [finish(native) for finish, native in zip(self._finishes, natives)]
+        else:
+            self._result = self._finishes[0](natives[0])
         self._done = True
         self._keep = ()
         return self._result

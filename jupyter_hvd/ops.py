@@ -1,5 +1,4 @@
 """Collective operations on host arrays (numpy or DLPack), with Horovod's names and defaults."""
-import contextlib
 import itertools
 from collections import defaultdict
 import warnings
@@ -8,7 +7,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import _C
-from .arrays import address, as_array
+from .arrays import as_array
 from .dtypes import BOOL_CODE, FLOAT_CODES, dtype_code
 from .gpu import DeviceArray
 from .handles import Handle
@@ -59,24 +58,31 @@ def _check_reduce(code: int, op: int, prescale: float, postscale: float, what: s
         raise TypeError(f"{what}: prescale_factor/postscale_factor need a floating-point tensor")
 
 
-def _enqueue(op: int, kind: str, arr: np.ndarray, out: Optional[np.ndarray], name: Optional[str],
-             process_set: ProcessSet, finish: Callable[[Any], Any], *, reduce: int = Sum,
-             root_rank: int = -1, prescale: float = 1.0, postscale: float = 1.0,
+def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names: Sequence[Optional[str]],
+             process_set: ProcessSet, finishes: Sequence[Callable[[Any], Any]], *, group: bool = False,
+             reduce: int = Sum, root_rank: int = -1, prescale: float = 1.0, postscale: float = 1.0,
              splits: Sequence[int] = ()) -> Handle:
+    """Queues one operation per array of ``arrs``, all together (a group fuses); ``outs`` holds where each
+    result goes (None: the engine allocates it) and ``finishes`` how each is returned."""
     pid = set_id(process_set)
-    code = dtype_code(arr.dtype, kind)
-    _check_reduce(code, reduce, prescale, postscale, kind)
-    name = _name(kind, name, pid)  # only calls that will run take an automatic name
-    if isinstance(arr, DeviceArray):  # GPU tensor: NCCL, or host staging where NCCL cannot run
-        native = _C.enqueue_device(op, name, code, list(arr.shape), arr.ptr, 0 if out is None else out.ptr, reduce,
-                                   pid, root_rank, float(prescale), float(postscale), list(splits), arr.device,
-                                   arr.stream)
-        return Handle(native, (arr,), finish)
-    src = address(arr)
-    dst = 0 if out is None else src if out is arr else address(out)
-    native = _C.enqueue(op, name, code, list(arr.shape), src, dst, reduce, pid, root_rank, float(prescale),
-                        float(postscale), list(splits))
-    return Handle(native, (arr, out), finish)
+    codes, named, on_device = [], [], 0
+    for a in arrs:  # a plain loop: a single op pays for no comprehension frames
+        code = dtype_code(a.dtype, kind)
+        _check_reduce(code, reduce, prescale, postscale, kind)
+        codes.append(code)
+        on_device += isinstance(a, DeviceArray)
+    for n in names:  # once all are valid: only calls that will run take an automatic name
+        named.append(_name(kind, n, pid))
+    args = (reduce, pid, root_rank, float(prescale), float(postscale), list(splits))
+    if not on_device:
+        natives = _C.enqueue(op, named, codes, arrs, outs, *args)
+    elif on_device == len(arrs):  # GPU tensors: NCCL, or host staging where NCCL cannot run
+        natives = _C.enqueue_device(op, named, codes, [list(a.shape) for a in arrs], [a.ptr for a in arrs],
+                                    [0 if o is None else o.ptr for o in outs], *args, [a.device for a in arrs],
+                                    [a.stream for a in arrs])
+    else:
+        raise ValueError(f"{kind}: the tensors of one group must all be on the host or all on the GPU")
+    return Handle(natives, (arrs, outs), finishes, group)
 
 
 def _engine_output(arr: Any) -> Callable[[Any], Any]:
@@ -98,15 +104,27 @@ def _output_like(arr: Any, out: Any) -> tuple:
     return out, lambda _: out
 
 
+def _allreduce(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequence[Optional[str]], op: int,
+               prescale: float, postscale: float, process_set: ProcessSet, group: bool) -> Handle:
+    arrs, outs, finishes = [], [], []
+    for t in tensors:
+        arr = as_array(t, kind)
+        out, finish = _output_like(arr, arr if in_place else None)
+        arrs.append(arr)
+        outs.append(out)
+        finishes.append(finish)
+    return _enqueue(_ALLREDUCE, kind, arrs, outs, names, process_set, finishes, group=group, reduce=op,
+                    prescale=prescale, postscale=postscale)
+
+
 def allreduce_async(tensor: Any, average: Optional[bool] = None, name: Optional[str] = None,
                     op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-                    process_set: ProcessSet = global_process_set, *, _out: Optional[np.ndarray] = None) -> Handle:
+                    process_set: ProcessSet = global_process_set) -> Handle:
     """Start an allreduce; the handle's wait() returns the reduced array."""
     arr = as_array(tensor, "allreduce")
-    op = resolve_op(average, op)
-    out, finish = _output_like(arr, _out)
-    return _enqueue(_ALLREDUCE, "allreduce", arr, out, name, process_set, finish, reduce=op,
-                    prescale=prescale_factor, postscale=postscale_factor)
+    out, finish = _output_like(arr, None)
+    return _enqueue(_ALLREDUCE, "allreduce", [arr], [out], [name], process_set, [finish],
+                    reduce=resolve_op(average, op), prescale=prescale_factor, postscale=postscale_factor)
 
 
 def allreduce(tensor: Any, average: Optional[bool] = None, name: Optional[str] = None, op: Optional[int] = None,
@@ -121,7 +139,9 @@ def allreduce_async_(tensor: np.ndarray, average: Optional[bool] = None, name: O
                      process_set: ProcessSet = global_process_set) -> Handle:
     """Start an in-place allreduce of ``tensor``."""
     arr = as_array(tensor, "allreduce_")
-    return allreduce_async(arr, average, name, op, prescale_factor, postscale_factor, process_set, _out=arr)
+    out, finish = _output_like(arr, arr)
+    return _enqueue(_ALLREDUCE, "allreduce_", [arr], [out], [name], process_set, [finish],
+                    reduce=resolve_op(average, op), prescale=prescale_factor, postscale=postscale_factor)
 
 
 def allreduce_(tensor: np.ndarray, average: Optional[bool] = None, name: Optional[str] = None,
@@ -135,53 +155,54 @@ def _group_names(name: Optional[str], n: int) -> list:
     return [None] * n if name is None else [f"{name}.{i}" for i in range(n)]
 
 
-@contextlib.contextmanager
-def _together():
-    """The ops started inside reach the engine at once, so a group negotiates and fuses as one."""
-    _C.hold_queue()
-    try:
-        yield
-    finally:
-        _C.release_queue()
-
-
 def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
                             op: Optional[int] = None, prescale_factor: float = 1.0,
                             postscale_factor: float = 1.0,
-                            process_set: ProcessSet = global_process_set) -> list:
-    """Start allreduces of several tensors at once; they reach the engine together, so they fuse."""
-    op = resolve_op(average, op)
-    with _together():
-        return [allreduce_async(t, None, n, op, prescale_factor, postscale_factor, process_set)
-                for t, n in zip(tensors, _group_names(name, len(tensors)))]
+                            process_set: ProcessSet = global_process_set) -> Handle:
+    """Start allreduces of several tensors as one group, which negotiates and fuses as one; the handle's
+    wait() returns the reduced arrays in order."""
+    return _allreduce(tensors, False, "grouped_allreduce", _group_names(name, len(tensors)),
+                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
 
 
 def grouped_allreduce(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
                       op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                       process_set: ProcessSet = global_process_set) -> list:
     """Allreduce a list of tensors; returns the reduced arrays in order."""
-    hs = grouped_allreduce_async(tensors, average, name, op, prescale_factor, postscale_factor, process_set)
-    return [h.wait() for h in hs]
+    return grouped_allreduce_async(tensors, average, name, op, prescale_factor, postscale_factor,
+                                   process_set).wait()
+
+
+def grouped_allreduce_async_(tensors: Sequence[np.ndarray], average: Optional[bool] = None,
+                             name: Optional[str] = None, op: Optional[int] = None, prescale_factor: float = 1.0,
+                             postscale_factor: float = 1.0,
+                             process_set: ProcessSet = global_process_set) -> Handle:
+    """Start in-place allreduces of several tensors as one group."""
+    return _allreduce(tensors, True, "grouped_allreduce_", _group_names(name, len(tensors)),
+                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
 
 
 def grouped_allreduce_(tensors: Sequence[np.ndarray], average: Optional[bool] = None, name: Optional[str] = None,
                        op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                        process_set: ProcessSet = global_process_set) -> list:
     """Allreduce a list of tensors in place."""
-    op = resolve_op(average, op)
-    with _together():
-        hs = [allreduce_async_(t, None, n, op, prescale_factor, postscale_factor, process_set)
-              for t, n in zip(tensors, _group_names(name, len(tensors)))]
-    return [h.wait() for h in hs]
+    return grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor,
+                                    process_set).wait()
+
+
+def _allgather(tensors: Sequence[Any], kind: str, names: Sequence[Optional[str]], process_set: ProcessSet,
+               group: bool) -> Handle:
+    arrs = [as_array(t, kind) for t in tensors]
+    if any(a.ndim == 0 for a in arrs):
+        raise ValueError(f"{kind}: the tensor needs at least one dimension")
+    return _enqueue(_ALLGATHER, kind, arrs, [None] * len(arrs), names, process_set,
+                    [_engine_output(a) for a in arrs], group=group)
 
 
 def allgather_async(tensor: Any, name: Optional[str] = None,
                     process_set: ProcessSet = global_process_set) -> Handle:
     """Start an allgather along the first dimension (which may differ per rank)."""
-    arr = as_array(tensor, "allgather")
-    if arr.ndim == 0:
-        raise ValueError("allgather: the tensor needs at least one dimension")
-    return _enqueue(_ALLGATHER, "allgather", arr, None, name, process_set, _engine_output(arr))
+    return _allgather([tensor], "allgather", [name], process_set, False)
 
 
 def allgather(tensor: Any, name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> np.ndarray:
@@ -189,12 +210,16 @@ def allgather(tensor: Any, name: Optional[str] = None, process_set: ProcessSet =
     return allgather_async(tensor, name, process_set).wait()
 
 
+def grouped_allgather_async(tensors: Sequence[Any], name: Optional[str] = None,
+                            process_set: ProcessSet = global_process_set) -> Handle:
+    """Start allgathers of several tensors as one group; the handle's wait() returns the list."""
+    return _allgather(tensors, "grouped_allgather", _group_names(name, len(tensors)), process_set, True)
+
+
 def grouped_allgather(tensors: Sequence[Any], name: Optional[str] = None,
                       process_set: ProcessSet = global_process_set) -> list:
     """Allgather a list of tensors."""
-    with _together():
-        hs = [allgather_async(t, n, process_set) for t, n in zip(tensors, _group_names(name, len(tensors)))]
-    return [h.wait() for h in hs]
+    return grouped_allgather_async(tensors, name, process_set).wait()
 
 
 def _check_root(root_rank: int, process_set: ProcessSet, what: str) -> int:
@@ -211,7 +236,7 @@ def broadcast_async(tensor: Any, root_rank: int, name: Optional[str] = None,
     arr = as_array(tensor, "broadcast")
     root = _check_root(root_rank, process_set, "broadcast")
     out, finish = _output_like(arr, _out)
-    return _enqueue(_BROADCAST, "broadcast", arr, out, name, process_set, finish, root_rank=root)
+    return _enqueue(_BROADCAST, "broadcast", [arr], [out], [name], process_set, [finish], root_rank=root)
 
 
 def broadcast(tensor: Any, root_rank: int, name: Optional[str] = None,
@@ -255,7 +280,7 @@ def alltoall_async(tensor: Any, splits: Optional[Sequence[int]] = None, name: Op
         out = _engine_output(arr)(native)
         return (out, np.asarray(native.received_splits, dtype=np.int32)) if want_splits else out
 
-    return _enqueue(_ALLTOALL, "alltoall", arr, None, name, process_set, finish, splits=split_list)
+    return _enqueue(_ALLTOALL, "alltoall", [arr], [None], [name], process_set, [finish], splits=split_list)
 
 
 def alltoall(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional[str] = None,
@@ -264,18 +289,24 @@ def alltoall(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional
     return alltoall_async(tensor, splits, name, process_set).wait()
 
 
+def _reducescatter(tensors: Sequence[Any], kind: str, names: Sequence[Optional[str]], op: Optional[int],
+                   prescale: float, postscale: float, process_set: ProcessSet, group: bool) -> Handle:
+    arrs = [as_array(t, kind) for t in tensors]
+    op = resolve_op(None, op)
+    if op not in (Sum, Average):
+        raise ValueError(f"{kind} supports op=hvd.Sum or hvd.Average")
+    if any(a.ndim == 0 for a in arrs):
+        raise ValueError(f"{kind}: the tensor needs at least one dimension")
+    return _enqueue(_REDUCESCATTER, kind, arrs, [None] * len(arrs), names, process_set,
+                    [_engine_output(a) for a in arrs], group=group, reduce=op, prescale=prescale, postscale=postscale)
+
+
 def reducescatter_async(tensor: Any, op: Optional[int] = None, name: Optional[str] = None,
                         process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                         postscale_factor: float = 1.0) -> Handle:
     """Start a reducescatter: reduce, then rank i keeps the i-th block of rows."""
-    arr = as_array(tensor, "reducescatter")
-    op = resolve_op(None, op)
-    if op not in (Sum, Average):
-        raise ValueError("reducescatter supports op=hvd.Sum or hvd.Average")
-    if arr.ndim == 0:
-        raise ValueError("reducescatter: the tensor needs at least one dimension")
-    return _enqueue(_REDUCESCATTER, "reducescatter", arr, None, name, process_set, _engine_output(arr),
-                    reduce=op, prescale=prescale_factor, postscale=postscale_factor)
+    return _reducescatter([tensor], "reducescatter", [name], op, prescale_factor, postscale_factor, process_set,
+                          False)
 
 
 def reducescatter(tensor: Any, op: Optional[int] = None, name: Optional[str] = None,
@@ -285,17 +316,22 @@ def reducescatter(tensor: Any, op: Optional[int] = None, name: Optional[str] = N
     return reducescatter_async(tensor, op, name, process_set, prescale_factor, postscale_factor).wait()
 
 
+def grouped_reducescatter_async(tensors: Sequence[Any], op: Optional[int] = None, name: Optional[str] = None,
+                                process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
+                                postscale_factor: float = 1.0) -> Handle:
+    """Start reducescatters of several tensors as one group; the handle's wait() returns the list."""
+    return _reducescatter(tensors, "grouped_reducescatter", _group_names(name, len(tensors)), op, prescale_factor,
+                          postscale_factor, process_set, True)
+
+
 def grouped_reducescatter(tensors: Sequence[Any], op: Optional[int] = None, name: Optional[str] = None,
                           process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                           postscale_factor: float = 1.0) -> list:
     """Reducescatter a list of tensors."""
-    with _together():
-        hs = [reducescatter_async(t, op, n, process_set, prescale_factor, postscale_factor)
-              for t, n in zip(tensors, _group_names(name, len(tensors)))]
-    return [h.wait() for h in hs]
+    return grouped_reducescatter_async(tensors, op, name, process_set, prescale_factor, postscale_factor).wait()
 
 
 def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Return once every rank of ``process_set`` has called barrier()."""
     arr = np.zeros(0, dtype=np.uint8)
-    _enqueue(_BARRIER, "barrier", arr, None, None, process_set, lambda _: None).wait()
+    _enqueue(_BARRIER, "barrier", [arr], [None], [None], process_set, [lambda _: None]).wait()

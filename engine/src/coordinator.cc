@@ -67,40 +67,35 @@ std::string Coordinator::validate(const std::vector<Request>& rs) const {
       return "rank " + std::to_string(b.rank) + " submitted it but is not in process set " +
              std::to_string(x.process_set);
   }
-  std::ostringstream e;
+  // Built only on a mismatch: this runs for every tensor every step.
+  auto on = [](const std::string& what, int rank) { return what + " on rank " + std::to_string(rank); };
+  auto device = [](const OpSpec& s) { return std::string(s.memory == Memory::Cuda ? "a GPU tensor" : "a host tensor"); };
   for (const Request& b : rs) {
     const OpSpec& y = b.spec;
-    if (y.op != x.op) {
-      e << "mismatched operations: " << op_name(x.op) << " on rank " << a.rank << ", "
-        << op_name(y.op) << " on rank " << b.rank;
-    } else if (y.process_set != x.process_set) {
-      e << "mismatched process sets: " << x.process_set << " on rank " << a.rank << ", "
-        << y.process_set << " on rank " << b.rank;
-    } else if (y.op == OpType::Barrier) {
-      continue;
-    } else if (y.memory != x.memory) {
-      e << "mismatched devices: a " << (x.memory == Memory::Cuda ? "GPU" : "host") << " tensor on rank " << a.rank
-        << ", a " << (y.memory == Memory::Cuda ? "GPU" : "host") << " tensor on rank " << b.rank;
-    } else if (y.dtype != x.dtype) {
-      e << "mismatched data types: " << dtype_name(x.dtype) << " on rank " << a.rank << ", "
-        << dtype_name(y.dtype) << " on rank " << b.rank;
-    } else if ((x.op == OpType::Allreduce || x.op == OpType::Reducescatter) && y.reduce != x.reduce) {
-      e << "mismatched reduce ops: " << reduce_name(x.reduce) << " on rank " << a.rank << ", "
-        << reduce_name(y.reduce) << " on rank " << b.rank;
-    } else if (y.prescale != x.prescale || y.postscale != x.postscale) {
-      e << "mismatched prescale/postscale factors (rank " << a.rank << " vs rank " << b.rank << ")";
-    } else if (x.op == OpType::Broadcast && y.root_rank != x.root_rank) {
-      e << "mismatched root ranks: " << x.root_rank << " on rank " << a.rank << ", "
-        << y.root_rank << " on rank " << b.rank;
-    } else if (x.op == OpType::Allgather || x.op == OpType::Alltoall) {
+    if (y.op != x.op)
+      return "mismatched operations: " + on(op_name(x.op), a.rank) + ", " + on(op_name(y.op), b.rank);
+    if (y.process_set != x.process_set)
+      return "mismatched process sets: " + on(std::to_string(x.process_set), a.rank) + ", " +
+             on(std::to_string(y.process_set), b.rank);
+    if (y.op == OpType::Barrier) continue;
+    if (y.memory != x.memory) return "mismatched devices: " + on(device(x), a.rank) + ", " + on(device(y), b.rank);
+    if (y.dtype != x.dtype)
+      return "mismatched data types: " + on(dtype_name(x.dtype), a.rank) + ", " + on(dtype_name(y.dtype), b.rank);
+    if ((x.op == OpType::Allreduce || x.op == OpType::Reducescatter) && y.reduce != x.reduce)
+      return "mismatched reduce ops: " + on(reduce_name(x.reduce), a.rank) + ", " + on(reduce_name(y.reduce), b.rank);
+    if (y.prescale != x.prescale || y.postscale != x.postscale)
+      return "mismatched prescale/postscale factors (rank " + std::to_string(a.rank) + " vs rank " +
+             std::to_string(b.rank) + ")";
+    if (x.op == OpType::Broadcast && y.root_rank != x.root_rank)
+      return "mismatched root ranks: " + on(std::to_string(x.root_rank), a.rank) + ", " +
+             on(std::to_string(y.root_rank), b.rank);
+    if (x.op == OpType::Allgather || x.op == OpType::Alltoall) {
       if (a.shape.empty() || b.shape.size() != a.shape.size() || tail(a.shape) != tail(b.shape))
-        e << "mismatched shapes beyond the first dimension: " << shape_str(a.shape)
-          << " on rank " << a.rank << ", " << shape_str(b.shape) << " on rank " << b.rank;
+        return "mismatched shapes beyond the first dimension: " + on(shape_str(a.shape), a.rank) + ", " +
+               on(shape_str(b.shape), b.rank);
     } else if (b.shape != a.shape) {
-      e << "mismatched shapes: " << shape_str(a.shape) << " on rank " << a.rank << ", "
-        << shape_str(b.shape) << " on rank " << b.rank;
+      return "mismatched shapes: " + on(shape_str(a.shape), a.rank) + ", " + on(shape_str(b.shape), b.rank);
     }
-    if (!e.str().empty()) return e.str();
   }
   return "";
 }

@@ -129,20 +129,7 @@ Engine::Engine(MPI_Comm comm, Config config)
 
 Engine::~Engine() { shutdown(); }
 
-void Engine::hold_queue() {
-  std::lock_guard<std::mutex> g(mu_);
-  ++queue_holds_;
-}
-
-void Engine::release_queue() {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (queue_holds_ > 0) --queue_holds_;
-  }
-  cv_.notify_all();
-}
-
-std::shared_ptr<Handle> Engine::enqueue(TensorEntry e) {
+void Engine::check(const TensorEntry& e) const {
   auto set = sets_.get(e.request.spec.process_set);
   if (!set) throw InvalidArgument("unknown process set id " + std::to_string(e.request.spec.process_set));
   if (set->rank_in_set(topo_.rank) < 0)
@@ -151,33 +138,68 @@ std::shared_ptr<Handle> Engine::enqueue(TensorEntry e) {
   if (e.request.spec.op == OpType::Broadcast && set->rank_in_set(e.request.spec.root_rank) < 0)
     throw InvalidArgument("root rank " + std::to_string(e.request.spec.root_rank) +
                           " is not a member of process set " + std::to_string(set->id));
-  if (e.device >= 0) {
-    int claimed = -1;
-    if (!gpu_device_.compare_exchange_strong(claimed, e.device) && claimed != e.device)
-      throw InvalidArgument("tensor '" + e.request.name + "' is on cuda:" + std::to_string(e.device) + ", but rank " +
-                            std::to_string(topo_.rank) + " already runs GPU collectives on cuda:" +
-                            std::to_string(claimed) + "; use one GPU per rank (its local rank's)");
+  int claimed = gpu_device_.load();
+  if (e.device >= 0 && claimed >= 0 && claimed != e.device)
+    throw InvalidArgument("tensor '" + e.request.name + "' is on cuda:" + std::to_string(e.device) + ", but rank " +
+                          std::to_string(topo_.rank) + " already runs GPU collectives on cuda:" +
+                          std::to_string(claimed) + "; use one GPU per rank (its local rank's)");
+}
+
+std::shared_ptr<Handle> Engine::enqueue(TensorEntry entry) {
+  std::vector<TensorEntry> one;
+  one.push_back(std::move(entry));
+  return enqueue(std::move(one))[0];
+}
+
+std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> group) {
+  int device = -1;
+  for (const auto& e : group) {
+    check(e);
+    if (e.device >= 0 && device >= 0 && e.device != device)
+      throw InvalidArgument("tensor '" + e.request.name + "' is on cuda:" + std::to_string(e.device) +
+                            ", but others of its group are on cuda:" + std::to_string(device) +
+                            "; use one GPU per rank (its local rank's)");
+    if (e.device >= 0) device = e.device;
   }
-  e.request.rank = topo_.rank;
-  e.handle = std::make_shared<Handle>();
-  e.enqueue_us = now_us();
-  auto handle = e.handle;
+  if (device >= 0) {
+    int claimed = -1;
+    if (!gpu_device_.compare_exchange_strong(claimed, device) && claimed != device)
+      for (auto& e : group) check(e);  // another thread claimed another device meanwhile: this throws
+  }
+  std::vector<std::shared_ptr<Handle>> handles;
+  handles.reserve(group.size());
+  int64_t now = now_us();
+  for (auto& e : group) {
+    e.request.rank = topo_.rank;
+    e.handle = std::make_shared<Handle>();
+    e.enqueue_us = now;
+    handles.push_back(e.handle);
+  }
   std::unique_lock<std::mutex> lk(mu_);
   if (state_ != State::Running || stop_requested_) {
     Status s = stop_status_.ok() ? Status::Error(Status::Code::Shutdown, "the engine is shut down")
                                  : stop_status_;
     lk.unlock();
-    handle->complete(s);
-    return handle;
+    for (auto& h : handles) h->complete(s);
+    return handles;
   }
-  if (!live_names_.insert(e.request.name).second)
-    throw InvalidArgument("a tensor named '" + e.request.name +
-                          "' is already in flight on rank " + std::to_string(topo_.rank) +
-                          "; names must be unique until their operation completes");
-  queue_.push_back(std::move(e));
+  for (size_t i = 0; i < group.size(); ++i) {
+    const std::string& name = group[i].request.name;
+    if (live_names_.insert(name).second) continue;
+    bool twice = false;
+    for (size_t j = 0; j < i; ++j) {
+      twice |= group[j].request.name == name;
+      live_names_.erase(group[j].request.name);
+    }
+    throw InvalidArgument(twice ? "the name '" + name + "' appears twice in one group; names must be unique"
+                                : "a tensor named '" + name + "' is already in flight on rank " +
+                                      std::to_string(topo_.rank) +
+                                      "; names must be unique until their operation completes");
+  }
+  for (auto& e : group) queue_.push_back(std::move(e));
   lk.unlock();
   cv_.notify_all();
-  return handle;
+  return handles;
 }
 
 void Engine::abort(const std::string& reason) {
@@ -310,7 +332,7 @@ void Engine::loop() {
     Status requested;
     {
       std::lock_guard<std::mutex> g(mu_);
-      if (queue_holds_ == 0) fresh.swap(queue_);
+      fresh.swap(queue_);
       stop_now = stop_requested_ && state_ == State::Running;
       requested = stop_status_;
     }
@@ -344,7 +366,7 @@ void Engine::loop() {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait_for(lk, std::chrono::microseconds(now - last_work < 50000 ? 100 : 1000),
                    [this] {
-                     return (!queue_.empty() && queue_holds_ == 0) || (stop_requested_ && state_ == State::Running);
+                     return !queue_.empty() || (stop_requested_ && state_ == State::Running);
                    });
     }
   }

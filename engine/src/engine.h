@@ -51,12 +51,10 @@ class Engine {
   const Topology& topology() const { return topo_; }
   const Metrics& metrics() const { return metrics_; }
 
-  // Queues an operation; the handle completes on the engine thread.
+  // Queues operations; each handle completes on the engine thread. A group's entries reach the engine
+  // thread at once, so they negotiate and fuse together; when one of them is invalid, none is queued.
+  std::vector<std::shared_ptr<Handle>> enqueue(std::vector<TensorEntry> group);
   std::shared_ptr<Handle> enqueue(TensorEntry entry);
-  // Between hold_queue() and its release_queue(), what is enqueued waits, and then reaches the
-  // engine thread at once: a group's tensors negotiate and fuse together. Holds nest.
-  void hold_queue();
-  void release_queue();
   // Stops every rank's engine: pending and later operations fail with `reason`.
   void abort(const std::string& reason);
   // Stops this engine (and, as in Horovod, the job's engines) and joins the thread.
@@ -79,6 +77,7 @@ class Engine {
  private:
   enum class State { Running, Draining, Stopped };
 
+  void check(const TensorEntry& e) const;  // throws InvalidArgument
   void loop();
   void submit(std::vector<TensorEntry> fresh);
   void dispatch(Message& m);
@@ -115,7 +114,6 @@ class Engine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<TensorEntry> queue_;
-  int queue_holds_ = 0;
   std::unordered_set<std::string> live_names_;
   Status stop_status_;
   bool stop_requested_ = false;

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import jupyter_hvd as hvd
+from jupyter_hvd import _C
 
 
 def still_works():
@@ -97,6 +98,43 @@ def test_name_in_flight_twice_is_rejected():
     with pytest.raises(ValueError, match="already in flight"):
         hvd.allreduce_async(np.ones(2, np.float32), name="dup")
     h.wait()
+    still_works()
+
+
+def test_a_group_is_queued_whole_or_not_at_all():
+    xs = [np.ones(2, np.float32) for _ in range(3)]
+    held = hvd.allreduce_async(np.ones(2, np.float32), name="grp.in_flight.1")
+    with pytest.raises(ValueError, match="'grp.in_flight.1' is already in flight"):
+        hvd.grouped_allreduce(xs, name="grp.in_flight")
+    held.wait()
+    # Nothing of the refused group was queued, so the same names are free now.
+    got = hvd.grouped_allreduce(xs, op=hvd.Sum, name="grp.in_flight")
+    assert all((g == hvd.size()).all() for g in got)
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        hvd.grouped_allreduce([np.ones(2, np.float32), np.ones(2, np.uint32)], name="grp.dtype")
+    x = np.ones(2, np.float32)  # the engine's own check, for callers that name tensors themselves
+    with pytest.raises(ValueError, match="'twice' appears twice in one group"):
+        _C.enqueue(0, ["twice", "twice"], [6, 6], [x, x], [x, x], 0, 0, -1, 1.0, 1.0, [])
+    still_works()
+
+
+def test_read_only_arrays_cannot_be_written_in_place():
+    x = np.ones(3, np.float32)
+    x.flags.writeable = False
+    with pytest.raises(ValueError, match="in place must be C-contiguous and writable"):
+        hvd.allreduce_(x, name="ro.inplace")
+    with pytest.raises(ValueError, match="in place must be C-contiguous and writable"):
+        hvd.grouped_allreduce_([np.ones(3, np.float32), x], name="ro.group")
+    np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Sum, name="ro.out"), np.full(3, hvd.size()))
+    still_works()
+
+
+def test_one_bad_tensor_fails_its_group_on_every_rank():
+    xs = [np.ones(2, np.float32), np.ones(2 + hvd.rank(), np.float32), np.ones(4, np.float32)]
+    group = hvd.grouped_allreduce_async(xs, name="grp.bad")
+    with pytest.raises(hvd.TensorMismatchError, match="grp.bad.1"):
+        group.wait()
+    assert group.poll()
     still_works()
 
 

@@ -51,6 +51,12 @@ def test_host_and_gpu_tensors_under_one_name_are_a_mismatch():
     still_works()
 
 
+def test_a_group_of_host_and_gpu_tensors_is_refused():
+    with pytest.raises(ValueError, match="must all be on the host or all on the GPU"):
+        hvd.grouped_allreduce([cupy.ones(3, cupy.float32), np.ones(3, np.float32)], name="g.bad.mixed")
+    still_works()
+
+
 def test_a_device_out_of_range_is_refused():
     with pytest.raises(RuntimeError, match="cannot use cuda:"):
         hvd.gpu.use_device(cupy.cuda.runtime.getDeviceCount())
@@ -66,4 +72,6 @@ def test_a_second_device_on_one_rank_is_refused():
         x = cupy.ones(3, cupy.float32)
     with pytest.raises(ValueError, match="one GPU per rank"):
         hvd.allreduce(x)
+    with pytest.raises(ValueError, match="one GPU per rank"):
+        hvd.grouped_allreduce([cupy.ones(3, cupy.float32), x])
     still_works()

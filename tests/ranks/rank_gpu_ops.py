@@ -84,9 +84,9 @@ def test_grouped_allreduce_fuses_and_matches():
         for _ in range(30):
             a = (a @ a) / BUSY_SIDE
         first = hvd.allreduce_async(a[0], op=hvd.Sum, name="g.grp.busy")
-    hs = hvd.grouped_allreduce_async(xs, op=hvd.Sum, name="g.grp")
+    group = hvd.grouped_allreduce_async(xs, op=hvd.Sum, name="g.grp")
     check(first.wait(), np.full(BUSY_SIDE, hvd.size(), np.float32))
-    got = [h.wait() for h in hs]
+    got = hvd.synchronize(group)
     for i, g in enumerate(got):
         check(g, stacked(ranks, np.float32, (i + 1, 3), i).sum(0).astype(np.float32))
     ys = [x.copy() for x in xs]

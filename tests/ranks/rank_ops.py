@@ -58,6 +58,26 @@ def test_grouped_allreduce_fuses_and_matches():
         assert os.environ.get("HOROVOD_FUSION_THRESHOLD") == "0", "ready tensors were never fused"
 
 
+def test_grouped_async_calls_return_one_handle_for_the_group():
+    """Horovod's grouped *_async calls return one handle; synchronize() gives the results in order."""
+    n = hvd.size()
+    xs = [np.full((2, 3), i, np.float32) for i in range(4)]
+    group = hvd.grouped_allreduce_async(xs, op=hvd.Sum, name="ga")
+    got = hvd.synchronize(group)
+    assert hvd.poll(group) and group.wait() is got
+    assert [g.tolist() for g in got] == [np.full((2, 3), i * n).tolist() for i in range(4)]
+    ys = [x.copy() for x in xs]
+    got_ = hvd.grouped_allreduce_async_(ys, op=hvd.Sum, name="ga_").wait()
+    assert all(a is b for a, b in zip(got_, ys)) and all((y == g).all() for y, g in zip(ys, got))
+    rows = [np.full((hvd.rank() + 1, 2), i, np.int64) for i in range(3)]
+    for i, g in enumerate(hvd.grouped_allgather_async(rows, name="gag").wait()):
+        assert g.shape == (n * (n + 1) // 2, 2) and (g == i).all()
+    blocks = [np.full((2 * n, 3), i + 1, np.float64) for i in range(3)]
+    for i, g in enumerate(hvd.grouped_reducescatter_async(blocks, op=hvd.Sum, name="grs").wait()):
+        np.testing.assert_array_equal(g, np.full((2, 3), (i + 1) * n))
+    assert hvd.grouped_allreduce_async([]).wait() == []
+
+
 def test_ranks_enqueue_in_different_orders():
     names = [f"order.{i}" for i in range(30)]
     order = list(np.random.default_rng(hvd.rank()).permutation(len(names)))
