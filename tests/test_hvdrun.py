@@ -15,7 +15,7 @@ import pytest
 from hvdrun_cli import PRINT_ENV, PRINT_RANK, clean_env, hvdrun_argv, rank_lines, run_hvdrun, running
 
 from jupyter_hvd.runner import child as child_process
-from jupyter_hvd.runner import hvdrun
+from jupyter_hvd.runner import hvdrun, session_folder
 from jupyter_hvd.runner.launch import (
     SESSION_DIR_VAR,
     LaunchSpec,
@@ -277,6 +277,47 @@ def test_signal_stops_every_rank(tmp_path: Path, signum: int, teed: bool) -> Non
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_killed_hvdrun_ends_its_ranks_and_the_next_one_clears_its_folder(tmp_path: Path) -> None:
+    """SIGKILL skips hvdrun's clean-up: mpiexec still stops (it gets SIGTERM when hvdrun dies), and the
+    session folder left in $TMPDIR goes at the next launch."""
+    pid_file = tmp_path / "pids"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = clean_env(TMPDIR=str(tmp))
+    proc = subprocess.Popen(hvdrun_argv("-np", "2", "-x", f"PID_FILE={pid_file}", sys.executable, "-c",
+                                        SLEEP_WITH_PID),
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        pids = wait_for_pids(pid_file, 2, proc)
+        left = [p.name for p in tmp.iterdir()]
+        assert left and all(name.startswith(f"jhvd.{proc.pid}.") for name in left), left
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 20
+        while any(map(running, pids)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(map(running, pids))
+        assert [p.name for p in tmp.iterdir()] == left
+    finally:
+        proc.kill()
+        proc.wait()
+    done = run_hvdrun("-np", "1", sys.executable, "-c", "print('ran')", env=env)
+    assert done.returncode == 0 and "ran" in done.stdout, done.stderr
+    assert list(tmp.iterdir()) == []
+
+
+def test_sweep_removes_only_folders_of_ended_launches(tmp_path: Path) -> None:
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = tmp_path / f"jhvd.{ended.stdout.strip()}.x1"
+    kept = [tmp_path / f"jhvd.{os.getpid()}.x2", tmp_path / "jhvd.abc", tmp_path / "ompi.123"]
+    for folder in [gone, *kept]:
+        folder.mkdir()
+        (folder / "f").write_text("session file")
+    assert session_folder.sweep_stale(str(tmp_path)) == [str(gone)]
+    assert sorted(tmp_path.iterdir()) == sorted(kept)
 
 
 def test_child_ignoring_forwarded_signal_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:

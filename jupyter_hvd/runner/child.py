@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import signal
 import subprocess
 import time
@@ -9,6 +10,13 @@ import time
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 KILL_AFTER_S = 10.0
 POLL_S = 0.1
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(signum: int) -> None:
+    """Run in a child before exec (preexec_fn): the child gets ``signum`` when this process dies, even by
+    SIGKILL, so nothing it started outlives it."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum)
 
 
 class SignalForwarder:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
+import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
-from jupyter_hvd.runner.child import wait_relaying
+from jupyter_hvd.runner.child import die_with_parent, wait_relaying
 from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command
+from jupyter_hvd.runner.session_folder import session_folder
 
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 127
@@ -198,8 +200,11 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
 
 
 def run(cmd: list[str], env: dict[str, str]) -> int:
-    """Run mpiexec, relaying signals; return its exit code, or 128+signum if a signal killed it."""
-    return wait_relaying(subprocess.Popen(cmd, env=env))
+    """Run mpiexec, relaying signals; return its exit code, or 128+signum if a signal killed it.
+
+    mpiexec gets SIGTERM if hvdrun dies, even by SIGKILL, so no job outlives its launcher."""
+    die = functools.partial(die_with_parent, signal.SIGTERM) if sys.platform == "linux" else None
+    return wait_relaying(subprocess.Popen(cmd, env=env, preexec_fn=die))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -219,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output_filename:
         command = [sys.executable, "-m", "jupyter_hvd.runner.rank_output", os.path.abspath(args.output_filename),
                    *command]
-    with tempfile.TemporaryDirectory(prefix="jhvd.") as session_dir:
+    with session_folder() as session_dir:
         try:
             cmd, env = mpiexec_command(launch_spec(args, os.environ, session_dir), command)
         except ValueError as exc:

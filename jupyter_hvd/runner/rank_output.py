@@ -8,7 +8,7 @@ N is the rank in MPI_COMM_WORLD, zero-padded so the folders sort in rank order (
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -17,15 +17,9 @@ import threading
 from pathlib import Path
 from typing import BinaryIO
 
-from jupyter_hvd.runner.child import wait_relaying
+from jupyter_hvd.runner.child import die_with_parent, wait_relaying
 
 CHUNK = 1 << 16
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: a SIGKILL of this process (mpiexec's last resort) also ends the rank."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def rank_folder(root: str, environ: dict[str, str] | os._Environ) -> Path:
@@ -57,9 +51,10 @@ def main(argv: list[str]) -> int:
         return 2
     folder = rank_folder(argv[0], os.environ)
     folder.mkdir(parents=True, exist_ok=True)
+    # A SIGKILL of this wrapper (mpiexec's last resort) also ends the rank.
+    die = functools.partial(die_with_parent, signal.SIGKILL) if sys.platform == "linux" else None
     try:
-        proc = subprocess.Popen(argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        proc = subprocess.Popen(argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=die)
     except OSError as exc:
         print(f"hvdrun: cannot run {argv[1]!r}: {exc}", file=sys.stderr)
         return 127
