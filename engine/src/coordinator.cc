@@ -29,11 +29,14 @@ Coordinator::Coordinator(Membership members, int64_t fusion_threshold, int64_t f
       fusion_max_tensor_(fusion_max_tensor),
       cache_(cache_capacity) {}
 
-void Coordinator::add(const Request& r, int64_t now_us) {
-  auto& p = pending_[r.name];
-  if (p.requests.empty()) p.first_seen_us = now_us;
-  p.requests.push_back(r);
-  check_ready(r.name);
+void Coordinator::add(Request r, int64_t now_us) {
+  auto it = pending_.find(r.name);
+  if (it == pending_.end()) {
+    it = pending_.emplace(r.name, Pending{}).first;
+    it->second.first_seen_us = now_us;
+  }
+  it->second.requests.push_back(std::move(r));
+  check_ready(it->first, it->second);
 }
 
 bool Coordinator::add_cached(int32_t rank, int32_t id, int64_t now_us) {
@@ -41,12 +44,11 @@ bool Coordinator::add_cached(int32_t rank, int32_t id, int64_t now_us) {
   if (!sig) return false;
   Request r = *sig;
   r.rank = rank;
-  add(r, now_us);
+  add(std::move(r), now_us);
   return true;
 }
 
-void Coordinator::check_ready(const std::string& name) {
-  auto& p = pending_.at(name);
+void Coordinator::check_ready(const std::string& name, const Pending& p) {
   const std::vector<int>* ranks = members_(p.requests.front().spec.process_set);
   if (!ranks) {
     if (std::find(waiting_for_set_.begin(), waiting_for_set_.end(), name) == waiting_for_set_.end())
@@ -104,7 +106,7 @@ std::vector<Response> Coordinator::take_ready() {
   // Names that waited for their process set to be registered may be ready now.
   auto waiting = std::move(waiting_for_set_);
   waiting_for_set_.clear();
-  for (const auto& n : waiting) check_ready(n);
+  for (const auto& n : waiting) check_ready(n, pending_.at(n));
 
   std::vector<Response> singles;
   std::vector<int64_t> bytes;

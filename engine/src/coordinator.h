@@ -26,7 +26,7 @@ class Coordinator {
 
   Coordinator(Membership members, int64_t fusion_threshold, int64_t fusion_max_tensor, size_t cache_capacity);
 
-  void add(const Request& r, int64_t now_us);
+  void add(Request r, int64_t now_us);
   // A cached request by id from `rank`; false when the id is unknown.
   bool add_cached(int32_t rank, int32_t id, int64_t now_us);
   // Validated, fused responses for every tensor that all members have submitted.
@@ -44,7 +44,7 @@ class Coordinator {
     int64_t first_seen_us = 0;
     int64_t last_reported_us = 0;
   };
-  void check_ready(const std::string& name);
+  void check_ready(const std::string& name, const Pending& p);
   std::string validate(const std::vector<Request>& rs) const;
 
   Membership members_;

@@ -411,7 +411,7 @@ void Engine::dispatch(Message& m) {
       if (!coordinator_ || state_ != State::Running) return;
       RequestBatch b = decode_batch(m.bytes.data(), m.bytes.size());
       int64_t now = now_us();
-      for (auto& q : b.requests) coordinator_->add(q, now);
+      for (auto& q : b.requests) coordinator_->add(std::move(q), now);
       for (int32_t id : b.cached) coordinator_->add_cached(m.source, id, now);
       return;
     }
@@ -448,17 +448,27 @@ void Engine::coordinate(bool got_requests) {
 }
 
 void Engine::distribute(std::vector<Response> responses) {
-  std::vector<std::vector<Response>> per_rank(topo_.size);
-  for (auto& r : responses) {
-    auto set = sets_.get(r.spec.process_set);
-    for (int k : set->ranks) per_rank[k].push_back(r);
+  // Each rank gets the responses of its process sets, in order; ranks with the same list (all of them,
+  // when every set is the global one) share one encoding.
+  std::vector<std::vector<size_t>> per_rank(topo_.size);
+  for (size_t i = 0; i < responses.size(); ++i)
+    for (int k : sets_.get(responses[i].spec.process_set)->ranks) per_rank[k].push_back(i);
+  std::vector<char> bytes;
+  for (int k = 1; k < topo_.size; ++k) {
+    if (per_rank[k].empty()) continue;
+    if (bytes.empty() || per_rank[k] != per_rank[k - 1]) {
+      std::vector<Response> mine;
+      mine.reserve(per_rank[k].size());
+      for (size_t i : per_rank[k]) mine.push_back(responses[i]);
+      bytes = encode_responses(mine);
+    }
+    channel_->send(k, kResponses, bytes);
   }
-  for (int k = 1; k < topo_.size; ++k)
-    if (!per_rank[k].empty()) channel_->send(k, kResponses, encode_responses(per_rank[k]));
-  for (auto& r : per_rank[0]) exec_queue_.push_back(std::move(r));
+  for (size_t i : per_rank[0]) exec_queue_.push_back(std::move(responses[i]));
 }
 
 void Engine::execute(const Response& r) {
+  std::vector<decltype(table_)::iterator> found;
   std::vector<TensorEntry*> es;
   for (const auto& n : r.names) {
     auto it = table_.find(n);
@@ -467,6 +477,7 @@ void Engine::execute(const Response& r) {
                    topo_.rank, n.c_str());
       continue;
     }
+    found.push_back(it);
     es.push_back(&it->second);
   }
   int64_t now = now_us();
@@ -487,20 +498,20 @@ void Engine::execute(const Response& r) {
   if (tuner_ && s.ok()) autotune(r, es);
   if (es.size() > 1) metrics_.fused_tensors += static_cast<int64_t>(es.size());
   for (size_t i = 0; i < es.size(); ++i) {
-    TensorEntry& e = *es[i];
-    if (s.ok()) {
-      metrics_.count(r.spec.op, e.request.num_bytes());
-      if (!coordinator_ && i < r.cache_ids.size()) cache_.learn(r.cache_ids[i], e.request);
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        live_names_.erase(e.request.name);
-      }
-      e.handle->complete(s);
-    } else {
-      fail(e, s);
+    const Request& q = es[i]->request;
+    if (!s.ok()) {
+      metrics_.errors += 1;
+      continue;
     }
-    table_.erase(r.names[i]);
+    metrics_.count(r.spec.op, q.num_bytes());
+    if (!coordinator_ && es.size() == r.cache_ids.size()) cache_.learn(r.cache_ids[i], q);
   }
+  {
+    std::lock_guard<std::mutex> g(mu_);  // free the names before their waiters wake
+    for (auto* e : es) live_names_.erase(e->request.name);
+  }
+  for (auto* e : es) e->handle->complete(s);
+  for (auto it : found) table_.erase(it);
 }
 
 Status Engine::run(const Response& r, std::vector<TensorEntry*>& es, const ProcessSet& set) {

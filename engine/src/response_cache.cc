@@ -13,7 +13,7 @@ int32_t ResponseCache::assign(const Request& signature) {
 }
 
 void ResponseCache::learn(int32_t id, const Request& signature) {
-  if (id < 0) return;
+  if (id < 0 || by_id_.count(id)) return;  // an id never changes its signature: the coordinator gives a new one
   by_id_[id] = signature;
   by_name_[signature.name] = id;
 }
