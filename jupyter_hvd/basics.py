@@ -4,6 +4,7 @@ from typing import Any, Optional, Sequence
 
 from . import _C
 from .errors import raise_for_status
+from .handles import release_orphans
 from .gpu import cuda_available, nccl_available
 
 _atexit_registered = False
@@ -47,6 +48,7 @@ def shutdown() -> None:
     if _C.is_initialized():
         _C.shutdown()
         ps.on_shutdown()
+        release_orphans(all_done=True)
 
 
 def is_initialized() -> bool:

@@ -3,6 +3,17 @@ from typing import Any, Callable, Optional, Sequence
 
 from .errors import raise_for_status
 
+# What handles dropped before their operation finished still lend the engine: the arrays it reads and
+# writes by address, held until their native handles are done (a freed output would be written anyway).
+_orphans: list = []
+
+
+def release_orphans(all_done: bool = False) -> None:
+    """Let go of the arrays of dropped handles whose operations have finished (all, once the engine
+    has stopped: then nothing touches them)."""
+    if _orphans:
+        _orphans[:] = [] if all_done else [o for o in _orphans if not o[0].poll()]
+
 
 class Handle:
     """An enqueued operation, or a group of them; ``wait()`` returns its result (a group's: the list of
@@ -39,6 +50,10 @@ class Handle:
         return self._result
 
     synchronize = wait
+
+    def __del__(self) -> None:
+        if not self._done and self._keep and not self._natives.poll():
+            _orphans.append((self._natives, self._keep))
 
 
 def synchronize(handle: Handle) -> Any:

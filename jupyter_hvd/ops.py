@@ -10,7 +10,7 @@ from . import _C
 from .arrays import as_array
 from .dtypes import BOOL_CODE, FLOAT_CODES, dtype_code
 from .gpu import DeviceArray
-from .handles import Handle
+from .handles import Handle, release_orphans
 from .process_sets import ProcessSet, global_process_set, set_id
 
 # Reduce ops, valued as the engine's hvd::ReduceOp.
@@ -65,6 +65,7 @@ def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names
     """Queues one operation per array of ``arrs``, all together (a group fuses); ``outs`` holds where each
     result goes (None: the engine allocates it) and ``finishes`` how each is returned."""
     pid = set_id(process_set)
+    release_orphans()
     codes, named, on_device = [], [], 0
     for a in arrs:  # a plain loop: a single op pays for no comprehension frames
         code = dtype_code(a.dtype, kind)

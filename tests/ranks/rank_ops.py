@@ -1,4 +1,5 @@
 """Every collective x dtype x process set against a numpy reference, on all ranks at once."""
+import gc
 import os
 import time
 
@@ -76,6 +77,18 @@ def test_grouped_async_calls_return_one_handle_for_the_group():
     for i, g in enumerate(hvd.grouped_reducescatter_async(blocks, op=hvd.Sum, name="grs").wait()):
         np.testing.assert_array_equal(g, np.full((2, 3), (i + 1) * n))
     assert hvd.grouped_allreduce_async([]).wait() == []
+
+
+def test_a_dropped_handle_keeps_its_arrays_until_the_operation_ends():
+    """The engine writes into the result array whether or not anyone waits: dropping the handle must
+    not free it (64 MiB goes back to the OS at once, so a write after the free is a crash)."""
+    if hvd.rank() == 1:
+        time.sleep(0.3)  # rank 0's copy is queued but cannot run yet
+    hvd.allreduce_async(np.ones(1 << 24, np.float32), name="dropped")
+    hvd.grouped_allreduce_async([np.ones(1 << 24, np.float32)], name="dropped.group")
+    gc.collect()
+    time.sleep(0.5)
+    np.testing.assert_array_equal(hvd.allreduce(np.ones(2, np.float32), op=hvd.Sum), np.full(2, hvd.size()))
 
 
 def test_ranks_enqueue_in_different_orders():
