@@ -122,10 +122,8 @@ def allreduce_async(tensor: Any, average: Optional[bool] = None, name: Optional[
                     op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                     process_set: ProcessSet = global_process_set) -> Handle:
     """Start an allreduce; the handle's wait() returns the reduced array."""
-    arr = as_array(tensor, "allreduce")
-    out, finish = _output_like(arr, None)
-    return _enqueue(_ALLREDUCE, "allreduce", [arr], [out], [name], process_set, [finish],
-                    reduce=resolve_op(average, op), prescale=prescale_factor, postscale=postscale_factor)
+    return _allreduce([tensor], False, "allreduce", [name], resolve_op(average, op), prescale_factor,
+                      postscale_factor, process_set, False)
 
 
 def allreduce(tensor: Any, average: Optional[bool] = None, name: Optional[str] = None, op: Optional[int] = None,
@@ -139,10 +137,8 @@ def allreduce_async_(tensor: np.ndarray, average: Optional[bool] = None, name: O
                      op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                      process_set: ProcessSet = global_process_set) -> Handle:
     """Start an in-place allreduce of ``tensor``."""
-    arr = as_array(tensor, "allreduce_")
-    out, finish = _output_like(arr, arr)
-    return _enqueue(_ALLREDUCE, "allreduce_", [arr], [out], [name], process_set, [finish],
-                    reduce=resolve_op(average, op), prescale=prescale_factor, postscale=postscale_factor)
+    return _allreduce([tensor], True, "allreduce_", [name], resolve_op(average, op), prescale_factor,
+                      postscale_factor, process_set, False)
 
 
 def allreduce_(tensor: np.ndarray, average: Optional[bool] = None, name: Optional[str] = None,
