@@ -26,10 +26,16 @@ def _comm_handle(comm: Any) -> int:
 
 
 def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None:
-    """Start the engine on MPI_COMM_WORLD, an mpi4py communicator, or a list of world ranks."""
+    """Start the engine on MPI_COMM_WORLD, an mpi4py communicator, or a list of world ranks, and register
+    ``process_sets`` (ProcessSets or rank lists). Sets can always be added later, so Horovod's
+    ``process_sets="dynamic"`` is accepted and changes nothing."""
     global _atexit_registered
     from . import process_sets as ps
 
+    if isinstance(process_sets, str):
+        if process_sets != "dynamic":
+            raise ValueError(f"init: process_sets must be a list of process sets or 'dynamic', not {process_sets!r}")
+        process_sets = None
     if _C.is_initialized():
         return
     _C.init(_comm_handle(comm))

@@ -64,3 +64,25 @@ def test_shutdown_on_one_rank_stops_the_job_and_all_reinit():
 def test_many_reinit_cycles():
     for i in range(3):
         recover()
+
+
+def test_init_registers_process_sets_and_takes_dynamic():
+    """Horovod's init(process_sets=...): a list registers those sets; "dynamic" is how sets always work here."""
+    n = hvd.size()
+    hvd.barrier()  # a shutdown stops every rank's engine: only once all are done
+    hvd.shutdown()
+    evens = hvd.ProcessSet(range(0, n, 2))
+    hvd.init(process_sets=[evens, [n - 1]])
+    assert evens.process_set_id is not None
+    if evens.included():
+        np.testing.assert_array_equal(hvd.allreduce(np.ones(2), op=hvd.Sum, process_set=evens),
+                                      np.full(2, evens.size()))
+    hvd.barrier()
+    hvd.shutdown()
+    hvd.init(process_sets="dynamic")
+    assert hvd.remove_process_set(hvd.add_process_set([0]))
+    hvd.barrier()
+    hvd.shutdown()
+    with pytest.raises(ValueError, match="'dynamic'"):
+        hvd.init(process_sets="static")
+    hvd.init()
