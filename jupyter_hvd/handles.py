@@ -5,14 +5,16 @@ from .errors import raise_for_status
 
 # What handles dropped before their operation finished still lend the engine: the arrays it reads and
 # writes by address, held until their native handles are done (a freed output would be written anyway).
-_orphans: list = []
+# Keyed by id() and only ever changed one key at a time, so a collection in another thread cannot lose one.
+_orphans: dict = {}
 
 
 def release_orphans(all_done: bool = False) -> None:
     """Let go of the arrays of dropped handles whose operations have finished (all, once the engine
     has stopped: then nothing touches them)."""
-    if _orphans:
-        _orphans[:] = [] if all_done else [o for o in _orphans if not o[0].poll()]
+    for key, (natives, _) in list(_orphans.items()):
+        if all_done or natives.poll():
+            _orphans.pop(key, None)
 
 
 class Handle:
@@ -53,7 +55,7 @@ class Handle:
 
     def __del__(self) -> None:
         if not self._done and self._keep and not self._natives.poll():
-            _orphans.append((self._natives, self._keep))
+            _orphans[id(self._natives)] = (self._natives, self._keep)
 
 
 def synchronize(handle: Handle) -> Any:
