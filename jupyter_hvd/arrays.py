@@ -6,9 +6,21 @@ import numpy as np
 from .gpu import DeviceArray, device_array
 
 
-def as_array(tensor: Any, what: str) -> Union[np.ndarray, DeviceArray]:
+class _WritableImport:
+    """The memory of a DLPack import, offered for writing. numpy marks every DLPack import read-only,
+    since DLPack before 1.0 cannot say whether the producer allows writes; an in-place op on the
+    producer's tensor is the caller asking to write it. Holds the import, and so the memory."""
+
+    def __init__(self, view: np.ndarray):
+        self.view = view
+        address = view.__array_interface__["data"][0]
+        self.__array_interface__ = {**view.__array_interface__, "data": (address, False)}
+
+
+def as_array(tensor: Any, what: str, in_place: bool = False) -> Union[np.ndarray, DeviceArray]:
     """A zero-copy numpy view of ``tensor`` (numpy or any CPU DLPack tensor), or for a CUDA tensor
-    (CuPy, __cuda_array_interface__, CUDA DLPack) a DeviceArray describing it."""
+    (CuPy, __cuda_array_interface__, CUDA DLPack) a DeviceArray describing it. ``in_place``: the op
+    writes into it."""
     if isinstance(tensor, np.ndarray):
         arr = tensor
     elif (dev := device_array(tensor, what)) is not None:
@@ -18,6 +30,8 @@ def as_array(tensor: Any, what: str) -> Union[np.ndarray, DeviceArray]:
             arr = np.from_dlpack(tensor)
         except (BufferError, RuntimeError, TypeError) as e:
             raise TypeError(f"{what}: cannot read this tensor on the host via DLPack: {e}") from None
+        if in_place and not arr.flags.writeable:
+            arr = np.asarray(_WritableImport(arr))
     elif np.isscalar(tensor):
         arr = np.asarray(tensor)
     else:

@@ -109,7 +109,7 @@ def _allreduce(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequenc
                prescale: float, postscale: float, process_set: ProcessSet, group: bool) -> Handle:
     arrs, outs, finishes = [], [], []
     for t in tensors:
-        arr = as_array(t, kind)
+        arr = as_array(t, kind, in_place)
         out, finish = _output_like(arr, arr if in_place else None)
         arrs.append(arr)
         outs.append(out)
@@ -245,7 +245,7 @@ def broadcast(tensor: Any, root_rank: int, name: Optional[str] = None,
 def broadcast_async_(tensor: np.ndarray, root_rank: int, name: Optional[str] = None,
                      process_set: ProcessSet = global_process_set) -> Handle:
     """Start an in-place broadcast."""
-    arr = as_array(tensor, "broadcast_")
+    arr = as_array(tensor, "broadcast_", in_place=True)
     return broadcast_async(arr, root_rank, name, process_set, _out=arr)
 
 

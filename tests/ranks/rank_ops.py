@@ -219,6 +219,15 @@ def test_dlpack_input_and_async_poll():
     h = hvd.allreduce_async(DLPackOnly(np.ones(4, np.float32)), op=hvd.Sum)
     np.testing.assert_array_equal(hvd.synchronize(h), np.full(4, hvd.size(), np.float32))
     assert hvd.poll(h)
+    # In place: the producer's own memory is written, although numpy marks DLPack imports read-only.
+    for dtype in (np.float32, np.int64):
+        mine = np.ones(3, dtype)
+        hvd.allreduce_(DLPackOnly(mine), op=hvd.Sum, name=f"dlpack_.{np.dtype(dtype).name}")
+        hvd.grouped_allreduce_([DLPackOnly(mine)], op=hvd.Sum, name=f"dlpack_grp.{np.dtype(dtype).name}")
+        np.testing.assert_array_equal(mine.astype(np.float32), np.full(3, hvd.size() ** 2, np.float32))
+    root_value = np.full(2, hvd.rank(), np.int32)
+    hvd.broadcast_(DLPackOnly(root_value), root_rank=0, name="dlpack.bcast_")
+    np.testing.assert_array_equal(root_value, np.zeros(2, np.int32))
 
 
 def test_topology():
