@@ -57,6 +57,9 @@ def on_shutdown() -> None:
 def set_id(process_set: ProcessSet) -> int:
     """The registered id of ``process_set``, checking that this rank is a member."""
     me = _C.topology()[0]  # raises first when the engine is not initialized
+    if not isinstance(process_set, ProcessSet):
+        raise TypeError(f"process_set must be a ProcessSet (hvd.global_process_set, or one from "
+                        f"hvd.add_process_set), got {type(process_set).__name__}")
     pid = process_set._require()
     if me not in process_set.ranks:
         raise ValueError(f"rank {me} is not a member of {process_set}")

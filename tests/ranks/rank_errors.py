@@ -139,6 +139,9 @@ def test_one_bad_tensor_fails_its_group_on_every_rank():
 
 
 def test_process_set_errors():
+    for bad in (None, [0]):
+        with pytest.raises(TypeError, match="process_set must be a ProcessSet"):
+            hvd.allreduce(np.ones(2), process_set=bad)
     with pytest.raises(ValueError, match="not registered"):
         hvd.allreduce(np.ones(2), process_set=hvd.ProcessSet([0]))
     with pytest.raises(ValueError, match="different ranks"):
