@@ -71,3 +71,11 @@ def test_init_on_a_subset_communicator(tmp_path):
         "hvd.shutdown(); hvd.init([0, 1, 2, 3]); print('list', hvd.size())\n")
     res = run_ranks(4, [str(script)])
     assert res.stdout.count("sub") == 4 and "[2.]" in res.stdout and res.stdout.count("list 4") == 4
+
+
+def test_a_bad_setting_is_a_value_error_naming_the_variable(tmp_path):
+    script = tmp_path / "bad_env.py"
+    script.write_text("import jupyter_hvd as hvd\n"
+                      "try:\n    hvd.init()\nexcept ValueError as e:\n    print('refused:', e)\n")
+    res = run_ranks(2, [str(script)], env={"HOROVOD_FUSION_THRESHOLD": "64MB"})
+    assert res.stdout.count("refused: HOROVOD_FUSION_THRESHOLD='64MB': expected an integer >= 0") == 2, res.stdout

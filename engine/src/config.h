@@ -35,6 +35,7 @@ struct Config {
   AutotuneOptions autotune;             // HOROVOD_AUTOTUNE*: rank 0 tunes fusion_threshold and cycle_time_ms
   int test_ranks_per_host = 0;          // JUPYTER_HVD_TEST_RANKS_PER_HOST: tests treat k consecutive ranks as a host
 
+  // Throws std::invalid_argument, naming the variable, for a value that is not a number in range.
   static Config from_env();
 };
 

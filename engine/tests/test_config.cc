@@ -1,0 +1,40 @@
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "check.h"
+#include "config.h"
+
+using namespace hvd;
+
+// The message from_env() throws with `name`=`value` set, or "" when it accepts it.
+static std::string refusal(const char* name, const char* value) {
+  setenv(name, value, 1);
+  std::string what;
+  try {
+    Config::from_env();
+  } catch (const std::invalid_argument& e) {
+    what = e.what();
+  }
+  unsetenv(name);
+  return what;
+}
+
+TEST(config_reads_numbers_and_names_the_variable_of_a_bad_one) {
+  setenv("HOROVOD_FUSION_THRESHOLD", "1048576", 1);
+  setenv("HOROVOD_CYCLE_TIME", "2.5", 1);
+  Config c = Config::from_env();
+  CHECK(c.fusion_threshold == 1048576 && c.cycle_time_ms == 2.5 && c.autotune.fusion_fixed);
+  unsetenv("HOROVOD_FUSION_THRESHOLD");
+  unsetenv("HOROVOD_CYCLE_TIME");
+  CHECK(refusal("HOROVOD_FUSION_THRESHOLD", "abc") ==
+        "HOROVOD_FUSION_THRESHOLD='abc': expected an integer >= 0");
+  CHECK(refusal("HOROVOD_FUSION_THRESHOLD", "64MB") != "");        // trailing text
+  CHECK(refusal("HOROVOD_FUSION_THRESHOLD", "-1") != "");          // below the minimum
+  CHECK(refusal("HOROVOD_FUSION_THRESHOLD", "99999999999999999999") != "");  // out of range
+  CHECK(refusal("HOROVOD_CYCLE_TIME", "soon") == "HOROVOD_CYCLE_TIME='soon': expected a number >= 0");
+  CHECK(refusal("HOROVOD_CYCLE_TIME", "nan") != "");
+  CHECK(refusal("HOROVOD_CACHE_CAPACITY", "-1") != "");
+  CHECK(refusal("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "0") != "");
+  CHECK(refusal("HOROVOD_STALL_CHECK_TIME_SECONDS", "30") == "");
+}
