@@ -73,7 +73,8 @@ hvd::Status first_failure(const jhvd::HandleGroup& g) {
 hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handle input, nb::handle output) {
   hvd::TensorEntry e;
   e.request.spec = spec;
-  auto read = [&](nb::handle array, bool writable, const char* what) {
+  // The buffer's address; with `shape`, also the array's shape into the request.
+  auto read = [&](nb::handle array, bool writable, bool shape, const char* what) {
     Py_buffer view;
     if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_ND | (writable ? PyBUF_WRITABLE : 0)) != 0) {
       PyErr_Clear();
@@ -81,16 +82,16 @@ hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handl
                                  (writable ? " and writable" : ""));
     }
     void* p = view.len ? view.buf : nullptr;
-    if (array.ptr() == input.ptr()) e.request.shape.assign(view.shape, view.shape + view.ndim);
+    if (shape) e.request.shape.assign(view.shape, view.shape + view.ndim);
     PyBuffer_Release(&view);
     return p;
   };
   if (output.ptr() == input.ptr()) {  // in place: one read, which must allow writing
-    e.output = read(input, true, "array to reduce in place");
+    e.output = read(input, true, true, "array to reduce in place");
     e.input = e.output;
   } else {
-    e.input = read(input, false, "input array");
-    e.output = output.is_none() ? nullptr : read(output, true, "output array");
+    e.input = read(input, false, true, "input array");
+    e.output = output.is_none() ? nullptr : read(output, true, false, "output array");
   }
   e.request.name = std::move(name);
   return e;

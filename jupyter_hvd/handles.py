@@ -12,6 +12,8 @@ _orphans: dict = {}
 def release_orphans(all_done: bool = False) -> None:
     """Let go of the arrays of dropped handles whose operations have finished (all, once the engine
     has stopped: then nothing touches them)."""
+    if not _orphans:  # the usual case, on every enqueue
+        return
     for key, (natives, _) in list(_orphans.items()):
         if all_done or natives.poll():
             _orphans.pop(key, None)
