@@ -27,6 +27,10 @@ BOOL_CODE = 8
 def dtype_code(dtype: np.dtype, what: str) -> int:
     """The engine's code for ``dtype``; TypeError naming the supported ones otherwise."""
     try:
+        return _CODES[dtype]  # an array's dtype: no conversion needed
+    except (KeyError, TypeError):
+        pass
+    try:
         return _CODES[np.dtype(dtype)]
     except (KeyError, TypeError):
         names = ", ".join(sorted(str(d) for d in _CODES))

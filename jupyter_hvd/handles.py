@@ -25,10 +25,11 @@ class Handle:
 
     __slots__ = ("_natives", "_keep", "_finishes", "_group", "_result", "_done")
 
-    def __init__(self, natives: Any, keep: tuple, finishes: Sequence[Callable[[Any], Any]], group: bool = False):
+    def __init__(self, natives: Any, keep: tuple, finishes: Sequence[Optional[Callable[[Any], Any]]],
+                 group: bool = False):
         self._natives = natives  # the native HandleGroup: one handle per tensor
-        self._keep = keep  # the arrays the engine reads and writes by address
-        self._finishes = finishes  # each tensor's result from its native handle
+        self._keep = keep  # (inputs, outputs): the arrays the engine reads and writes by address
+        self._finishes = finishes  # each tensor's result from its native handle; None: its output array
         self._group = group
         self._result: Any = None
         self._done = False
@@ -45,10 +46,10 @@ class Handle:
         if not natives.wait(-1.0 if timeout is None else float(timeout)):
             raise TimeoutError(f"operation not finished after {timeout} s")
         raise_for_status(natives.status())
-        if self._group:
-            self._result = [finish(native) for finish, native in zip(self._finishes, natives)]
-        else:
-            self._result = self._finishes[0](natives[0])
+        outs = self._keep[1]
+        results = [out if finish is None else finish(natives[i])
+                   for i, (finish, out) in enumerate(zip(self._finishes, outs))]
+        self._result = results if self._group else results[0]
         self._done = True
         self._keep = ()
         return self._result

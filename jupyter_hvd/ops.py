@@ -66,12 +66,11 @@ def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names
     result goes (None: the engine allocates it) and ``finishes`` how each is returned."""
     pid = set_id(process_set)
     release_orphans()
-    codes, named, on_device = [], [], 0
-    for a in arrs:  # a plain loop: a single op pays for no comprehension frames
-        code = dtype_code(a.dtype, kind)
+    codes = [dtype_code(a.dtype, kind) for a in arrs]
+    for code in set(codes):
         _check_reduce(code, reduce, prescale, postscale, kind)
-        codes.append(code)
-        on_device += isinstance(a, DeviceArray)
+    on_device = sum(isinstance(a, DeviceArray) for a in arrs)
+    named = []
     for n in names:  # once all are valid: only calls that will run take an automatic name
         named.append(_name(kind, n, pid))
     args = (reduce, pid, root_rank, float(prescale), float(postscale), list(splits))
@@ -96,13 +95,13 @@ def _engine_output(arr: Any) -> Callable[[Any], Any]:
 
 def _output_like(arr: Any, out: Any) -> tuple:
     """Where an op writes a result shaped like its input, and how the handle returns it: ``out``
-    when given (in place), else a new array (a GPU tensor's comes from the engine)."""
+    when given (in place), else a new array (a GPU tensor's comes from the engine). A host array's
+    finish is None: the handle returns the output array itself."""
     if isinstance(arr, DeviceArray):
         if out is None:
             out = arr.empty_like()  # CuPy: from its memory pool; others: the engine allocates
         return (None, arr.wrap_output) if out is None else (out, lambda _: out.source)
-    out = np.empty_like(arr) if out is None else out
-    return out, lambda _: out
+    return (np.empty_like(arr) if out is None else out), None
 
 
 def _allreduce(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequence[Optional[str]], op: int,
