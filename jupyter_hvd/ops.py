@@ -66,11 +66,12 @@ def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names
     result goes (None: the engine allocates it) and ``finishes`` how each is returned."""
     pid = set_id(process_set)
     release_orphans()
-    codes = [dtype_code(a.dtype, kind) for a in arrs]
+    codes, named, on_device = [], [], 0
+    for a in arrs:  # a plain loop: a single op pays for no comprehension frames
+        codes.append(dtype_code(a.dtype, kind))
+        on_device += isinstance(a, DeviceArray)
     for code in set(codes):
         _check_reduce(code, reduce, prescale, postscale, kind)
-    on_device = sum(isinstance(a, DeviceArray) for a in arrs)
-    named = []
     for n in names:  # once all are valid: only calls that will run take an automatic name
         named.append(_name(kind, n, pid))
     args = (reduce, pid, root_rank, float(prescale), float(postscale), list(splits))
