@@ -1,5 +1,7 @@
 #include "engine.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -124,7 +126,10 @@ Engine::Engine(MPI_Comm comm, Config config)
   origin_us_ = now_us();
   MPI_Bcast(&origin_us_, 1, MPI_INT64_T, 0, admin_);
   if (!config_.timeline_path.empty()) start_timeline(config_.timeline_path, config_.timeline_mark_cycles);
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hvd-engine");  // as top -H, perf and gdb show it
+    loop();
+  });
 }
 
 Engine::~Engine() { shutdown(); }
