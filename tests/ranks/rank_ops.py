@@ -236,3 +236,8 @@ def test_topology():
     assert hvd.cross_size() == 1 and hvd.cross_rank() == 0
     assert hvd.mpi_built() and hvd.mpi_enabled() and hvd.mpi_threads_supported()
     assert not hvd.gloo_built() and hvd.nccl_built() <= hvd.cuda_built()  # True only on GPU hosts
+
+
+def test_the_engine_runs_on_one_thread_named_hvd_engine():
+    names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    assert names.count("hvd-engine") == 1, names
