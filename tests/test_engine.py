@@ -18,6 +18,10 @@ def test_ops_identical_with_fusion_disabled():
     run_rank_tests(2, "rank_ops.py", env={"HOROVOD_FUSION_THRESHOLD": "0"})
 
 
+def test_ops_with_a_barrier_before_every_allreduce():
+    run_rank_tests(2, "rank_ops.py", env={"JUPYTER_HVD_SYNC_ALLREDUCE_BYTES": "1"})
+
+
 def test_ops_with_cache_disabled_and_tiny_fusion_buffer():
     run_rank_tests(2, "rank_ops.py", env={"HOROVOD_CACHE_CAPACITY": "0", "HOROVOD_FUSION_THRESHOLD": "64"})
 

@@ -19,6 +19,7 @@ struct CollectiveContext {
   const Reductions& reductions;
   std::vector<char>& fusion_buffer;
   std::function<void(Phase, int64_t start_us)> record;
+  int64_t sync_allreduce_bytes = 0;  // allreduces of at least this many bytes start with a barrier; 0: none
 };
 
 Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es);

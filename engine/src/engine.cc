@@ -532,7 +532,8 @@ Status Engine::run(const Response& r, std::vector<TensorEntry*>& es, const Proce
     if (p == Phase::MemcpyOut) metrics_.memcpy_out_us += d;
   };
   CollectiveContext c{set, topo_.rank, *reductions_, fusion_buffer_,
-                      [&](Phase p, int64_t start) { span(p, op_name(r.spec.op), start, now_us()); }};
+                      [&](Phase p, int64_t start) { span(p, op_name(r.spec.op), start, now_us()); },
+                      config_.sync_allreduce_bytes};
   if (r.spec.memory == Memory::Cuda) return gpu_->run(c, r, es, span);
   switch (r.spec.op) {
     case OpType::Allreduce: return run_allreduce(c, r, es);
