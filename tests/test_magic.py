@@ -207,6 +207,7 @@ def test_exception_on_rank_1_is_reported_and_next_cell_works(ip, started, capsys
     assert not result.success
     assert out.splitlines()[0].startswith("rank 1 raised ValueError: bad batch on rank 1")
     assert "<hvd cell" in out and "run_cell" not in out
+    assert "ipyparallel" not in out, out  # the rank's own runner frames are left out
     result, out = run(ip, capsys, f"{HEAD}\nprint('next', hvd.rank())\nhvd.rank()")
     assert result.success and result.result == 0
     assert "[rank 1] next 1" in out

@@ -43,13 +43,14 @@ def describe_failure(errors: Mapping[int, BaseException], order: list[int], note
 
 
 def _user_frames(lines: list[str]) -> list[str]:
-    """Drop the engine's own frames that precede the first frame of a %%hvd cell."""
+    """Drop the frames of ipyparallel's own code (the one that runs the cell on the rank) that precede
+    the first frame of a %%hvd cell; the header and everything from the cell's frame on stay."""
     plain = [_ANSI.sub("", line) for line in lines]
-    start = next((i for i, line in enumerate(plain) if line.startswith("File <string>")), None)
-    end = next((i for i, line in enumerate(plain) if line.startswith("File <hvd cell")), None)
-    if start is None or end is None or end < start:
+    frames = [i for i, line in enumerate(plain) if line.startswith("File ")]
+    cell = next((i for i in frames if plain[i].startswith("File <hvd cell")), None)
+    if cell is None:
         return lines
-    return lines[:start] + lines[end:]
+    return lines[:frames[0]] + lines[cell:]
 
 
 def _listing(errors: Mapping[int, BaseException], ranks: list[int]) -> str:

@@ -62,7 +62,9 @@ def _dtype_code(tensor: NDArray, what: str) -> int:
 def _check_ndarrays(tensors: Sequence[Any], what: str) -> None:
     for t in tensors:
         if not isinstance(t, NDArray):
-            raise TypeError(f"{what}: expected an mxnet NDArray, got {type(t).__name__}")
+            hint = ("; wrap it with mx.nd.array(...), or use the numpy API: import jupyter_hvd as hvd "
+                    "(in a notebook: %%hvd --framework none)") if isinstance(t, np.ndarray) else ""
+            raise TypeError(f"{what}: expected an mxnet NDArray, got {type(t).__name__}{hint}")
         if isinstance(t, mx.nd.sparse.BaseSparseNDArray):
             raise TypeError(f"{what}: sparse NDArrays ({t.stype}) are not supported; use dense ones (tostype)")
 

@@ -82,8 +82,10 @@ def test_process_set_membership():
 
 
 def test_bad_arguments_are_local_python_errors():
-    with pytest.raises(TypeError, match="NDArray"):
+    with pytest.raises(TypeError, match="NDArray, got ndarray; wrap it with mx.nd.array"):
         hvd.broadcast_(np.ones(2), root_rank=0)
+    with pytest.raises(TypeError, match="NDArray, got list$"):
+        hvd.allreduce([1.0, 2.0])
     with pytest.raises(TypeError, match="sparse"):
         hvd.allreduce_(mx.nd.ones((4, 2)).tostype("row_sparse"))
     with pytest.raises(TypeError, match="prescale"):
