@@ -63,7 +63,11 @@ def _name(error: BaseException) -> str:
 
 
 def _value(error: BaseException) -> str:
-    return getattr(error, "evalue", None) if hasattr(error, "ename") else str(error)
+    """The remote exception's message, without a repeat of its class name (MXNet's messages start with it)."""
+    value = getattr(error, "evalue", None) if hasattr(error, "ename") else str(error)
+    value = "" if value is None else str(value)
+    prefix = f"{_name(error)}: "
+    return value[len(prefix):] if value.startswith(prefix) else value
 
 
 def _traceback(error: BaseException) -> list[str]:
