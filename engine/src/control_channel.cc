@@ -17,7 +17,9 @@ void ControlChannel::send(int dest, int tag, std::vector<char> bytes) {
 std::optional<Message> ControlChannel::poll() {
   int flag = 0;
   MPI_Status st;
-  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &st);
+  // Open MPI's probe matches what has already been taken in, then takes in what has arrived: a message
+  // that arrived while this thread slept shows on the second probe, not a sleep later.
+  for (int i = 0; i < 2 && !flag; ++i) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &st);
   if (!flag) return std::nullopt;
   int count = 0;
   MPI_Get_count(&st, MPI_BYTE, &count);

@@ -1,6 +1,7 @@
 #include "engine.h"
 
 #include <pthread.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -17,6 +18,10 @@ namespace {
 
 constexpr int64_t kPeriodUs = 100000;      // stall checks and timeline forwarding
 constexpr int64_t kDrainTimeoutUs = 2000000;  // longest wait for rank 0's final stop notice
+// How long the engine thread sleeps between polls when it does not spin: briefly while its tensors
+// await a response (for a while after work), longer when idle, longest after a long idle spell.
+constexpr int64_t kAwaitPollUs = 20, kAwaitWindowUs = 2000;
+constexpr int64_t kIdlePollUs = 100, kLongIdlePollUs = 1000, kLongIdleUs = 50000;
 
 std::vector<char> encode_stop(bool final, const Status& s) {
   Writer w;
@@ -128,6 +133,7 @@ Engine::Engine(MPI_Comm comm, Config config)
   if (!config_.timeline_path.empty()) start_timeline(config_.timeline_path, config_.timeline_mark_cycles);
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "hvd-engine");  // as top -H, perf and gdb show it
+    prctl(PR_SET_TIMERSLACK, 1UL);  // its short sleeps end on time, not up to 50 us late
     loop();
   });
 }
@@ -368,8 +374,12 @@ void Engine::loop() {
     } else if (now - last_work < config_.spin_us) {
       std::this_thread::yield();
     } else {
+      int64_t idle = now - last_work;
+      int64_t poll_us = !table_.empty() && idle < kAwaitWindowUs ? kAwaitPollUs
+                        : idle < kLongIdleUs                     ? kIdlePollUs
+                                                                 : kLongIdlePollUs;
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait_for(lk, std::chrono::microseconds(now - last_work < 50000 ? 100 : 1000),
+      cv_.wait_for(lk, std::chrono::microseconds(poll_us),
                    [this] {
                      return !queue_.empty() || (stop_requested_ && state_ == State::Running);
                    });
