@@ -18,10 +18,10 @@ namespace {
 
 constexpr int64_t kPeriodUs = 100000;      // stall checks and timeline forwarding
 constexpr int64_t kDrainTimeoutUs = 2000000;  // longest wait for rank 0's final stop notice
-// How long the engine thread sleeps between polls when it does not spin: briefly while its tensors
-// await a response (for a while after work), longer when idle, longest after a long idle spell.
-constexpr int64_t kAwaitPollUs = 20, kAwaitWindowUs = 2000;
-constexpr int64_t kIdlePollUs = 100, kLongIdlePollUs = 1000, kLongIdleUs = 50000;
+// How long the engine thread sleeps between polls when it does not spin: 20 us after work, doubling
+// to 100 us (a reply that comes soon is seen soon; a long wait wakes the thread seldom), and 1 ms once
+// idle for 50 ms.
+constexpr int64_t kFirstPollUs = 20, kIdlePollUs = 100, kLongIdlePollUs = 1000, kLongIdleUs = 50000;
 
 std::vector<char> encode_stop(bool final, const Status& s) {
   Writer w;
@@ -336,6 +336,7 @@ void Engine::fail(TensorEntry& e, const Status& s) {
 
 void Engine::loop() {
   int64_t last_work = now_us();
+  int64_t next_poll_us = kFirstPollUs;
   while (state_ != State::Stopped) {
     bool worked = false;
     std::vector<TensorEntry> fresh;
@@ -371,13 +372,13 @@ void Engine::loop() {
     channel_->reap();
     if (worked) {
       last_work = now;
+      next_poll_us = kFirstPollUs;
     } else if (now - last_work < config_.spin_us) {
       std::this_thread::yield();
     } else {
-      int64_t idle = now - last_work;
-      int64_t poll_us = !table_.empty() && idle < kAwaitWindowUs ? kAwaitPollUs
-                        : idle < kLongIdleUs                     ? kIdlePollUs
-                                                                 : kLongIdlePollUs;
+      int64_t cap = now - last_work < kLongIdleUs ? kIdlePollUs : kLongIdlePollUs;
+      int64_t poll_us = std::min(next_poll_us, cap);
+      next_poll_us = std::min(2 * poll_us, cap);
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait_for(lk, std::chrono::microseconds(poll_us),
                    [this] {
