@@ -22,6 +22,11 @@ def test_ops_with_a_barrier_before_every_allreduce():
     run_rank_tests(2, "rank_ops.py", env={"JUPYTER_HVD_SYNC_ALLREDUCE_BYTES": "1"})
 
 
+@pytest.mark.parametrize("np_", [2, 3, 4])
+def test_ops_with_every_allreduce_around_the_ring(np_):
+    run_rank_tests(np_, "rank_ops.py", env={"JUPYTER_HVD_RING_ALLREDUCE_BYTES": "1"})
+
+
 def test_ops_with_cache_disabled_and_tiny_fusion_buffer():
     run_rank_tests(2, "rank_ops.py", env={"HOROVOD_CACHE_CAPACITY": "0", "HOROVOD_FUSION_THRESHOLD": "64"})
 

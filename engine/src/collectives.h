@@ -18,9 +18,14 @@ struct CollectiveContext {
   int global_rank;
   const Reductions& reductions;
   std::vector<char>& fusion_buffer;
+  std::vector<char>& ring_buffer;  // the ring collectives' blocks in flight
   std::function<void(Phase, int64_t start_us)> record;
   int64_t sync_allreduce_bytes = 0;  // allreduces of at least this many bytes start with a barrier; 0: none
+  int64_t ring_allreduce_bytes = 0;  // allreduces of at least this many bytes run around a ring; 0: none
 };
+
+// An MPI return code as a Status naming the call.
+Status mpi_status(int rc, const char* what);
 
 Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es);
 Status run_allgather(CollectiveContext& c, const Response& r, TensorEntry& e);

@@ -60,6 +60,8 @@ Config Config::from_env() {
   if (auto v = env("JUPYTER_HVD_SPIN_US")) c.spin_us = integer("JUPYTER_HVD_SPIN_US", v, 0);
   if (auto v = env("JUPYTER_HVD_SYNC_ALLREDUCE_BYTES"))
     c.sync_allreduce_bytes = integer("JUPYTER_HVD_SYNC_ALLREDUCE_BYTES", v, 0);
+  if (auto v = env("JUPYTER_HVD_RING_ALLREDUCE_BYTES"))
+    c.ring_allreduce_bytes = integer("JUPYTER_HVD_RING_ALLREDUCE_BYTES", v, 0);
   if (auto v = env("JUPYTER_HVD_GPU_STAGING")) c.gpu_staging = std::string(v) == "1";
   if (auto v = env("HOROVOD_HIERARCHICAL_ALLREDUCE")) c.hierarchical_allreduce = std::string(v) == "1";
   if (auto v = env("JUPYTER_HVD_GPU_BATCH_COPIES")) c.gpu_batch_copies = std::string(v) != "0";

@@ -30,6 +30,7 @@ struct Config {
   size_t ring_capacity = 1 << 16;       // JUPYTER_HVD_TIMELINE_RING events kept in memory
   int64_t spin_us = 2000;               // JUPYTER_HVD_SPIN_US: busy-poll this long after work
   int64_t sync_allreduce_bytes = 64 << 10;  // JUPYTER_HVD_SYNC_ALLREDUCE_BYTES: a barrier before larger host allreduces; 0: never
+  int64_t ring_allreduce_bytes = 16 << 20;  // JUPYTER_HVD_RING_ALLREDUCE_BYTES: larger host allreduces run our ring; 0: never
   bool gpu_staging = false;             // JUPYTER_HVD_GPU_STAGING=1: GPU tensors via host memory and MPI
   bool hierarchical_allreduce = false;  // HOROVOD_HIERARCHICAL_ALLREDUCE=1: GPU allreduce NCCL in, MPI across hosts
   bool gpu_batch_copies = true;         // JUPYTER_HVD_GPU_BATCH_COPIES=0: GPU fusion copies one by one

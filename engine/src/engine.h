@@ -123,6 +123,7 @@ class Engine {
   std::unordered_map<std::string, TensorEntry> table_;
   std::vector<Response> exec_queue_;
   std::vector<char> fusion_buffer_;
+  std::vector<char> ring_buffer_;  // the ring collectives' blocks in flight, kept between calls
   bool final_received_ = false;
   int64_t drain_deadline_us_ = 0;
   int64_t last_periodic_us_ = 0;

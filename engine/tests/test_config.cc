@@ -47,3 +47,11 @@ TEST(config_sync_allreduce_bytes_defaults_to_64_KiB_and_0_turns_it_off) {
   CHECK(refusal("JUPYTER_HVD_SYNC_ALLREDUCE_BYTES", "-1") ==
         "JUPYTER_HVD_SYNC_ALLREDUCE_BYTES='-1': expected an integer >= 0");
 }
+
+TEST(config_ring_allreduce_bytes_defaults_to_16_MiB_and_0_turns_it_off) {
+  CHECK(Config::from_env().ring_allreduce_bytes == 16 << 20);
+  setenv("JUPYTER_HVD_RING_ALLREDUCE_BYTES", "0", 1);
+  CHECK(Config::from_env().ring_allreduce_bytes == 0);
+  unsetenv("JUPYTER_HVD_RING_ALLREDUCE_BYTES");
+  CHECK(refusal("JUPYTER_HVD_RING_ALLREDUCE_BYTES", "16M") != "");
+}

@@ -180,14 +180,27 @@ def test_reducescatter_uneven_rows(sets, dtype):
         if not ps.included():
             continue
         n = ps.size()
-        rows = 2 * n + 1
-        for op in (hvd.Sum, hvd.Average):
-            x = data(hvd.rank(), dtype, (rows, 2), si)
-            got = hvd.reducescatter(x, op=op, process_set=ps, name=f"rs.{dtype}.{si}.{op}")
-            full = expected_reduce(op, dtype, ps.ranks, (rows, 2), si, 4)
-            np.testing.assert_allclose(got.astype(np.float64), own_rows(full, ps).astype(np.float64), rtol=1e-2)
+        # uneven blocks; fewer rows than ranks (some blocks empty); blocks of many KiB
+        for shape in [(2 * n + 1, 2), (n - 1, 3), (1, 4), (64 * n + 3, 257)]:
+            for op in (hvd.Sum, hvd.Average):
+                x = data(hvd.rank(), dtype, shape, si)
+                got = hvd.reducescatter(x, op=op, process_set=ps, name=f"rs.{dtype}.{si}.{op}.{shape}")
+                full = expected_reduce(op, dtype, ps.ranks, shape, si, 4)
+                want = own_rows(full, ps)
+                assert got.shape == want.shape and got.dtype == dtype
+                np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-2)
     g = hvd.grouped_reducescatter([np.ones((hvd.size(), 2), np.float32)] * 2, op=hvd.Sum)
     assert all(x.shape == (1, 2) and (x == hvd.size()).all() for x in g)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_reducescatter_scaling_leaves_the_input_untouched(dtype):
+    x = data(hvd.rank(), dtype, (3 * hvd.size(), 5), 11)
+    before = x.copy()
+    got = hvd.reducescatter(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=4.0, name=f"rs.scaled.{dtype}")
+    full = stacked(list(range(hvd.size())), dtype, x.shape, 11).sum(0) * 2.0
+    np.testing.assert_allclose(got.astype(np.float64), full[3 * hvd.rank():3 * hvd.rank() + 3], rtol=1e-2)
+    np.testing.assert_array_equal(x, before)
 
 
 def test_barrier_and_objects(sets):

@@ -1,0 +1,72 @@
+#include "ring.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives.h"
+
+namespace hvd {
+namespace {
+
+std::vector<int64_t> firsts(const std::vector<int>& counts) {  // each block's first element
+  std::vector<int64_t> first(counts.size(), 0);
+  for (size_t i = 1; i < counts.size(); ++i) first[i] = first[i - 1] + counts[i - 1];
+  return first;
+}
+
+}  // namespace
+
+// At step k a rank passes its running sum of block me-k-1 to the next rank, and adds its own input to
+// the running sum of block me-k-2 that the previous rank passed it; after n-1 steps that block is its own.
+Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, const std::vector<int>& counts,
+                           MPI_Datatype type, MPI_Op op, size_t esz, std::vector<char>& scratch) {
+  const int n = static_cast<int>(counts.size());
+  const std::vector<int64_t> first = firsts(counts);
+  const char* mine = in + first[me] * esz;
+  if (n == 1) {
+    if (out != mine) std::memcpy(out, mine, static_cast<size_t>(counts[0]) * esz);
+    return Status::Ok();
+  }
+  const bool in_place = out == mine;
+  const int before = (me + n - 1) % n, after = (me + 1) % n;
+  const size_t block = static_cast<size_t>(*std::max_element(counts.begin(), counts.end())) * esz;
+  if (scratch.size() < 2 * block) scratch.resize(2 * block);
+  char* spare[2] = {scratch.data(), scratch.data() + block};
+  const char* send = in + first[before] * esz;  // step 0 passes this rank's own input of that block
+  int send_count = counts[before];
+  for (int k = 0; k < n - 1; ++k) {
+    const int b = (me + 2 * n - k - 2) % n;
+    const bool last = k == n - 2;
+    char* recv = last && !in_place ? out : spare[k % 2];
+    Status s = mpi_status(MPI_Sendrecv(send, send_count, type, after, 0, recv, counts[b], type, before, 0, comm,
+                                       MPI_STATUS_IGNORE), "MPI_Sendrecv");
+    if (!s.ok()) return s;
+    // The running sum absorbs this rank's block; in place, the last one goes into the block itself.
+    s = last && in_place ? mpi_status(MPI_Reduce_local(recv, out, counts[b], type, op), "MPI_Reduce_local")
+                         : mpi_status(MPI_Reduce_local(in + first[b] * esz, recv, counts[b], type, op),
+                                      "MPI_Reduce_local");
+    if (!s.ok()) return s;
+    send = recv;
+    send_count = counts[b];
+  }
+  return Status::Ok();
+}
+
+Status ring_allreduce(MPI_Comm comm, int me, int n, char* buf, int count, MPI_Datatype type, MPI_Op op,
+                      size_t esz, std::vector<char>& scratch) {
+  std::vector<int> counts(n);
+  for (int i = 0; i < n; ++i) counts[i] = count / n + (i < count % n ? 1 : 0);
+  const std::vector<int64_t> first = firsts(counts);
+  Status s = ring_reduce_scatter(comm, me, buf, buf + first[me] * esz, counts, type, op, esz, scratch);
+  // Each rank passes on the reduced block it got last, starting with its own.
+  const int before = (me + n - 1) % n, after = (me + 1) % n;
+  for (int k = 0; k < n - 1 && s.ok(); ++k) {
+    const int give = (me + n - k) % n, take = (me + 2 * n - k - 1) % n;
+    s = mpi_status(MPI_Sendrecv(buf + first[give] * esz, counts[give], type, after, 1, buf + first[take] * esz,
+                                counts[take], type, before, 1, comm, MPI_STATUS_IGNORE),
+                   "MPI_Sendrecv");
+  }
+  return s;
+}
+
+}  // namespace hvd
