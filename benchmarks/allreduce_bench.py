@@ -5,8 +5,9 @@
 Prints a table per rank count and one JSON line per case. Cases: in-place allreduce of one
 float32 buffer from 4 B to 256 MiB (p50 latency, bus bandwidth = 2(n-1)/n * bytes / time),
 a ResNet-50 step: the 299 parameter tensors of Gluon's resnet50_v1 (~102 MB), enqueued
-all at once and then waited, against raw MPI called tensor by tensor; and a step of 256 small
-(1 KiB) tensors, started one by one and as one grouped_allreduce_, against raw MPI the same way.
+all at once and then waited, against raw MPI called tensor by tensor; a step of 256 small
+(1 KiB) tensors, started one by one and as one grouped_allreduce_, against raw MPI the same way;
+and reducescatter of 4 and 32 MiB against MPI_Reduce_scatter.
 """
 import argparse
 import json
@@ -101,6 +102,15 @@ def worker(quick: bool) -> None:
                           "hvd_each_ms": t["hvd"] * 1e3, "hvd_grouped_ms": g["hvd"] * 1e3,
                           "grouped_speedup_vs_mpi": g["mpi"] / g["hvd"]}), flush=True)
 
+    for nbytes in (4 << 20, 32 << 20):
+        x = np.ones(nbytes // 4, dtype=np.float32)
+        block = np.empty(nbytes // 4 // n, dtype=np.float32)
+        t = both(lambda: comm.Reduce_scatter(x, block, [block.size] * n, op=MPI.SUM),
+                 lambda: hvd.reducescatter(x, op=hvd.Sum, name="rs"), 3)
+        if me == 0:
+            print(json.dumps({"case": "reducescatter", "np": n, "bytes": nbytes, "mpi_p50_us": t["mpi"] * 1e6,
+                              "hvd_p50_us": t["hvd"] * 1e6, "hvd_over_mpi_time": t["hvd"] / t["mpi"]}), flush=True)
+
     t = both(mpi_step, hvd_step, 1)
     if me == 0:
         print(json.dumps({"case": "resnet50_step", "np": n, "tensors": len(shapes),
@@ -117,6 +127,9 @@ def table(rows: list) -> str:
             out.append(f"np={r['np']} {r['bytes']:>10} B   MPI {r['mpi_p50_us']:>10.1f} us {r['mpi_busbw_GBs']:6.2f} GB/s"
                        f"   jupyter_hvd {r['hvd_p50_us']:>10.1f} us {r['hvd_busbw_GBs']:6.2f} GB/s"
                        f"   time ratio {r['hvd_over_mpi_time']:.3f}")
+        elif r["case"] == "reducescatter":
+            out.append(f"np={r['np']} reducescatter {r['bytes']:>10} B   MPI_Reduce_scatter {r['mpi_p50_us']:>10.1f} us"
+                       f"   jupyter_hvd {r['hvd_p50_us']:>10.1f} us   time ratio {r['hvd_over_mpi_time']:.3f}")
         elif r["case"] == "small_tensors_step":
             out.append(f"np={r['np']} {r['tensors']} tensors of 1 KiB: MPI tensor-by-tensor {r['mpi_ms']:.2f} ms, "
                        f"jupyter_hvd one by one {r['hvd_each_ms']:.2f} ms, grouped {r['hvd_grouped_ms']:.2f} ms, "
