@@ -14,8 +14,8 @@
 
 namespace hvd {
 
-// An engine-allocated host result. Left uninitialised: the collective writes every byte, and zeroing
-// first cost as much as an allgather's copy on a 4 MiB result.
+// An engine-allocated host result. Left uninitialised: the collective writes every byte, so zeroing it
+// first would be one more pass over the result's memory.
 class HostBuffer {
  public:
   void resize(size_t bytes) {
