@@ -124,23 +124,17 @@ Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<Tensor
   return Status::Ok();
 }
 
-Status run_allgather(CollectiveContext& c, const Response&, TensorEntry& e) {
-  const int n = static_cast<int>(c.set.ranks.size());
+Status run_allgather(CollectiveContext& c, const Response& r, TensorEntry& e) {
   const Request& q = e.request;
-  int64_t rows = q.shape[0];
-  std::vector<int64_t> all_rows(n);
   int64_t t0 = now_us();
-  Status s = mpi_status(MPI_Allgather(&rows, 1, MPI_INT64_T, all_rows.data(), 1, MPI_INT64_T, c.set.comm),
-                        "MPI_Allgather");
-  if (!s.ok()) return s;
   const int64_t rb = row_bytes(q);
-  BlockLayout recv = block_layout(all_rows, rb);
+  BlockLayout recv = block_layout(r.rows, rb);
   std::vector<int64_t> shape = q.shape;
   shape[0] = recv.total_rows;
   void* out = output_of(e, recv.total_rows * rb, shape);
-  s = mpi_status(MPI_Allgatherv(q.num_bytes() ? e.input : nullptr, static_cast<int>(q.num_bytes()), MPI_BYTE,
-                                out, recv.counts.data(), recv.displs.data(), MPI_BYTE, c.set.comm),
-                 "MPI_Allgatherv");
+  Status s = mpi_status(MPI_Allgatherv(q.num_bytes() ? e.input : nullptr, static_cast<int>(q.num_bytes()),
+                                       MPI_BYTE, out, recv.counts.data(), recv.displs.data(), MPI_BYTE, c.set.comm),
+                        "MPI_Allgatherv");
   c.record(Phase::Collective, t0);
   return s;
 }

@@ -125,6 +125,9 @@ std::vector<Response> Coordinator::take_ready() {
       r.cache_ids = {-1};
     } else {
       r.cache_ids = {cache_.assign(a)};
+      // Every member learns the others' first dimensions here, not from a collective of its own.
+      if (a.spec.op == OpType::Allgather)
+        for (const Request& q : rs) r.rows.push_back(q.shape[0]);
     }
     singles.push_back(std::move(r));
     bytes.push_back(a.num_bytes());

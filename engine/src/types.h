@@ -59,6 +59,7 @@ struct Response {
   OpSpec spec;
   std::vector<std::string> names;   // several when fused, in buffer order
   std::vector<int32_t> cache_ids;   // parallel to names; -1 when not cached
+  std::vector<int64_t> rows;        // allgather: each member's first dimension, in rank order
   std::string error;                // Kind::Error only
 };
 

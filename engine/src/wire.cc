@@ -37,6 +37,7 @@ void encode(Writer& w, const Response& r) {
   w.put<uint32_t>(static_cast<uint32_t>(r.names.size()));
   for (const auto& n : r.names) w.put_string(n);
   w.put_vector(r.cache_ids);
+  w.put_vector(r.rows);
   w.put_string(r.error);
 }
 
@@ -48,6 +49,7 @@ Response decode_response(Reader& rd) {
   r.names.resize(n);
   for (auto& s : r.names) s = rd.get_string();
   r.cache_ids = rd.get_vector<int32_t>();
+  r.rows = rd.get_vector<int64_t>();
   r.error = rd.get_string();
   return r;
 }

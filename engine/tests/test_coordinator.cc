@@ -32,6 +32,18 @@ TEST(ready_only_when_every_member_submitted) {
   CHECK(c.pending() == 0);
 }
 
+TEST(an_allgather_response_carries_every_members_rows_in_rank_order) {
+  auto c = make();
+  for (int rank : {2, 0, 1}) {
+    Request q = req(rank, "g", {rank == 1 ? 0 : 3 + rank, 7});
+    q.spec.op = OpType::Allgather;
+    c.add(q, 0);
+  }
+  auto rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Execute);
+  CHECK((rs[0].rows == std::vector<int64_t>{3, 0, 5}));
+}
+
 TEST(process_set_members_only) {
   auto c = make();
   c.add(req(0, "p", {4}, 1), 0);

@@ -26,10 +26,12 @@ TEST(responses_round_trip_and_truncation_throws) {
   x.kind = Response::Kind::Error;
   x.names = {"a", "b"};
   x.cache_ids = {1, -1};
+  x.rows = {3, 0, 5};
   x.error = "bad";
   auto bytes = encode_responses({x, x});
   auto d = decode_responses(bytes.data(), bytes.size());
   CHECK(d.size() == 2 && d[1].names[1] == "b" && d[1].error == "bad" && d[0].cache_ids[1] == -1);
+  CHECK((d[1].rows == std::vector<int64_t>{3, 0, 5}));
   bool threw = false;
   try {
     decode_responses(bytes.data(), bytes.size() / 2);

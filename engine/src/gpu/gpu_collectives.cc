@@ -251,12 +251,9 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
       if (copies && s.ok()) s = cuda_status(fusion_->reserve(total), "allocating the device fusion buffer");
       break;
     case OpType::Allgather: {
-      std::vector<int64_t> rows(n);
-      int64_t mine = q.shape[0];
-      MPI_Allgather(&mine, 1, MPI_INT64_T, rows.data(), 1, MPI_INT64_T, c.set.comm);
       std::vector<int64_t> shape = q.shape;
       shape[0] = 0;
-      for (int64_t rw : rows) {
+      for (int64_t rw : r.rows) {
         displs.push_back(total);
         counts.push_back(rw * row_bytes(q));
         total += counts.back();
