@@ -115,6 +115,10 @@ def test_two_ranks_sharing_one_gpu_stage_through_the_host_with_one_warning(gpu):
     assert len(warnings) == 1 and "go through host memory and MPI" in warnings[0], out[-3000:]
 
 
+def test_two_ranks_sharing_one_gpu_stage_through_the_host_allreduce_ring(gpu):
+    run_rank_tests(2, "rank_gpu_ops.py", timeout=900, env=gpu.env(1, JUPYTER_HVD_RING_ALLREDUCE_BYTES="1"))
+
+
 @pytest.mark.parametrize("np_, devices", [(1, 1), (2, 1), (2, 2)])
 def test_error_paths(gpu, np_, devices):
     run_rank_tests(np_, "rank_gpu_errors.py", timeout=300, env=gpu.env(devices))
