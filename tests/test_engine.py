@@ -18,8 +18,8 @@ def test_ops_identical_with_fusion_disabled():
     run_rank_tests(2, "rank_ops.py", env={"HOROVOD_FUSION_THRESHOLD": "0"})
 
 
-def test_ops_with_a_barrier_before_every_allreduce():
-    run_rank_tests(2, "rank_ops.py", env={"JUPYTER_HVD_SYNC_ALLREDUCE_BYTES": "1"})
+def test_ops_with_a_barrier_before_every_allreduce_and_reducescatter():
+    run_rank_tests(2, "rank_ops.py", env={"JUPYTER_HVD_SYNC_REDUCE_BYTES": "1"})
 
 
 @pytest.mark.parametrize("np_", [2, 3, 4])

@@ -20,7 +20,7 @@ struct CollectiveContext {
   std::vector<char>& fusion_buffer;
   std::vector<char>& ring_buffer;  // the ring collectives' blocks in flight
   std::function<void(Phase, int64_t start_us)> record;
-  int64_t sync_allreduce_bytes = 0;  // allreduces of at least this many bytes start with a barrier; 0: none
+  int64_t sync_reduce_bytes = 0;  // allreduces and reducescatters of at least this many bytes start with a barrier; 0: none
   int64_t ring_allreduce_bytes = 0;  // allreduces of at least this many bytes run around a ring; 0: none
 };
 

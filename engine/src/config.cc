@@ -58,8 +58,8 @@ Config Config::from_env() {
   if (auto v = env("HOROVOD_TIMELINE_MARK_CYCLES")) c.timeline_mark_cycles = std::string(v) == "1";
   if (auto v = env("JUPYTER_HVD_TIMELINE_RING")) c.ring_capacity = integer("JUPYTER_HVD_TIMELINE_RING", v, 1);
   if (auto v = env("JUPYTER_HVD_SPIN_US")) c.spin_us = integer("JUPYTER_HVD_SPIN_US", v, 0);
-  if (auto v = env("JUPYTER_HVD_SYNC_ALLREDUCE_BYTES"))
-    c.sync_allreduce_bytes = integer("JUPYTER_HVD_SYNC_ALLREDUCE_BYTES", v, 0);
+  if (auto v = env("JUPYTER_HVD_SYNC_REDUCE_BYTES"))
+    c.sync_reduce_bytes = integer("JUPYTER_HVD_SYNC_REDUCE_BYTES", v, 0);
   if (auto v = env("JUPYTER_HVD_RING_ALLREDUCE_BYTES"))
     c.ring_allreduce_bytes = integer("JUPYTER_HVD_RING_ALLREDUCE_BYTES", v, 0);
   if (auto v = env("JUPYTER_HVD_GPU_STAGING")) c.gpu_staging = std::string(v) == "1";

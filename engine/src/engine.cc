@@ -544,7 +544,7 @@ Status Engine::run(const Response& r, std::vector<TensorEntry*>& es, const Proce
   };
   CollectiveContext c{set, topo_.rank, *reductions_, fusion_buffer_, ring_buffer_,
                       [&](Phase p, int64_t start) { span(p, op_name(r.spec.op), start, now_us()); },
-                      config_.sync_allreduce_bytes, config_.ring_allreduce_bytes};
+                      config_.sync_reduce_bytes, config_.ring_allreduce_bytes};
   if (r.spec.memory == Memory::Cuda) return gpu_->run(c, r, es, span);
   switch (r.spec.op) {
     case OpType::Allreduce: return run_allreduce(c, r, es);

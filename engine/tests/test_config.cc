@@ -39,13 +39,13 @@ TEST(config_reads_numbers_and_names_the_variable_of_a_bad_one) {
   CHECK(refusal("HOROVOD_STALL_CHECK_TIME_SECONDS", "30") == "");
 }
 
-TEST(config_sync_allreduce_bytes_defaults_to_64_KiB_and_0_turns_it_off) {
-  CHECK(Config::from_env().sync_allreduce_bytes == 64 << 10);
-  setenv("JUPYTER_HVD_SYNC_ALLREDUCE_BYTES", "0", 1);
-  CHECK(Config::from_env().sync_allreduce_bytes == 0);
-  unsetenv("JUPYTER_HVD_SYNC_ALLREDUCE_BYTES");
-  CHECK(refusal("JUPYTER_HVD_SYNC_ALLREDUCE_BYTES", "-1") ==
-        "JUPYTER_HVD_SYNC_ALLREDUCE_BYTES='-1': expected an integer >= 0");
+TEST(config_sync_reduce_bytes_defaults_to_64_KiB_and_0_turns_it_off) {
+  CHECK(Config::from_env().sync_reduce_bytes == 64 << 10);
+  setenv("JUPYTER_HVD_SYNC_REDUCE_BYTES", "0", 1);
+  CHECK(Config::from_env().sync_reduce_bytes == 0);
+  unsetenv("JUPYTER_HVD_SYNC_REDUCE_BYTES");
+  CHECK(refusal("JUPYTER_HVD_SYNC_REDUCE_BYTES", "-1") ==
+        "JUPYTER_HVD_SYNC_REDUCE_BYTES='-1': expected an integer >= 0");
 }
 
 TEST(config_ring_allreduce_bytes_defaults_to_16_MiB_and_0_turns_it_off) {
