@@ -52,17 +52,17 @@ Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, con
   return Status::Ok();
 }
 
-Status ring_allreduce(MPI_Comm comm, int me, int n, char* buf, int count, MPI_Datatype type, MPI_Op op,
-                      size_t esz, std::vector<char>& scratch) {
+Status ring_allreduce(MPI_Comm comm, int me, int n, const char* in, char* out, int count, MPI_Datatype type,
+                      MPI_Op op, size_t esz, std::vector<char>& scratch) {
   std::vector<int> counts(n);
   for (int i = 0; i < n; ++i) counts[i] = count / n + (i < count % n ? 1 : 0);
   const std::vector<int64_t> first = firsts(counts);
-  Status s = ring_reduce_scatter(comm, me, buf, buf + first[me] * esz, counts, type, op, esz, scratch);
+  Status s = ring_reduce_scatter(comm, me, in, out + first[me] * esz, counts, type, op, esz, scratch);
   // Each rank passes on the reduced block it got last, starting with its own.
   const int before = (me + n - 1) % n, after = (me + 1) % n;
   for (int k = 0; k < n - 1 && s.ok(); ++k) {
     const int give = (me + n - k) % n, take = (me + 2 * n - k - 1) % n;
-    s = mpi_status(MPI_Sendrecv(buf + first[give] * esz, counts[give], type, after, 1, buf + first[take] * esz,
+    s = mpi_status(MPI_Sendrecv(out + first[give] * esz, counts[give], type, after, 1, out + first[take] * esz,
                                 counts[take], type, before, 1, comm, MPI_STATUS_IGNORE),
                    "MPI_Sendrecv");
   }

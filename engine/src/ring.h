@@ -16,8 +16,9 @@ namespace hvd {
 Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, const std::vector<int>& counts,
                            MPI_Datatype type, MPI_Op op, size_t element_size, std::vector<char>& scratch);
 
-// Every rank's `buf` becomes the reduction of all of them: a ring reduce-scatter, then a ring allgather.
-Status ring_allreduce(MPI_Comm comm, int me, int n, char* buf, int count, MPI_Datatype type, MPI_Op op,
-                      size_t element_size, std::vector<char>& scratch);
+// Every rank's `out` becomes the reduction of all ranks' `in` (which may be `out`): a ring reduce-scatter,
+// then a ring allgather.
+Status ring_allreduce(MPI_Comm comm, int me, int n, const char* in, char* out, int count, MPI_Datatype type,
+                      MPI_Op op, size_t element_size, std::vector<char>& scratch);
 
 }  // namespace hvd

@@ -17,7 +17,9 @@ def test_allreduce_every_op_and_set(sets, dtype):
         for shape in [(5,), (3, 4), (0,), (1, 1, 7)]:
             seed = hash((si, op, shape)) % 10000
             x = data(hvd.rank(), dtype, shape, seed, high)
+            before = x.copy()
             got = hvd.allreduce(x, op=op, process_set=ps, name=f"ar.{dtype}.{si}.{op}.{shape}")
+            np.testing.assert_array_equal(x, before)  # out of place: the input is only read
             want = expected_reduce(op, dtype, ps.ranks, shape, seed, high)
             assert got.dtype == dtype and got.shape == shape
             rtol = 1e-2 if dtype in (np.float16,) + tuple(BF16) else 1e-6  # Average divides
