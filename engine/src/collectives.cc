@@ -84,7 +84,7 @@ BlockLayout block_layout(const std::vector<int64_t>& rows, int64_t row_bytes) {
 void* output_of(TensorEntry& e, int64_t nbytes, std::vector<int64_t> shape) {
   e.handle->output_shape = std::move(shape);
   if (e.output) return e.output;
-  e.handle->output.resize(static_cast<size_t>(nbytes));
+  e.handle->output.allocate(static_cast<size_t>(nbytes));
   return e.handle->output.data();
 }
 

@@ -18,7 +18,8 @@ namespace hvd {
 // first would be one more pass over the result's memory.
 class HostBuffer {
  public:
-  void resize(size_t bytes) {
+  // Replaces any earlier contents with `bytes` of fresh, uninitialised memory.
+  void allocate(size_t bytes) {
     data_.reset(new char[bytes]);
     size_ = bytes;
   }
