@@ -8,7 +8,7 @@ from jupyter_hvd.monitor import Monitor, cell_key, monitor_step, stragglers
 from jupyter_hvd.monitor.batch import KEY_PREFIX, to_columns
 from monitor_feed import batch, event, steady
 from jupyter_hvd.monitor.publisher import Publisher
-from jupyter_hvd.monitor.samples import progress
+from jupyter_hvd.monitor.samples import counted_since, snapshot, trainer_step
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -32,12 +32,23 @@ steps / (time.monotonic() - began)
 
 
 def test_monitor_step_counts_samples_and_time():
-    before = progress()
+    origin = snapshot()
+    assert counted_since(origin) == (0, 0, 0)
     monitor_step(32)
     monitor_step(32)
-    samples, steps, last_us = progress()
-    assert (samples - before[0], steps - before[1]) == (64, 2)
-    assert last_us >= before[2]
+    samples, steps, last_us = counted_since(origin)
+    assert (samples, steps) == (64, 2)
+    assert last_us >= origin[0][2]
+
+
+def test_trainer_counts_only_when_the_loop_does_not():
+    origin = snapshot()
+    trainer_step(8)
+    assert counted_since(origin)[:2] == (8, 1)
+    for _ in range(3):  # a loop that counts for itself beside a DistributedTrainer
+        trainer_step(8)
+        monitor_step(8)
+    assert counted_since(origin)[:2] == (24, 3)
 
 
 def test_to_columns_keeps_small_batches_raw():

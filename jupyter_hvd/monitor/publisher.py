@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .batch import KEY_PREFIX, to_columns
-from .samples import progress
+from .samples import counted_since, snapshot
 
 INTERVAL_S = 0.25
 # Engine events read per batch: reading costs ~2.5 µs of the rank's CPU (and GIL) per event, so 4 batches/s
@@ -43,7 +43,7 @@ class Publisher:
         self._metrics = metrics
         self._batch = 0
         self._cpu_s = 0.0  # CPU time this publisher has used so far, sent in each batch: the monitor's own cost
-        self._origin = progress()[:2]
+        self._origin = snapshot()
         self._stop = threading.Event()
         self._lock = threading.Lock()  # the thread and the final flush from stop() never publish at once
         self._thread = threading.Thread(target=self._run, name="jupyter-hvd-monitor", daemon=True)
@@ -73,7 +73,7 @@ class Publisher:
         limit = max_drain or self.max_drain
         events, ring_dropped = self._events(limit)
         columns, coarsened = to_columns(events, self.max_events)
-        samples, steps, last_step_us = progress()
+        samples, steps, last_step_us = counted_since(self._origin)
         try:
             metrics = self._metrics()
         except ValueError:  # the engine is not initialised
@@ -82,8 +82,8 @@ class Publisher:
             "rank": self.rank,
             "batch": self._batch,
             "now_us": time.monotonic_ns() // 1000,
-            "samples": samples - self._origin[0],
-            "steps": steps - self._origin[1],
+            "samples": samples,
+            "steps": steps,
             "last_step_us": last_step_us,
             "events": columns,
             "ring_dropped": ring_dropped,

@@ -10,8 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import mxnet as mx
 
-import jupyter_hvd
-
+from ..monitor.samples import trainer_step
 from ..process_sets import ProcessSet, global_process_set
 from .compression import Compression, Compressor
 from .ops import Sum, _require_init, allreduce_, grouped_allreduce_
@@ -30,13 +29,6 @@ def _average_factor(gradient_predivide_factor: float, process_set: ProcessSet) -
     """
     n = process_set.size()
     return gradient_predivide_factor / n if n > 1 else 1.0
-
-
-def _count_samples(batch_size: int) -> None:
-    """Report processed samples to the throughput monitor, when this jupyter_hvd has one."""
-    monitor_step = getattr(jupyter_hvd, "monitor_step", None)
-    if monitor_step is not None:
-        monitor_step(batch_size)
 
 
 class DistributedOptimizer(mx.optimizer.Optimizer):
@@ -153,12 +145,12 @@ class DistributedTrainer(mx.gluon.Trainer):
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """Allreduce the gradients and update the parameters (``batch_size``: this rank's samples)."""
         super().step(batch_size, ignore_stale_grad)
-        _count_samples(batch_size)
+        trainer_step(batch_size)
 
     def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """Update the parameters from already-reduced gradients (after allreduce_grads())."""
         super().update(batch_size, ignore_stale_grad)
-        _count_samples(batch_size)
+        trainer_step(batch_size)
 
     def _allreduce_grads(self) -> None:
         if self._process_set.size() == 1 or not self._process_set.included():
