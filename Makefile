@@ -12,7 +12,7 @@ NPM_STAMP := $(FRONTEND)/node_modules/.installed
 FRONTEND_OUT := jupyter_hvd/labextension/package.json
 FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*/*.ts) $(FRONTEND)/style/panel.css $(FRONTEND)/package.json
 
-.PHONY: setup demo test engine-build test-cpp sim-gpu test-ts test-py browser bench gpu-wheels clean
+.PHONY: setup demo test engine-build test-cpp sim-gpu test-ts test-py test-numpy2 browser bench gpu-wheels clean
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -58,7 +58,25 @@ browser:
 test-py: setup sim-gpu browser
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest -q -p no:cacheprovider
 
-test: test-cpp test-ts test-py
+# The core package (engine, ops, monitor) under NumPy 2, in a venv of its own: the extension built by
+# setup, in a copy of the package (on the venv's path) beside a copy of the tests, so the source tree's
+# package, which has no extension in it, cannot shadow it.
+NP2 := build/numpy2
+$(NP2)/.deps-installed: requirements-numpy2.txt
+	$(PYTHON) -m venv $(NP2)/venv
+	$(NP2)/venv/bin/python -m pip install -q -r requirements-numpy2.txt
+	touch $@
+
+test-numpy2: setup $(NP2)/.deps-installed
+	rm -rf $(NP2)/tree && mkdir -p $(NP2)/tree
+	cp -r jupyter_hvd tests $(NP2)/tree/
+	cp "$$($(PY) -c 'import jupyter_hvd._C as c; print(c.__file__)')" $(NP2)/tree/jupyter_hvd/
+	echo $(CURDIR)/$(NP2)/tree > "$$($(NP2)/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/jupyter_hvd.pth"
+	$(NP2)/venv/bin/python -c 'import numpy; print("numpy", numpy.__version__)'
+	cd $(NP2)/tree && PATH=$(CURDIR)/$(NP2)/venv/bin:$$PATH ../venv/bin/python -m pytest -q -p no:cacheprovider \
+		tests/test_engine.py tests/test_monitor.py
+
+test: test-cpp test-ts test-py test-numpy2
 
 bench: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) benchmarks/allreduce_bench.py
