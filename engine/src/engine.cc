@@ -22,6 +22,8 @@ constexpr int64_t kDrainTimeoutUs = 2000000;  // longest wait for rank 0's final
 // to 100 us (a reply that comes soon is seen soon; a long wait wakes the thread seldom), and 1 ms once
 // idle for 50 ms.
 constexpr int64_t kFirstPollUs = 20, kIdlePollUs = 100, kLongIdlePollUs = 1000, kLongIdleUs = 50000;
+// How long a thread waiting for a result polls before it sleeps (at most the engine's own spin time).
+constexpr int64_t kWaitSpinUs = 50;
 
 std::vector<char> encode_stop(bool final, const Status& s) {
   Writer w;
@@ -182,7 +184,7 @@ std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> gr
   int64_t now = now_us();
   for (auto& e : group) {
     e.request.rank = topo_.rank;
-    e.handle = std::make_shared<Handle>();
+    e.handle = std::make_shared<Handle>(std::min(config_.spin_us, kWaitSpinUs));
     e.enqueue_us = now;
     handles.push_back(e.handle);
   }
