@@ -17,6 +17,7 @@ from hvdrun_cli import PRINT_ENV, PRINT_RANK, clean_env, hvdrun_argv, rank_lines
 from jupyter_hvd.runner import child as child_process
 from jupyter_hvd.runner import hvdrun, session_folder
 from jupyter_hvd.runner.launch import (
+    BTL_VAR,
     SESSION_DIR_VAR,
     LaunchSpec,
     default_forward,
@@ -169,6 +170,20 @@ def test_x_forwards_and_sets_variables() -> None:
     assert result.returncode == 0, result.stderr
     expected = "FORWARD_ME=from-env SET_ME=a=b HOROVOD_LOG_LEVEL=debug PYTHONUNBUFFERED=1"
     assert result.stdout.splitlines() == [expected, expected]
+
+
+def test_single_host_jobs_leave_out_libfabric_unless_the_user_chose_transports() -> None:
+    for chosen, seen in ((None, "^ofi"), ("self,sm,tcp", "self,sm,tcp")):
+        env = {k: v for k, v in clean_env(**({BTL_VAR: chosen} if chosen else {})).items() if chosen or k != BTL_VAR}
+        result = run_hvdrun("-np", "2", sys.executable, "-c", PRINT_ENV, BTL_VAR, env=env)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines() == [f"{BTL_VAR}={seen}"] * 2
+
+
+def test_multi_host_jobs_keep_open_mpis_transports(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(BTL_VAR, raising=False)
+    for spec in (LaunchSpec(np=2, hosts="h1,h2"), LaunchSpec(np=2, hostfile="hosts.txt")):
+        assert BTL_VAR not in mpiexec_command(spec, ["true"])[1]
 
 
 def test_hosts_option_with_localhost_slots() -> None:

@@ -18,6 +18,10 @@ ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"
 # mpiexec left behind stop a later one that gets the same pid ("The PMIx server's listener thread failed to
 # start"); a folder of the launch's own avoids that.
 SESSION_DIR_VAR = "PRTE_MCA_prte_tmpdir_base"
+# Open MPI's libfabric transport took a second to start in every rank here, and a job on one host never
+# uses it (shared memory carries everything), so single-host launches leave it out unless the user chose
+# the transports themselves.
+BTL_VAR, SINGLE_HOST_BTL = "OMPI_MCA_btl", "^ofi"
 FORWARD_NAMES = ("PYTHONPATH", "PYTHONUNBUFFERED")
 FORWARD_PREFIXES = ("HOROVOD_", "JUPYTER_HVD_")
 
@@ -82,6 +86,8 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
     env = {**os.environ, **(ROOT_ENV if os.geteuid() == 0 else {}), **spec.env}
     if spec.session_dir:
         env.setdefault(SESSION_DIR_VAR, spec.session_dir)
+    if not spec.hosts and not spec.hostfile:
+        env.setdefault(BTL_VAR, SINGLE_HOST_BTL)
     cmd = [find_mpiexec(), "-np", str(spec.np), "--bind-to", "none", "--oversubscribe"]
     cmd += _host_args(spec) + spec.mpi_args
     for name in dict.fromkeys([*spec.env, *spec.forward]):
