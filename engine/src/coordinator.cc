@@ -58,6 +58,9 @@ void Coordinator::check_ready(const std::string& name, const Pending& p) {
   if (p.requests.size() < ranks->size()) return;
   if (ready_.empty()) oldest_ready_us_ = p.first_seen_us;
   ready_.push_back(name);
+  const int64_t bytes = p.requests.front().num_bytes();
+  ready_bytes_ += bytes;
+  ready_too_big_ |= bytes > fusion_max_tensor_;
 }
 
 std::string Coordinator::validate(const std::vector<Request>& rs) const {
@@ -133,6 +136,8 @@ std::vector<Response> Coordinator::take_ready() {
     bytes.push_back(a.num_bytes());
   }
   ready_.clear();
+  ready_bytes_ = 0;
+  ready_too_big_ = false;
   return plan_fusion(singles, bytes, fusion_threshold_, fusion_max_tensor_);
 }
 

@@ -32,6 +32,12 @@ class Coordinator {
   // Validated, fused responses for every tensor that all members have submitted.
   std::vector<Response> take_ready();
   bool has_ready() const { return !ready_.empty(); }
+  // Whether holding the ready tensors could let later ones fuse with them: each is small enough to fuse
+  // and together they are below the fusion threshold. A tensor too big to fuse, or a full fusion buffer,
+  // gains nothing from waiting.
+  bool worth_holding() const {
+    return fusion_threshold_ > 0 && !ready_too_big_ && ready_bytes_ < fusion_threshold_;
+  }
   // Tensors pending longer than `after_us`, each reported again every `after_us`.
   std::vector<StallReport> stalled(int64_t now_us, int64_t after_us);
   size_t pending() const { return pending_.size(); }
@@ -55,6 +61,8 @@ class Coordinator {
   std::vector<std::string> ready_;
   std::vector<std::string> waiting_for_set_;  // names whose process set is not yet known
   int64_t oldest_ready_us_ = 0;
+  int64_t ready_bytes_ = 0;     // of the ready tensors
+  bool ready_too_big_ = false;  // a ready tensor is larger than fusion_max_tensor_
 };
 
 }  // namespace hvd

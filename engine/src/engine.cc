@@ -459,9 +459,10 @@ void Engine::dispatch(Message& m) {
 
 void Engine::coordinate(bool got_requests) {
   if (!coordinator_->has_ready()) return;
-  // Hold ready tensors while more requests keep arriving, at most one cycle time, to fuse them.
+  // Hold ready tensors while more requests keep arriving, at most one cycle time, to fuse them, unless
+  // waiting cannot add to their fusion.
   int64_t waited = now_us() - coordinator_->oldest_ready_us();
-  if (got_requests && waited < cycle_time_us_) return;
+  if (got_requests && waited < cycle_time_us_ && coordinator_->worth_holding()) return;
   distribute(coordinator_->take_ready());
 }
 

@@ -108,3 +108,24 @@ TEST(gpu_and_host_tensors_under_one_name_are_a_mismatch) {
   CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Error);
   CHECK(rs[0].error.find("mismatched devices: a host tensor on rank 0, a GPU tensor on rank 1") != std::string::npos);
 }
+
+TEST(holding_ready_tensors_is_worth_it_only_while_more_could_fuse_with_them) {
+  auto c = Coordinator([](int32_t) -> const std::vector<int>* { return &kPair; }, 1000, 400, 16);
+  auto ready = [&](const std::string& name, int64_t floats) {
+    for (int rank : kPair) c.add(req(rank, name, {floats}), 0);
+  };
+  ready("a", 50);  // 200 bytes: small, and the buffer has room
+  CHECK(c.has_ready() && c.worth_holding());
+  ready("b", 150);  // 600 bytes: too big to fuse
+  CHECK(!c.worth_holding());
+  c.take_ready();
+  CHECK(c.worth_holding());  // nothing ready: nothing rules it out
+  for (const char* name : {"c", "d", "e", "f"}) ready(name, 50);
+  CHECK(c.worth_holding());  // 800 of 1000 bytes
+  ready("g", 50);
+  CHECK(!c.worth_holding());  // a full buffer
+  c.take_ready();
+  auto no_fusion = Coordinator([](int32_t) -> const std::vector<int>* { return &kPair; }, 0, 400, 16);
+  for (int rank : kPair) no_fusion.add(req(rank, "h", {1}), 0);
+  CHECK(!no_fusion.worth_holding());
+}
