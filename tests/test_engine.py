@@ -1,5 +1,8 @@
 """The engine on real MPI ranks: each rank-side pytest module at 2 and 4 ranks, with timeouts."""
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -60,7 +63,7 @@ def test_timeline_of_a_job_shorter_than_the_forwarding_period_is_written(tmp_pat
     assert any(e["pid"] == 0 and e["name"] == "ALLREDUCE" for e in events), events
 
 
-def test_single_process_without_mpiexec(tmp_path):
+def test_one_rank_job_and_an_op_before_init(tmp_path):
     script = tmp_path / "solo.py"
     script.write_text(
         "import numpy as np, jupyter_hvd as hvd\n"
@@ -69,6 +72,20 @@ def test_single_process_without_mpiexec(tmp_path):
     res = run_ranks(1, [str(script)])
     assert "before init: jupyter_hvd has not been initialized; use hvd.init()." in res.stdout
     assert "size 1 sum [1. 1.]" in res.stdout
+
+
+def test_a_process_started_without_mpiexec_is_a_one_rank_job_on_shared_memory():
+    """No launcher: MPI starts as a singleton, and leaves out the libfabric transport unless one was chosen."""
+    code = ("import os, numpy as np, jupyter_hvd as hvd\nhvd.init()\n"
+            "print(hvd.size(), hvd.allreduce(np.ones(2), op=hvd.Sum), os.environ.get('OMPI_MCA_btl'))")
+    for chosen, seen in ((None, "^ofi"), ("self,sm", "self,sm")):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_"))}
+        env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        if chosen:
+            env["OMPI_MCA_btl"] = chosen
+        res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.split() == ["1", "[1.", "1.]", seen]
 
 
 def test_init_on_a_subset_communicator(tmp_path):
