@@ -127,8 +127,8 @@ class Engine {
   bool final_received_ = false;
   int64_t drain_deadline_us_ = 0;
   int64_t last_periodic_us_ = 0;
-  int64_t cycle_time_us_ = 0;
-  int64_t wait_spin_us_ = 0;   // how long a thread waiting for one of this engine's results polls first  // rank 0's: config_.cycle_time_ms, or the autotuner's
+  int64_t cycle_time_us_ = 0;  // rank 0's: config_.cycle_time_ms, or the autotuner's
+  int64_t wait_spin_us_ = 0;   // how long a thread waiting for one of this engine's results polls first
 
   std::mutex timeline_mu_;
   std::unique_ptr<TraceWriter> writer_;  // rank 0
