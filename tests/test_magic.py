@@ -195,8 +195,10 @@ def test_device_pinning_follows_the_local_rank(monkeypatch, visible, local_rank,
 
 def test_start_timeout_is_a_clear_error_and_leaves_no_processes():
     running = set(cluster_processes())  # the module's own ranks may be up
-    slow = RankCluster(LaunchConfig(np=2), start_timeout=2)
-    with pytest.raises(RankError, match="could not start 2 ranks: .*within 2s"):
+    # Shorter than the controller takes to write its connection file, so it runs out with mpiexec and the
+    # ranks already started.
+    slow = RankCluster(LaunchConfig(np=2), start_timeout=0.3)
+    with pytest.raises(RankError, match="could not start 2 ranks: .*within 0.3s"):
         slow.start()
     assert slow.stopped and set(cluster_processes()) <= running
 
@@ -336,6 +338,16 @@ def test_different_np_restarts(ip, started, capsys):
     assert "restarting the ranks (changed -np)" in out
     result, out = run(ip, capsys, f"{HEAD}\nhvd.size()")
     assert result.result == 2
+
+
+def test_ranks_placed_with_hosts_get_the_connection_in_their_environment(ip, started, capsys):
+    """--hosts takes the path of a job on several hosts: ranks start after the controller, told where it is."""
+    result, out = run(ip, capsys, "%%hvd -np 2 --hosts localhost:2 --framework none\n"
+                                  "import os\n'IPP_CONNECTION_INFO' in os.environ, hvd.size()")
+    assert result.success, out
+    assert result.result == (True, 2)
+    result, out = run(ip, capsys, f"{HEAD} --restart\nimport os\n'IPP_CONNECTION_INFO' in os.environ")
+    assert result.result is False  # on one host they read the controller's connection file
 
 
 def test_restart_and_stop_leave_no_processes(ip, started, capsys):

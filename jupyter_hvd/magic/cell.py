@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib
-import importlib.util
 import linecache
 import os
 import pickle
@@ -36,14 +35,18 @@ class RemoteRepr:
         return self.text
 
 
+def api_module(framework: str) -> str:
+    """The module bound to ``hvd`` in the cells for ``framework``."""
+    return "jupyter_hvd.mxnet" if framework == "mxnet" else "jupyter_hvd"
+
+
 def setup_rank(framework: str, cpu: bool) -> dict[str, Any]:
     """Pin this rank to its device, init the engine and bind the framework's API to ``hvd`` for the cells."""
     local_rank = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
     local_size = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
     _state["device"] = _pin_device(local_rank, local_size, cpu)
     engine = _state["engine"] = importlib.import_module("jupyter_hvd")
-    with_mxnet = framework == "mxnet" and importlib.util.find_spec("jupyter_hvd.mxnet") is not None
-    _state["api"] = _user_ns()["hvd"] = importlib.import_module("jupyter_hvd.mxnet" if with_mxnet else "jupyter_hvd")
+    _state["api"] = _user_ns()["hvd"] = importlib.import_module(api_module(framework))
     engine.init()
     return {
         "rank": _world_rank(),

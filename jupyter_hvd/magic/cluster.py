@@ -22,7 +22,7 @@ from ipyparallel.cluster.launcher import MPIEngineSetLauncher
 from traitlets import Any as AnyTrait
 
 from ..runner.launch import LaunchSpec, default_forward, mpiexec_command
-from .cell import setup_rank
+from .cell import api_module, setup_rank
 from .failures import RankError
 from .reaper import alive, descendants
 
@@ -131,6 +131,9 @@ class RankCluster:
             controller_ip="*" if config.hosts or config.hostfile else "",
             log=_quiet_log(),
             parent=None,
+            # On this host the ranks start with the controller and read its connection file; ranks on other
+            # hosts cannot, so they start once it is up and get the connection in their environment.
+            send_engines_connection_env=bool(config.hosts or config.hostfile),
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -150,7 +153,10 @@ class RankCluster:
                 forward=default_forward(os.environ),
                 session_dir=self._profile_dir,  # removed by stop(), like the rest of the folder
             )
-            engines = self._cluster.start_engines(self.config.np, launch_spec=spec, engine_args=ENGINE_ARGS)
+            engine_file = self._cluster.controller.connection_files["engine"]
+            engines = self._cluster.start_engines(self.config.np, launch_spec=spec, engine_args=ENGINE_ARGS,
+                                                  engine_cmd=_rank_cmd(self.config.framework, engine_file,
+                                                                       self.start_timeout))
             self._run_until(engines, deadline, "the engine launch")
             self._client = self._run_until(self._cluster.connect_client(), deadline, "the client")
             self._wait_registered(deadline)
@@ -339,6 +345,11 @@ class RankCluster:
         if tail:
             message += "\nprocess output (last lines):\n" + "\n".join(tail)
         return RankError(message)
+
+
+def _rank_cmd(framework: str, engine_file: str, timeout_s: float) -> list[str]:
+    """The ranks' program: it imports the cells' API module while the controller starts, then runs the engine."""
+    return [sys.executable, "-m", "jupyter_hvd.magic.rank_main", api_module(framework), engine_file, str(timeout_s)]
 
 
 def _engine_spin(config: LaunchConfig) -> dict[str, str]:

@@ -1,0 +1,44 @@
+"""A %%hvd rank's process: imports the cells' API module, waits for the controller, then runs its engine.
+
+    python -m jupyter_hvd.magic.rank_main MODULE CONNECTION_FILE TIMEOUT_S [ipengine arguments]
+
+On one host the ranks start with the controller rather than after it, so the seconds MXNet takes to
+import overlap the controller's start, and the engine starts once the controller's connection file
+reads as whole JSON: the controller writes it in place, and an engine that read it half-written would
+fail. Ranks on other hosts start after the controller and find the connection in IPP_CONNECTION_INFO.
+"""
+import importlib
+import json
+import os
+import sys
+import time
+
+
+def wait_for_connection_file(path: str, timeout_s: float) -> None:
+    """Return once ``path`` holds complete JSON, or after ``timeout_s`` (the engine then says what is missing)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as f:
+                json.load(f)
+            return
+        except (OSError, ValueError):
+            time.sleep(0.02)
+
+
+def main() -> None:
+    module, connection_file, timeout_s = sys.argv[1:4]
+    del sys.argv[1:4]
+    try:
+        importlib.import_module(module)
+    except Exception:  # noqa: BLE001 - setup_rank imports it again, and reports the error to the notebook
+        pass
+    if "IPP_CONNECTION_INFO" not in os.environ:  # ranks on other hosts get the connection this way instead
+        wait_for_connection_file(connection_file, float(timeout_s))
+    from ipyparallel.engine.app import main as engine_main
+
+    engine_main()
+
+
+if __name__ == "__main__":
+    main()
