@@ -8,6 +8,8 @@ import pytest
 
 from multirank import run_rank_tests, run_ranks
 
+from jupyter_hvd.runner.launch import ROOT_ENV
+
 pytestmark = pytest.mark.timeout(400)
 
 
@@ -80,7 +82,7 @@ def test_a_process_started_without_mpiexec_is_a_one_rank_job_on_shared_memory():
             "print(hvd.size(), hvd.allreduce(np.ones(2), op=hvd.Sum), os.environ.get('OMPI_MCA_btl'))")
     for chosen, seen in ((None, "^ofi"), ("self,sm", "self,sm")):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_"))}
-        env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        env.update(ROOT_ENV)
         if chosen:
             env["OMPI_MCA_btl"] = chosen
         res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
