@@ -120,12 +120,18 @@ def test_push_and_pull(ip, started, capsys):
     ip.user_ns["shared"] = {"lr": 0.1}
     _, out = run(ip, capsys, "%hvd push shared")
     assert "pushed shared" in out
-    run(ip, capsys, f"{HEAD}\nmine = (shared['lr'], hvd.rank())")
-    assert run(ip, capsys, "%hvd pull mine")[0].result == (0.1, 0)
-    assert run(ip, capsys, "%hvd pull mine --rank 1")[0].result == (0.1, 1)
-    result, out = run(ip, capsys, "%hvd pull missing_name --rank 1")
+    run(ip, capsys, f"{HEAD}\nmine = (shared['lr'], hvd.rank())\nsize = hvd.size()")
+    result, out = run(ip, capsys, "%hvd pull mine")
+    assert result.result == (0.1, 0) and ip.user_ns["mine"] == (0.1, 0)
+    assert "pulled mine from rank 0" in out
+    result, out = run(ip, capsys, "%hvd pull mine size --rank 1")
+    assert result.result is None and (ip.user_ns["mine"], ip.user_ns["size"]) == ((0.1, 1), 2)
+    assert "pulled mine, size from rank 1" in out
+    ip.user_ns["kept"] = "notebook's"
+    result, out = run(ip, capsys, "%hvd pull kept missing_name --rank 1")
     assert not result.success
     assert "rank 1: NameError" in out and "Traceback" not in out
+    assert ip.user_ns["kept"] == "notebook's"  # nothing is set unless every name came back
 
 
 @pytest.mark.parametrize(

@@ -225,9 +225,9 @@ class RankCluster:
         """Set these variables in every rank's namespace."""
         self.gather([self._client[r.engine_id].push(values, block=False) for r in self.ranks], timeout)
 
-    def pull(self, name: str, rank: int, timeout: float = 60.0) -> Any:
-        """Return a variable from one rank's namespace."""
-        result = self._client[self.ranks[rank].engine_id].pull(name, block=False)
+    def pull(self, names: list[str], rank: int, timeout: float = 60.0) -> list[Any]:
+        """The values of these variables in one rank's namespace, in one round trip."""
+        result = self._client[self.ranks[rank].engine_id].pull(list(names), block=False)
         return self.gather([result], timeout, ranks=[rank])[0]
 
     # -- health and signals ----------------------------------------------------------------------

@@ -105,11 +105,12 @@ class HvdMagics(Magics):
 
     @magic_arguments()
     @argument("command", choices=("status", "stop", "restart", "push", "pull", "monitor"))
-    @argument("names", nargs="*", help="variables to push, or the one to pull")
+    @argument("names", nargs="*", help="variables to push or to pull")
     @argument("--rank", type=int, default=0, help="rank to pull from (default 0)")
     @line_magic("hvd")
     def hvd_line(self, line: str) -> Any:
-        """Manage the ranks: status, stop, restart, push NAME [NAME...], pull NAME [--rank R], monitor."""
+        """Manage the ranks: status, stop, restart, push NAME [NAME...], pull NAME [NAME...] [--rank R],
+        monitor."""
         args = parse_argstring(self.hvd_line, line)
         if args.command == "status":
             print(self.status())
@@ -241,12 +242,17 @@ class HvdMagics(Magics):
         print(f"[hvd] pushed {', '.join(names)} to {len(self._running().ranks)} ranks")
 
     def _pull(self, names: list[str], rank: int) -> Any:
-        if len(names) != 1:
-            raise UsageError("usage: %hvd pull NAME [--rank R]")
+        """Set each named variable of rank ``rank`` in the notebook too; return the value of a single one,
+        so that ``x = %hvd pull y`` works as well."""
+        if not names:
+            raise UsageError("usage: %hvd pull NAME [NAME...] [--rank R]")
         cluster = self._running()
         if not 0 <= rank < len(cluster.ranks):
             raise UsageError(f"--rank must be between 0 and {len(cluster.ranks) - 1}, got {rank}")
-        return cluster.pull(names[0], rank)
+        values = cluster.pull(names, rank)
+        self.shell.user_ns.update(zip(names, values))
+        print(f"[hvd] pulled {', '.join(names)} from rank {rank}")
+        return values[0] if len(names) == 1 else None
 
     def _running(self) -> RankCluster:
         if self.cluster is None:
