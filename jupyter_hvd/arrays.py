@@ -20,7 +20,8 @@ class _WritableImport:
 def as_array(tensor: Any, what: str, in_place: bool = False) -> Union[np.ndarray, DeviceArray]:
     """A zero-copy numpy view of ``tensor`` (numpy or any CPU DLPack tensor), or for a CUDA tensor
     (CuPy, __cuda_array_interface__, CUDA DLPack) a DeviceArray describing it. ``in_place``: the op
-    writes into it."""
+    writes into it, so it must be C-contiguous; a host tensor that is only read may have any layout (a
+    non-contiguous one is copied)."""
     if isinstance(tensor, np.ndarray):
         arr = tensor
     elif (dev := device_array(tensor, what)) is not None:
@@ -37,6 +38,8 @@ def as_array(tensor: Any, what: str, in_place: bool = False) -> Union[np.ndarray
     else:
         raise TypeError(f"{what}: expected a numpy array or a DLPack tensor, got {type(tensor).__name__}")
     if not arr.flags.c_contiguous:
-        raise ValueError(f"{what}: the tensor must be C-contiguous (use np.ascontiguousarray)")
+        if in_place:
+            raise ValueError(f"{what}: a tensor written in place must be C-contiguous (use np.ascontiguousarray)")
+        arr = np.ascontiguousarray(arr)  # only read: a contiguous copy serves
     return arr
 

@@ -57,8 +57,10 @@ def test_unsupported_dtype_is_type_error(bad):
 
 
 def test_non_contiguous_and_non_array_inputs():
-    with pytest.raises(ValueError, match="contiguous"):
-        hvd.allreduce(np.ones((4, 4), np.float32)[:, 1])
+    with pytest.raises(ValueError, match="written in place must be C-contiguous"):
+        hvd.allreduce_(np.ones((4, 4), np.float32)[:, 1], name="strided.inplace")
+    with pytest.raises(ValueError, match="written in place must be C-contiguous"):
+        hvd.broadcast_(np.ones((4, 4), np.float32).T, root_rank=0, name="strided.bcast_")
     with pytest.raises(TypeError, match="numpy array or a DLPack"):
         hvd.allreduce([1.0, 2.0])
 

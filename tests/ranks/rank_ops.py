@@ -245,6 +245,20 @@ def test_dlpack_input_and_async_poll():
     np.testing.assert_array_equal(root_value, np.zeros(2, np.int32))
 
 
+def test_ops_that_only_read_take_any_layout():
+    n, me = hvd.size(), hvd.rank()
+    base = np.arange(24, dtype=np.float32).reshape(4, 6) + me
+    for view in (base[:, ::2], base.T, np.asfortranarray(base)):
+        assert not view.flags.c_contiguous
+        np.testing.assert_array_equal(hvd.allreduce(view, op=hvd.Sum),
+                                      sum(view - me + r for r in range(n)))
+        np.testing.assert_array_equal(hvd.allgather(view), np.concatenate([view - me + r for r in range(n)]))
+        np.testing.assert_array_equal(hvd.broadcast(view, root_rank=0), view - me)
+    np.testing.assert_array_equal(base, np.arange(24, dtype=np.float32).reshape(4, 6) + me)  # inputs untouched
+    rows = np.arange(2 * n * 3, dtype=np.float32).reshape(3, 2 * n).T  # 2n rows, not contiguous
+    np.testing.assert_array_equal(hvd.alltoall(rows), np.concatenate([rows[2 * me:2 * me + 2]] * n))
+
+
 def test_topology():
     assert 0 <= hvd.rank() < hvd.size()
     assert hvd.local_size() == hvd.size() and hvd.local_rank() == hvd.rank()  # one host
