@@ -17,7 +17,7 @@ def tune(tmp_path, np_, **env):
     log = tmp_path / "autotune.csv"
     env = {"HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_LOG": str(log), "HOROVOD_TIMELINE": str(tmp_path / "tl.json"),
            "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "2",
-           "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": str(SETTINGS), **env}
+           "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": str(SETTINGS), "HOROVOD_LOG_LEVEL": "info", **env}
     out = run_ranks(np_, ["tests/ranks/autotune_steps.py", str(STEPS)], env=env).stdout
     metrics = json.loads(next(line for line in out.splitlines() if line.startswith("METRICS "))[8:])
     with log.open() as f:
@@ -36,7 +36,7 @@ def test_autotune_tries_settings_then_keeps_the_best(tmp_path, np_):
     assert metrics["autotuning"] is False and metrics["autotune_settings"] == SETTINGS
     assert metrics["fusion_threshold"] == pytest.approx(float(best["tensor_fusion_threshold"]) * 2**20, rel=1e-5)
     assert metrics["cycle_time_ms"] == pytest.approx(float(best["cycle_time_ms"]), abs=1e-3)
-    assert "autotune: settled on fusion threshold " in out
+    assert "INFO: autotune: settled on fusion threshold " in out
     # Each change of settings is a mark in the timeline; the last one is the setting kept.
     marks = [e["args"]["tensor"] for e in json.loads((tmp_path / "tl.json").read_text())["traceEvents"]
              if e["name"] == "CYCLE"]

@@ -1,6 +1,7 @@
 """The engine on real MPI ranks: each rank-side pytest module at 2 and 4 ranks, with timeouts."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -107,3 +108,31 @@ def test_a_bad_setting_is_a_value_error_naming_the_variable(tmp_path):
                       "try:\n    hvd.init()\nexcept ValueError as e:\n    print('refused:', e)\n")
     res = run_ranks(2, [str(script)], env={"HOROVOD_FUSION_THRESHOLD": "64MB"})
     assert res.stdout.count("refused: HOROVOD_FUSION_THRESHOLD='64MB': expected an integer >= 0") == 2, res.stdout
+
+
+LOGGED = ("import numpy as np, jupyter_hvd as hvd\nhvd.init()\n"
+          "hvd.allreduce(np.ones(3, np.float32), name='x', op=hvd.Sum)\nhvd.shutdown()\n")
+
+
+def test_horovod_log_level_shows_what_the_engine_does(tmp_path):
+    script = tmp_path / "logged.py"
+    script.write_text(LOGGED)
+    out = run_ranks(2, [str(script)], env={"HOROVOD_LOG_LEVEL": "trace", "HOROVOD_LOG_HIDE_TIME": "1"}).stdout
+    for rank in (0, 1):
+        assert f"[jupyter_hvd rank {rank}] INFO: engine started: rank {rank} of 2 (local {rank} of 2" in out, out
+        assert f"[jupyter_hvd rank {rank}] TRACE: enqueued allreduce 'x' float32 [3] in process set 0" in out, out
+        assert f"[jupyter_hvd rank {rank}] DEBUG: allreduce 'x', 12 B, " in out, out
+        assert re.search(rf"\[jupyter_hvd rank {rank}\] INFO: stopping: rank [01] shut the engine down", out), out
+    assert "[jupyter_hvd rank 0] TRACE: rank 1 submitted 1 new and 0 cached requests" in out, out
+    with_time = run_ranks(1, [str(script)], env={"HOROVOD_LOG_LEVEL": "info"}).stdout
+    assert re.search(r"\[jupyter_hvd \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6} rank 0\] INFO: engine started", with_time)
+    assert "DEBUG" not in with_time
+
+
+def test_by_default_the_engine_logs_only_warnings(tmp_path):
+    script = tmp_path / "quiet.py"
+    script.write_text(LOGGED)
+    assert "[jupyter_hvd" not in run_ranks(2, [str(script)]).stdout
+    bad = run_ranks(1, [str(script)], env={"HOROVOD_LOG_LEVEL": "loud"}, check=False)
+    assert bad.returncode != 0
+    assert "ValueError: HOROVOD_LOG_LEVEL='loud': expected one of trace, debug, info, warning, error, fatal" in bad.stdout

@@ -73,6 +73,14 @@ def test_autotune_flags_become_horovod_env(tmp_path: Path) -> None:
                     "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=7 HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE=0.5")
 
 
+def test_log_flags_become_horovod_env(tmp_path: Path) -> None:
+    names = ["HOROVOD_LOG_LEVEL", "HOROVOD_LOG_HIDE_TIME"]
+    seen = env_of_ranks(tmp_path, "--log-level", "debug", "--log-without-timestamp", names=names)
+    assert seen == "HOROVOD_LOG_LEVEL=debug HOROVOD_LOG_HIDE_TIME=1"
+    seen = env_of_ranks(tmp_path, "--log-level", "TRACE", "--log-with-timestamp", names=names)
+    assert seen == "HOROVOD_LOG_LEVEL=trace HOROVOD_LOG_HIDE_TIME=0"
+
+
 def test_our_older_stall_flag_name_still_works(tmp_path: Path) -> None:
     assert "HOROVOD_STALL_CHECK_TIME_SECONDS=12 " in env_of_ranks(tmp_path, "--stall-check-seconds", "12")
 
@@ -203,7 +211,7 @@ def test_check_build_lists_what_is_available() -> None:
         (["--hierarchical-allgather", sys.executable], "--hierarchical-allgather is a horovodrun option that hvdrun "
                                                        "does not support: allgather is not hierarchical here"),
         (["--gloo", sys.executable], "always runs the job on Open MPI"),
-        (["--log-level", "INFO", sys.executable], "--log-level is a horovodrun option"),
+        (["--log-level", "LOUD", sys.executable], "invalid choice: 'LOUD'"),
         (["--cache-capacity", "8", "--disable-cache", sys.executable], "not allowed with"),
         (["--no-stall-check", "--stall-check-warning-time-seconds", "5", sys.executable], "not allowed with"),
         (["-p", "0", sys.executable], "must be >= 1"),

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "log.h"
+
 namespace hvd {
 namespace {
 
@@ -29,11 +31,11 @@ Autotuner::Autotuner(const AutotuneOptions& options, TunedParams initial, bool h
       warmups_left_(std::max(options.warmup_samples, 0)) {
   if (tuning_) optimizer_.emplace(box(options), options.noise);
   if (options_.enabled && !tuning_)
-    std::fprintf(stderr, "[jupyter_hvd] autotune: HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME are both set, "
-                         "so there is nothing to tune\n");
+    log::warning("autotune: HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME are both set, so there is nothing "
+                 "to tune");
   if (tuning_ && !options_.log_path.empty()) {
     log_.open(options_.log_path, std::ios::out | std::ios::trunc);
-    if (!log_) std::fprintf(stderr, "[jupyter_hvd] autotune: cannot write the log %s\n", options_.log_path.c_str());
+    if (!log_) log::warning("autotune: cannot write the log " + options_.log_path);
     else log_ << "hierarchical_allreduce,hierarchical_allgather,cycle_time_ms,tensor_fusion_threshold,score" << std::endl;
   }
 }
@@ -94,10 +96,9 @@ bool Autotuner::record(const std::vector<std::string>& names, int64_t bytes, int
   for (const auto& n : names) ++seen_[n];
   last_end_us_ = now_us;
   if (seen_.size() > kMaxNamesPerSample) {  // unnamed ops get a new name each call: no step ever ends
-    std::fprintf(stderr,
-                 "[jupyter_hvd] autotune: stopped, since no tensor name came round again in %zu names; a training "
-                 "step ends when a name repeats, so give the tensors names (DistributedTrainer does)\n",
-                 seen_.size());
+    log::warning("autotune: stopped, since no tensor name came round again in " + std::to_string(seen_.size()) +
+                 " names; a training step ends when a name repeats, so give the tensors names "
+                 "(DistributedTrainer does)");
     seen_.clear();
     settle();
   }
@@ -124,9 +125,10 @@ void Autotuner::finish_setting(double score) {
   if (++tried_ >= options_.max_samples) {
     settle();
     log(best_, best_score_);
-    std::fprintf(stderr,
-                 "[jupyter_hvd] autotune: settled on %s, the best of %d settings (%.0f MB/s through collectives)\n",
-                 best_.describe().c_str(), tried_, best_score_ * 1e6 / kMb);
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.0f", best_score_ * 1e6 / kMb);
+    log::write(log::Level::Info, "autotune: settled on " + best_.describe() + ", the best of " +
+                                     std::to_string(tried_) + " settings (" + rate + " MB/s through collectives)");
     return;
   }
   if (next_design_ < kDesign.size()) {  // only the parts the user left free
@@ -136,7 +138,7 @@ void Autotuner::finish_setting(double score) {
   try {
     current_ = params_at(optimizer_->next());
   } catch (const std::exception& e) {  // tuning is an optimisation: never let it stop the engine
-    std::fprintf(stderr, "[jupyter_hvd] autotune: stopped early (%s); keeping the best setting so far\n", e.what());
+    log::warning(std::string("autotune: stopped early (") + e.what() + "); keeping the best setting so far");
     settle();
   }
 }

@@ -65,6 +65,8 @@ Config Config::from_env() {
   if (auto v = env("JUPYTER_HVD_GPU_STAGING")) c.gpu_staging = std::string(v) == "1";
   if (auto v = env("HOROVOD_HIERARCHICAL_ALLREDUCE")) c.hierarchical_allreduce = std::string(v) == "1";
   if (auto v = env("JUPYTER_HVD_GPU_BATCH_COPIES")) c.gpu_batch_copies = std::string(v) != "0";
+  if (auto v = env("HOROVOD_LOG_LEVEL")) c.log_level = log::parse_level(v);
+  if (auto v = env("HOROVOD_LOG_HIDE_TIME")) c.log_hide_time = std::string(v) == "1";
   if (auto v = env("JUPYTER_HVD_TEST_RANKS_PER_HOST")) c.test_ranks_per_host = integer("JUPYTER_HVD_TEST_RANKS_PER_HOST", v, 0);
   if (auto v = env("HOROVOD_AUTOTUNE")) c.autotune.enabled = std::string(v) == "1";
   if (auto v = env("HOROVOD_AUTOTUNE_LOG")) c.autotune.log_path = v;

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "log.h"
+
 namespace hvd {
 
 struct AutotuneOptions {
@@ -35,6 +37,8 @@ struct Config {
   bool hierarchical_allreduce = false;  // HOROVOD_HIERARCHICAL_ALLREDUCE=1: GPU allreduce NCCL in, MPI across hosts
   bool gpu_batch_copies = true;         // JUPYTER_HVD_GPU_BATCH_COPIES=0: GPU fusion copies one by one
   AutotuneOptions autotune;             // HOROVOD_AUTOTUNE*: rank 0 tunes fusion_threshold and cycle_time_ms
+  log::Level log_level = log::Level::Warning;  // HOROVOD_LOG_LEVEL: trace, debug, info, warning, error, fatal
+  bool log_hide_time = false;           // HOROVOD_LOG_HIDE_TIME=1: log lines without the time
   int test_ranks_per_host = 0;          // JUPYTER_HVD_TEST_RANKS_PER_HOST: tests treat k consecutive ranks as a host
 
   // Throws std::invalid_argument, naming the variable, for a value that is not a number in range.

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "collectives.h"
 #include "gpu/gpu_collectives.h"
+#include "log.h"
 #include "wire.h"
 
 namespace hvd {
@@ -77,6 +78,22 @@ std::string label(const Response& r) {
                              : r.names[0] + " (+" + std::to_string(r.names.size() - 1) + " fused)";
 }
 
+// "float32 [4, 3]": a request's dtype and shape, for log lines.
+std::string describe(const Request& q) {
+  std::string s = std::string(dtype_name(q.spec.dtype)) + " [";
+  for (size_t i = 0; i < q.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(q.shape[i]);
+  return s + "]";
+}
+
+// "512 B", "4.0 KiB", "1.25 MiB": a size for log lines.
+std::string size_text(int64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  char buf[32];
+  if (bytes < (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
+  return buf;
+}
+
 }  // namespace
 
 Engine::Engine(MPI_Comm comm, Config config)
@@ -99,6 +116,7 @@ Engine::Engine(MPI_Comm comm, Config config)
   MPI_Comm_size(cross, &topo_.cross_size);
   MPI_Comm_free(&local);
   MPI_Comm_free(&cross);
+  log::configure(config_.log_level, topo_.rank, !config_.log_hide_time);
   // Waiters poll only where each local rank can have a core: with more ranks than cores a polling waiter
   // takes the core its engine thread needs (4 ranks on 2 cores: small allreduces took ~20% longer).
   wait_spin_us_ = topo_.local_size <= usable_cores() ? std::min(config_.spin_us, kWaitSpinUs) : 0;
@@ -144,6 +162,15 @@ Engine::Engine(MPI_Comm comm, Config config)
   origin_us_ = now_us();
   MPI_Bcast(&origin_us_, 1, MPI_INT64_T, 0, admin_);
   if (!config_.timeline_path.empty()) start_timeline(config_.timeline_path, config_.timeline_mark_cycles);
+  if (log::enabled(log::Level::Info)) {
+    std::ostringstream o;
+    o << "engine started: rank " << topo_.rank << " of " << topo_.size << " (local " << topo_.local_rank << " of "
+      << topo_.local_size << ", host " << topo_.cross_rank << " of " << topo_.cross_size << "); fusion threshold "
+      << size_text(config_.fusion_threshold) << ", cycle time " << config_.cycle_time_ms << " ms, response cache "
+      << config_.cache_capacity << ", spin " << config_.spin_us << " us, stall check "
+      << (config_.stall_check ? std::to_string(static_cast<int>(config_.stall_check_s)) + " s" : "off");
+    log::write(log::Level::Info, o.str());
+  }
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "hvd-engine");  // as top -H, perf and gdb show it
     prctl(PR_SET_TIMERSLACK, 1UL);  // its short sleeps end on time, not up to 50 us late
@@ -276,6 +303,11 @@ int32_t Engine::add_process_set(std::vector<int> ranks) {
     MPI_Group_free(&world);
   }
   sets_.add(ps);
+  if (log::enabled(log::Level::Info)) {
+    std::string members;
+    for (int r : ranks) members += (members.empty() ? "" : ", ") + std::to_string(r);
+    log::write(log::Level::Info, "process set " + std::to_string(ps->id) + " added: ranks " + members);
+  }
   return ps->id;
 }
 
@@ -286,6 +318,7 @@ void Engine::remove_process_set(int32_t id) {
   gpu_->release_set(id);
   MPI_Comm c = ps->comm;
   if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+  log::write(log::Level::Info, "process set " + std::to_string(id) + " removed");
 }
 
 void Engine::start_timeline(const std::string& path, bool mark_cycles) {
@@ -295,6 +328,7 @@ void Engine::start_timeline(const std::string& path, bool mark_cycles) {
   if (topo_.rank == 0) {
     writer_.reset();
     writer_ = std::make_unique<TraceWriter>(path, origin_us_);
+    log::write(log::Level::Info, "timeline: writing " + path);
   } else {
     forwarding_ = true;
   }
@@ -378,7 +412,7 @@ void Engine::loop() {
     }
     for (size_t i = 0; i < exec_queue_.size(); ++i) execute(exec_queue_[i]);
     exec_queue_.clear();
-    if (stop_now) begin_stop(requested);
+    if (stop_now && state_ == State::Running) begin_stop(requested);  // unless a peer's notice stopped it
     int64_t now = now_us();
     if (state_ == State::Draining && (final_received_ || now > drain_deadline_us_)) finish_stop();
     if (now - last_periodic_us_ > kPeriodUs) periodic(now);
@@ -414,8 +448,12 @@ void Engine::submit(std::vector<TensorEntry> fresh) {
   }
   RequestBatch batch;
   int64_t now = now_us();
+  const bool trace = log::enabled(log::Level::Trace);
   for (auto& e : fresh) {
     const Request& q = e.request;
+    if (trace)
+      log::write(log::Level::Trace, std::string("enqueued ") + op_name(q.spec.op) + " '" + q.name + "' " +
+                                        describe(q) + " in process set " + std::to_string(q.spec.process_set));
     if (coordinator_) {
       coordinator_->add(q, now);
     } else {
@@ -439,6 +477,10 @@ void Engine::dispatch(Message& m) {
     case kRequests: {
       if (!coordinator_ || state_ != State::Running) return;
       RequestBatch b = decode_batch(m.bytes.data(), m.bytes.size());
+      if (log::enabled(log::Level::Trace))
+        log::write(log::Level::Trace, "rank " + std::to_string(m.source) + " submitted " +
+                                          std::to_string(b.requests.size()) + " new and " +
+                                          std::to_string(b.cached.size()) + " cached requests");
       int64_t now = now_us();
       for (auto& q : b.requests) coordinator_->add(std::move(q), now);
       for (int32_t id : b.cached) coordinator_->add_cached(m.source, id, now);
@@ -503,8 +545,7 @@ void Engine::execute(const Response& r) {
   for (const auto& n : r.names) {
     auto it = table_.find(n);
     if (it == table_.end()) {
-      std::fprintf(stderr, "[jupyter_hvd rank %d] internal error: response for unknown tensor '%s'\n",
-                   topo_.rank, n.c_str());
+      log::write(log::Level::Error, "internal error: response for unknown tensor '" + n + "'");
       continue;
     }
     found.push_back(it);
@@ -523,6 +564,13 @@ void Engine::execute(const Response& r) {
     s = Status::Error(Status::Code::Internal, "engine state out of sync for " + label(r));
   } else {
     s = run(r, es, *set);
+  }
+  if (log::enabled(log::Level::Debug)) {
+    int64_t bytes = 0;
+    for (auto* e : es) bytes += e->request.num_bytes();
+    log::write(log::Level::Debug, std::string(op_name(r.spec.op)) + " '" + label(r) + "', " + size_text(bytes) + ", " +
+                                      std::to_string(now_us() - now) + " us" +
+                                      (s.ok() ? std::string() : ": failed: " + s.message));
   }
   metrics_.responses += 1;
   if (tuner_ && s.ok()) autotune(r, es);
@@ -578,9 +626,11 @@ void Engine::begin_stop(const Status& s) {
     stop_requested_ = true;
   }
   int64_t now = now_us();
-  record(Phase::Abort, s.message, s.code == Status::Code::Aborted ? "abort" : "shutdown", now, 0, now);
+  const bool aborted = s.code == Status::Code::Aborted;
+  log::write(log::Level::Info, std::string(aborted ? "aborting: " : "stopping: ") + s.message);
+  record(Phase::Abort, s.message, aborted ? "abort" : "shutdown", now, 0, now);
   forward_timeline();  // rank 0 may stop listening soon: send it this rank's last events now
-  const int tag = s.code == Status::Code::Aborted ? kAbort : kShutdown;
+  const int tag = aborted ? kAbort : kShutdown;
   if (coordinator_) {
     // Rank 0 has run every response it sent; this notice follows them on every channel.
     for (int k = 1; k < topo_.size; ++k) channel_->send(k, tag, encode_stop(true, s));
@@ -620,7 +670,7 @@ void Engine::periodic(int64_t now) {
     o << "tensor '" << st.name << "' has waited " << static_cast<int>(st.waited_seconds)
       << " s; ranks that have not submitted it: ";
     for (size_t i = 0; i < st.missing_ranks.size(); ++i) o << (i ? ", " : "") << st.missing_ranks[i];
-    std::fprintf(stderr, "[jupyter_hvd] WARNING: stall detected: %s\n", o.str().c_str());
+    log::warning("stall detected: " + o.str());
     metrics_.stalls += 1;
     record(Phase::Stall, o.str(), "stall", now, 0, now);
     if (config_.stall_shutdown_s > 0 && st.waited_seconds >= config_.stall_shutdown_s)

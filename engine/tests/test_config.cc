@@ -55,3 +55,15 @@ TEST(config_ring_allreduce_bytes_defaults_to_16_MiB_and_0_turns_it_off) {
   unsetenv("JUPYTER_HVD_RING_ALLREDUCE_BYTES");
   CHECK(refusal("JUPYTER_HVD_RING_ALLREDUCE_BYTES", "16M") != "");
 }
+
+TEST(config_log_level_defaults_to_warning_and_names_a_bad_one) {
+  CHECK(Config::from_env().log_level == log::Level::Warning && !Config::from_env().log_hide_time);
+  setenv("HOROVOD_LOG_LEVEL", "debug", 1);
+  setenv("HOROVOD_LOG_HIDE_TIME", "1", 1);
+  Config c = Config::from_env();
+  CHECK(c.log_level == log::Level::Debug && c.log_hide_time);
+  unsetenv("HOROVOD_LOG_LEVEL");
+  unsetenv("HOROVOD_LOG_HIDE_TIME");
+  CHECK(refusal("HOROVOD_LOG_LEVEL", "loud") ==
+        "HOROVOD_LOG_LEVEL='loud': expected one of trace, debug, info, warning, error, fatal");
+}

@@ -63,7 +63,11 @@ FLAG_ENV: dict[str, tuple[str, Callable[..., str]]] = {
     "autotune_steps_per_sample": ("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", str),
     "autotune_bayes_opt_max_samples": ("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", str),
     "autotune_gaussian_process_noise": ("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", _number),
+    "log_level": ("HOROVOD_LOG_LEVEL", str.lower),
+    "log_with_timestamp": ("HOROVOD_LOG_HIDE_TIME", lambda shown: "0" if shown else "1"),
 }
+
+LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
 
 # horovodrun options with no counterpart here, and what to do instead.
 UNSUPPORTED: dict[str, str] = {
@@ -72,7 +76,6 @@ UNSUPPORTED: dict[str, str] = {
     "--hierarchical-allgather": "allgather is not hierarchical here; --hierarchical-allreduce is",
     "--num-nccl-streams": "the engine uses one NCCL stream per process set",
     "--mpi-threads-disable": "the engine needs MPI_THREAD_MULTIPLE",
-    "--log-level": "the engine prints warnings and errors only",
     "--config-file": "give the options on the command line",
     "--start-timeout": "hvdrun runs no start-up checks of its own; mpiexec reports unreachable hosts",
     "--min-np": "elastic training is not supported",
@@ -150,6 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stall-check-shutdown-time-seconds", dest="stall_check_shutdown_seconds",
                         type=_at_least(0, int), metavar="S",
                         help="stop the job when a rank has stalled S seconds (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS)")
+    logs = parser.add_argument_group("engine log on stderr")
+    logs.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS,
+                      help="the least severe engine messages to show (HOROVOD_LOG_LEVEL; default WARNING)")
+    stamp = logs.add_mutually_exclusive_group()
+    stamp.add_argument("--log-with-timestamp", dest="log_with_timestamp", action="store_const", const=True,
+                       help="start each engine message with the time (the default)")
+    stamp.add_argument("--log-without-timestamp", dest="log_with_timestamp", action="store_const", const=False,
+                       help="leave the time out of engine messages (HOROVOD_LOG_HIDE_TIME=1)")
     parser.add_argument("-x", dest="export", action="append", default=[], metavar="VAR[=VALUE]",
                         help="pass VAR to the ranks, optionally setting it; repeatable")
     parser.add_argument("--verbose", action="store_true", help="print the mpiexec command line")

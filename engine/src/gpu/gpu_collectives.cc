@@ -1,12 +1,12 @@
 #include "gpu/gpu_collectives.h"
 
 #include <chrono>
-#include <cstdio>
 #include <thread>
 
 #include "clock.h"
 #include "gpu/nccl_mapping.h"
 #include "gpu/ready_event.h"
+#include "log.h"
 
 namespace hvd::gpu {
 namespace {
@@ -155,8 +155,8 @@ void GpuCollectives::copy(const BatchedCopy& b) {
   const bool was = batch_copies_;
   queued(cuda_status(b.issue(rt_.cuda(), stream_, device_, &batch_copies_), "cudaMemcpyAsync"));
   if (was && !batch_copies_)
-    std::fprintf(stderr, "[jupyter_hvd] WARNING: the CUDA runtime refused a batched copy (cudaMemcpyBatchAsync); "
-                 "GPU tensors are copied one by one from now on\n");
+    log::warning("the CUDA runtime refused a batched copy (cudaMemcpyBatchAsync); GPU tensors are copied one "
+                 "by one from now on");
 }
 
 void GpuCollectives::copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {

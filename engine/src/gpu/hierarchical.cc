@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
-#include <cstdio>
 #include <string>
 
 #include "clock.h"
 #include "gpu/gpu_collectives.h"
+#include "log.h"
 
 namespace hvd::gpu {
 namespace {
@@ -31,8 +31,8 @@ std::vector<int> host_ids(const ProcessSet& set, int me, int ranks_per_host) {
 void warn_once(int set_id, const std::string& why) {
   static std::atomic<bool> warned{false};
   if (warned.exchange(true)) return;
-  std::fprintf(stderr, "[jupyter_hvd] WARNING: process set %d: HOROVOD_HIERARCHICAL_ALLREDUCE=1, but %s; "
-               "its GPU allreduces use flat NCCL instead\n", set_id, why.c_str());
+  log::warning("process set " + std::to_string(set_id) + ": HOROVOD_HIERARCHICAL_ALLREDUCE=1, but " + why +
+               "; its GPU allreduces use flat NCCL instead");
 }
 
 // The step across hosts reduces partial results, so scaling is already done: Sum, or the op itself.

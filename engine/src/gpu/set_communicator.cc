@@ -7,6 +7,8 @@
 #include <map>
 #include <vector>
 
+#include "log.h"
+
 namespace hvd::gpu {
 namespace {
 
@@ -100,8 +102,8 @@ std::unique_ptr<SetCommunicator> SetCommunicator::create(const Runtime& rt, cons
   if (!reason.empty()) {
     sc->staged_reason_ = reason;
     if (me == 0 && !force_staging)
-      std::fprintf(stderr, "[jupyter_hvd] WARNING: process set %d: %s; its GPU tensors go through host memory "
-                   "and MPI instead (slower)\n", set.id, reason.c_str());
+      log::warning("process set " + std::to_string(set.id) + ": " + reason +
+                   "; its GPU tensors go through host memory and MPI instead (slower)");
   }
   return sc;
 }
