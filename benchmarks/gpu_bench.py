@@ -136,7 +136,7 @@ def main() -> int:
     for batched in (True, False):  # one cudaMemcpyBatchAsync each way, then a copy per tensor
         if not batched:
             hvd.shutdown()
-            os.environ["JUPYTER_HVD_GPU_BATCH_COPIES"] = "0"
+            os.environ["HOROVOD_BATCH_D2D_MEMCOPIES"] = "0"
             hvd.init()
         print(f"\n## Device fusion buffer ({'batched copies' if batched else 'a copy per tensor'}): copy bandwidth"
               " vs one plain device-to-device copy of the same bytes")

@@ -137,3 +137,21 @@ def test_by_default_the_engine_logs_only_warnings(tmp_path):
     bad = run_ranks(1, [str(script)], env={"HOROVOD_LOG_LEVEL": "loud"}, check=False)
     assert bad.returncode != 0
     assert "ValueError: HOROVOD_LOG_LEVEL='loud': expected one of trace, debug, info, warning, error, fatal" in bad.stdout
+
+
+PINNED = ("import os, jupyter_hvd as hvd\nhvd.init()\nhvd.barrier()  # the engine thread has started\n"
+          "for t in os.listdir('/proc/self/task'):\n"
+          "    if open(f'/proc/self/task/{t}/comm').read().strip() == 'hvd-engine':\n"
+          "        cores = [l.split()[1] for l in open(f'/proc/self/task/{t}/status') if l.startswith('Cpus_allowed_list')]\n"
+          "        print('rank', hvd.local_rank(), 'engine on cores', cores[0])\nhvd.shutdown()\n")
+
+
+def test_horovod_thread_affinity_pins_each_ranks_engine_thread(tmp_path):
+    script = tmp_path / "pinned.py"
+    script.write_text(PINNED)
+    out = run_ranks(2, [str(script)], env={"HOROVOD_THREAD_AFFINITY": "1,0"}).stdout
+    assert "rank 0 engine on cores 1" in out and "rank 1 engine on cores 0" in out, out
+    everywhere = f"0-{os.cpu_count() - 1}" if os.cpu_count() > 1 else "0"
+    short = run_ranks(2, [str(script)], env={"HOROVOD_THREAD_AFFINITY": "1"}).stdout
+    assert short.count("HOROVOD_THREAD_AFFINITY lists 1 cores for 2 ranks on this host") == 2, short
+    assert short.count(f"engine on cores {everywhere}") == 2, short

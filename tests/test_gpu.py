@@ -93,7 +93,7 @@ def test_one_rank_fusion_of_large_tensors_too(gpu):
 
 
 def test_one_rank_fusion_copies_one_by_one(gpu):
-    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=gpu.env(JUPYTER_HVD_GPU_BATCH_COPIES="0"))
+    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=gpu.env(HOROVOD_BATCH_D2D_MEMCOPIES="0"))
 
 
 def test_one_rank_forced_host_staging(gpu):

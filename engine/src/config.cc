@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -37,6 +38,25 @@ double number(const char* name, const char* v) {
   return x;
 }
 
+// A comma-separated list of integers of at least 0.
+std::vector<int> integers(const char* name, const char* v) {
+  std::vector<int> out;
+  std::string all(v), item;
+  for (size_t start = 0; start <= all.size();) {
+    size_t comma = all.find(',', start);
+    if (comma == std::string::npos) comma = all.size();
+    item = all.substr(start, comma - start);
+    char* end = nullptr;
+    errno = 0;
+    long x = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno == ERANGE || x < 0 || x > INT32_MAX)
+      bad(name, v, "a comma-separated list of core ids, one per local rank");
+    out.push_back(static_cast<int>(x));
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 Config Config::from_env() {
@@ -64,9 +84,10 @@ Config Config::from_env() {
     c.ring_allreduce_bytes = integer("JUPYTER_HVD_RING_ALLREDUCE_BYTES", v, 0);
   if (auto v = env("JUPYTER_HVD_GPU_STAGING")) c.gpu_staging = std::string(v) == "1";
   if (auto v = env("HOROVOD_HIERARCHICAL_ALLREDUCE")) c.hierarchical_allreduce = std::string(v) == "1";
-  if (auto v = env("JUPYTER_HVD_GPU_BATCH_COPIES")) c.gpu_batch_copies = std::string(v) != "0";
+  if (auto v = env("HOROVOD_BATCH_D2D_MEMCOPIES")) c.gpu_batch_copies = std::string(v) != "0";
   if (auto v = env("HOROVOD_LOG_LEVEL")) c.log_level = log::parse_level(v);
   if (auto v = env("HOROVOD_LOG_HIDE_TIME")) c.log_hide_time = std::string(v) == "1";
+  if (auto v = env("HOROVOD_THREAD_AFFINITY")) c.thread_affinity = integers("HOROVOD_THREAD_AFFINITY", v);
   if (auto v = env("JUPYTER_HVD_TEST_RANKS_PER_HOST")) c.test_ranks_per_host = integer("JUPYTER_HVD_TEST_RANKS_PER_HOST", v, 0);
   if (auto v = env("HOROVOD_AUTOTUNE")) c.autotune.enabled = std::string(v) == "1";
   if (auto v = env("HOROVOD_AUTOTUNE_LOG")) c.autotune.log_path = v;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "log.h"
 
@@ -35,10 +36,11 @@ struct Config {
   int64_t ring_allreduce_bytes = 16 << 20;  // JUPYTER_HVD_RING_ALLREDUCE_BYTES: larger host allreduces run our ring; 0: never
   bool gpu_staging = false;             // JUPYTER_HVD_GPU_STAGING=1: GPU tensors via host memory and MPI
   bool hierarchical_allreduce = false;  // HOROVOD_HIERARCHICAL_ALLREDUCE=1: GPU allreduce NCCL in, MPI across hosts
-  bool gpu_batch_copies = true;         // JUPYTER_HVD_GPU_BATCH_COPIES=0: GPU fusion copies one by one
+  bool gpu_batch_copies = true;         // HOROVOD_BATCH_D2D_MEMCOPIES=0: GPU fusion copies one by one
   AutotuneOptions autotune;             // HOROVOD_AUTOTUNE*: rank 0 tunes fusion_threshold and cycle_time_ms
   log::Level log_level = log::Level::Warning;  // HOROVOD_LOG_LEVEL: trace, debug, info, warning, error, fatal
   bool log_hide_time = false;           // HOROVOD_LOG_HIDE_TIME=1: log lines without the time
+  std::vector<int> thread_affinity;     // HOROVOD_THREAD_AFFINITY: a core per local rank for its engine thread
   int test_ranks_per_host = 0;          // JUPYTER_HVD_TEST_RANKS_PER_HOST: tests treat k consecutive ranks as a host
 
   // Throws std::invalid_argument, naming the variable, for a value that is not a number in range.

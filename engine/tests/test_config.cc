@@ -1,6 +1,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "check.h"
 #include "config.h"
@@ -66,4 +67,16 @@ TEST(config_log_level_defaults_to_warning_and_names_a_bad_one) {
   unsetenv("HOROVOD_LOG_HIDE_TIME");
   CHECK(refusal("HOROVOD_LOG_LEVEL", "loud") ==
         "HOROVOD_LOG_LEVEL='loud': expected one of trace, debug, info, warning, error, fatal");
+}
+
+TEST(config_thread_affinity_is_a_list_of_core_ids) {
+  CHECK(Config::from_env().thread_affinity.empty());
+  setenv("HOROVOD_THREAD_AFFINITY", "3,0,12", 1);
+  CHECK((Config::from_env().thread_affinity == std::vector<int>{3, 0, 12}));
+  unsetenv("HOROVOD_THREAD_AFFINITY");
+  CHECK(refusal("HOROVOD_THREAD_AFFINITY", "0,,1") ==
+        "HOROVOD_THREAD_AFFINITY='0,,1': expected a comma-separated list of core ids, one per local rank");
+  CHECK(refusal("HOROVOD_THREAD_AFFINITY", "0,-1") != "");
+  CHECK(refusal("HOROVOD_THREAD_AFFINITY", "1 2") != "");
+  CHECK(refusal("HOROVOD_THREAD_AFFINITY", "7") == "");
 }

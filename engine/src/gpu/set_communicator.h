@@ -18,7 +18,7 @@ struct CommOptions {
   bool force_staging = false;  // JUPYTER_HVD_GPU_STAGING=1
   bool hierarchical = false;   // HOROVOD_HIERARCHICAL_ALLREDUCE=1
   int ranks_per_host = 0;      // JUPYTER_HVD_TEST_RANKS_PER_HOST (see HostHierarchy::create)
-  bool batch_copies = true;    // JUPYTER_HVD_GPU_BATCH_COPIES: fusion copies as one cudaMemcpyBatchAsync
+  bool batch_copies = true;    // HOROVOD_BATCH_D2D_MEMCOPIES: fusion copies as one cudaMemcpyBatchAsync
 };
 
 class SetCommunicator {
