@@ -73,12 +73,13 @@ def test_autotune_flags_become_horovod_env(tmp_path: Path) -> None:
                     "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=7 HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE=0.5")
 
 
-def test_log_flags_become_horovod_env(tmp_path: Path) -> None:
-    names = ["HOROVOD_LOG_LEVEL", "HOROVOD_LOG_HIDE_TIME"]
-    seen = env_of_ranks(tmp_path, "--log-level", "debug", "--log-without-timestamp", names=names)
-    assert seen == "HOROVOD_LOG_LEVEL=debug HOROVOD_LOG_HIDE_TIME=1"
+def test_log_and_affinity_flags_become_horovod_env(tmp_path: Path) -> None:
+    names = ["HOROVOD_LOG_LEVEL", "HOROVOD_LOG_HIDE_TIME", "HOROVOD_THREAD_AFFINITY"]
+    seen = env_of_ranks(tmp_path, "--log-level", "debug", "--log-without-timestamp", "--thread-affinity", "1,0",
+                        names=names)
+    assert seen == "HOROVOD_LOG_LEVEL=debug HOROVOD_LOG_HIDE_TIME=1 HOROVOD_THREAD_AFFINITY=1,0"
     seen = env_of_ranks(tmp_path, "--log-level", "TRACE", "--log-with-timestamp", names=names)
-    assert seen == "HOROVOD_LOG_LEVEL=trace HOROVOD_LOG_HIDE_TIME=0"
+    assert seen == "HOROVOD_LOG_LEVEL=trace HOROVOD_LOG_HIDE_TIME=0 HOROVOD_THREAD_AFFINITY=<unset>"
 
 
 def test_our_older_stall_flag_name_still_works(tmp_path: Path) -> None:

@@ -63,6 +63,7 @@ FLAG_ENV: dict[str, tuple[str, Callable[..., str]]] = {
     "autotune_steps_per_sample": ("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", str),
     "autotune_bayes_opt_max_samples": ("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", str),
     "autotune_gaussian_process_noise": ("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", _number),
+    "thread_affinity": ("HOROVOD_THREAD_AFFINITY", str),
     "log_level": ("HOROVOD_LOG_LEVEL", str.lower),
     "log_with_timestamp": ("HOROVOD_LOG_HIDE_TIME", lambda shown: "0" if shown else "1"),
 }
@@ -153,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stall-check-shutdown-time-seconds", dest="stall_check_shutdown_seconds",
                         type=_at_least(0, int), metavar="S",
                         help="stop the job when a rank has stalled S seconds (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS)")
+    parser.add_argument("--thread-affinity", metavar="CORES",
+                        help="core ids, one per local rank, for each rank's engine thread, e.g. 0,2 "
+                             "(HOROVOD_THREAD_AFFINITY)")
     logs = parser.add_argument_group("engine log on stderr")
     logs.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS,
                       help="the least severe engine messages to show (HOROVOD_LOG_LEVEL; default WARNING)")
