@@ -346,6 +346,26 @@ def test_different_np_restarts(ip, started, capsys):
     assert result.result == 2
 
 
+def test_x_sets_variables_on_the_ranks_and_a_different_set_restarts(ip, started, capsys, monkeypatch):
+    # ipykernel captures what the engine writes to fd 2 only outside pytest: let these ranks think so.
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    result, out = run(ip, capsys, f"{HEAD} -x HOROVOD_LOG_LEVEL=debug -x HOROVOD_LOG_HIDE_TIME=1 -x EMPTY=\n"
+                                  "import os, time, numpy as np\nhvd.allreduce(np.ones(2), name='seen')\n"
+                                  "time.sleep(0.5)  # the fd-2 reader thread forwards it meanwhile\n"
+                                  "os.environ['HOROVOD_LOG_LEVEL'], os.environ['EMPTY']")
+    assert result.success and result.result == ("debug", "")
+    assert "restarting the ranks (changed -x)" in out
+    assert "[rank 1] [jupyter_hvd rank 1] DEBUG: allreduce 'seen', 16 B, " in out
+    _, out = run(ip, capsys, "%hvd status")
+    assert "EMPTY=, HOROVOD_LOG_HIDE_TIME=1, HOROVOD_LOG_LEVEL=debug" in out
+    result, out = run(ip, capsys, "%%hvd\nimport os\nos.environ['HOROVOD_LOG_LEVEL']")  # kept without flags
+    assert result.result == "debug" and "restarting" not in out
+    result, out = run(ip, capsys, f"{HEAD}\nimport os\nos.environ.get('HOROVOD_LOG_LEVEL')")  # -np: a new spec
+    assert result.result is None and "restarting the ranks (changed -x)" in out
+    result, out = run(ip, capsys, "%%hvd -x LEVEL\n1")
+    assert not result.success and "-x needs VAR=VALUE, got 'LEVEL'" in out
+
+
 def test_ranks_placed_with_hosts_get_the_connection_in_their_environment(ip, started, capsys):
     """--hosts takes the path of a job on several hosts: ranks start after the controller, told where it is."""
     result, out = run(ip, capsys, "%%hvd -np 2 --hosts localhost:2 --framework none\n"

@@ -51,6 +51,7 @@ class LaunchConfig:
     hostfile: str | None = None
     cpu: bool = False
     framework: str = "none"
+    env: tuple[tuple[str, str], ...] = ()  # variables set on the ranks (%%hvd -x), sorted by name
 
 
 @dataclass
@@ -149,7 +150,7 @@ class RankCluster:
                 np=self.config.np,
                 hosts=self.config.hosts,
                 hostfile=self.config.hostfile,
-                env={"PYTHONPATH": _pythonpath(), **_engine_spin(self.config)},
+                env={"PYTHONPATH": _pythonpath(), **_engine_spin(self.config), **dict(self.config.env)},
                 forward=default_forward(os.environ),
                 session_dir=self._profile_dir,  # removed by stop(), like the rest of the folder
             )
@@ -356,7 +357,7 @@ def _engine_spin(config: LaunchConfig) -> dict[str, str]:
     """Engine threads that do not spin after work when the ranks fill this host's cores (a value the user
     set is kept). The kernel and the ipyparallel controller must keep running to relay output and the
     monitor: with spinning engine threads, 2 ranks on 2 cores delayed the monitor's batches by up to 2 s."""
-    if SPIN_ENV in os.environ or config.hosts or config.hostfile:
+    if SPIN_ENV in os.environ or SPIN_ENV in dict(config.env) or config.hosts or config.hostfile:
         return {}
     return {SPIN_ENV: "0"} if config.np + 2 > len(os.sched_getaffinity(0)) else {}
 

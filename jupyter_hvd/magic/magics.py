@@ -51,6 +51,8 @@ class HvdMagics(Magics):
     @argument("--hosts", help="hosts and slots, e.g. h1:4,h2:4")
     @argument("--hostfile", help="an Open MPI hostfile")
     @argument("--cpu", action="store_true", help="use the CPU even when GPUs are present")
+    @argument("-x", dest="env", action="append", metavar="VAR=VALUE",
+              help="set VAR on the ranks (repeatable), e.g. -x HOROVOD_LOG_LEVEL=debug; a different set restarts")
     @argument("--rank", type=int, help="show only this rank's output (and return its value)")
     @argument("-o", dest="output", metavar="NAME", help="store the list of per-rank values in NAME")
     @argument("--timeout", type=float, metavar="S", help="stop the cell on every rank after S seconds")
@@ -63,7 +65,7 @@ class HvdMagics(Magics):
         """Run the cell on every MPI rank; print each rank's output as [rank k] lines; return rank 0's value.
 
         Without -np the running ranks are reused (or, after a crash, the last job is restarted);
-        --hosts, --hostfile, --cpu and --framework given without -np adjust the running job.
+        --hosts, --hostfile, --cpu, --framework and -x given without -np adjust the running job.
         """
         args = parse_argstring(self.hvd_cell, line)
         config = self._launch_config(args)
@@ -144,8 +146,9 @@ class HvdMagics(Magics):
             return f"[hvd] {exc}"
         config = cluster.config
         where = config.hosts or config.hostfile or "this host"
+        env = "".join(f", {name}={value}" for name, value in config.env)
         lines = [
-            f"[hvd] {config.np} ranks on {where}, API {cluster.ranks[0].api}, "
+            f"[hvd] {config.np} ranks on {where}, API {cluster.ranks[0].api}{env}, "
             f"started in {cluster.cold_start_s:.1f}s",
             f"{'rank':>4}  {'host':<20} {'local':>5} {'pid':>8}  {'device':<8} engine",
         ]
@@ -186,7 +189,8 @@ class HvdMagics(Magics):
         assert self.cluster is not None
         if config != self.cluster.config:
             changed = [k for k in vars(config) if getattr(config, k) != getattr(self.cluster.config, k)]
-            return "changed " + ", ".join(f"-{k}" if k == "np" else f"--{k}" for k in changed)
+            flags = {"np": "-np", "env": "-x"}
+            return "changed " + ", ".join(flags.get(k, f"--{k}") for k in changed)
         dead = self.cluster.dead_ranks()
         if dead:
             return "ranks died: " + ", ".join(str(r.rank) for r in dead)
@@ -204,6 +208,8 @@ class HvdMagics(Magics):
             changes = {"hosts": None, "hostfile": None, **changes}
         if args.cpu:
             changes["cpu"] = True
+        if args.env is not None:
+            changes["env"] = _rank_env(args.env)
         config = LaunchConfig(**{**vars(base), **changes})
         _check_placement(config)
         if config.framework == "mxnet" and importlib.util.find_spec("mxnet") is None:
@@ -263,6 +269,17 @@ class HvdMagics(Magics):
 def _default_framework() -> str:
     """mxnet when it is installed, else the framework-neutral API."""
     return "mxnet" if importlib.util.find_spec("mxnet") is not None else "none"
+
+
+def _rank_env(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """-x VAR=VALUE flags as sorted (name, value) pairs; the last value of a name counts."""
+    env = {}
+    for item in items:
+        name, assigned, value = item.partition("=")
+        if not assigned or not name.isidentifier():
+            raise UsageError(f"-x needs VAR=VALUE, got {item!r}")
+        env[name] = value
+    return tuple(sorted(env.items()))
 
 
 def _check_placement(config: LaunchConfig) -> None:
