@@ -67,11 +67,13 @@ $(NP2)/.deps-installed: requirements-numpy2.txt
 	$(NP2)/venv/bin/python -m pip install -q -r requirements-numpy2.txt
 	touch $@
 
+# The package goes in as a user installs it, from a wheel (built here, with .venv's Python): so this also
+# checks that an installed extension loads its own environment's libmpi, not the one it was built against.
 test-numpy2: setup $(NP2)/.deps-installed
-	rm -rf $(NP2)/tree && mkdir -p $(NP2)/tree
-	cp -r jupyter_hvd tests $(NP2)/tree/
-	cp "$$($(PY) -c 'import jupyter_hvd._C as c; print(c.__file__)')" $(NP2)/tree/jupyter_hvd/
-	echo $(CURDIR)/$(NP2)/tree > "$$($(NP2)/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/jupyter_hvd.pth"
+	rm -rf $(NP2)/dist $(NP2)/tree && mkdir -p $(NP2)/tree
+	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w $(NP2)/dist .
+	$(NP2)/venv/bin/python -m pip install -q --no-deps --force-reinstall $(NP2)/dist/jupyter_hvd-*.whl
+	cp -r tests $(NP2)/tree/
 	$(NP2)/venv/bin/python -c 'import numpy; print("numpy", numpy.__version__)'
 	cd $(NP2)/tree && PATH=$(CURDIR)/$(NP2)/venv/bin:$$PATH ../venv/bin/python -m pytest -q -p no:cacheprovider \
 		tests/test_engine.py tests/test_monitor.py

@@ -155,3 +155,13 @@ def test_horovod_thread_affinity_pins_each_ranks_engine_thread(tmp_path):
     short = run_ranks(2, [str(script)], env={"HOROVOD_THREAD_AFFINITY": "1"}).stdout
     assert short.count("HOROVOD_THREAD_AFFINITY lists 1 cores for 2 ranks on this host") == 2, short
     assert short.count(f"engine on cores {everywhere}") == 2, short
+
+
+def test_the_extension_loads_the_libmpi_of_its_own_environment():
+    """_C looks for libmpi in the lib/ of the environment it is installed in before the folder it was built
+    against, so a wheel built elsewhere (pip builds in a temporary environment) works. make test-numpy2 runs this
+    on a wheel installed into another environment."""
+    code = ("import sys, jupyter_hvd\nassert 'mpi4py.MPI' not in sys.modules\n"
+            "print(next(l.split()[-1] for l in open('/proc/self/maps') if '/libmpi.so' in l))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert os.path.realpath(loaded).startswith(os.path.realpath(sys.prefix) + os.sep), (loaded, sys.prefix)
