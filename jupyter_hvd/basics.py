@@ -1,5 +1,6 @@
 """Engine lifecycle and job topology: init, shutdown, abort, rank/size queries, build and GPU flags."""
 import atexit
+import importlib.util
 import os
 import sys
 from typing import Any, Optional, Sequence
@@ -12,6 +13,16 @@ from .runner.launch import BTL_VAR, SINGLE_HOST_BTL
 
 _atexit_registered = False
 LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")  # set by an MPI launcher for its ranks
+NO_MXNET_BRIDGE = ("jupyter_hvd was built without its MXNet bridge (mxnet's headers were not found at build time); "
+                   "with mxnet installed, rebuild it: pip install --no-build-isolation .")
+
+
+def mxnet_unavailable_reason() -> str:
+    """Why ``jupyter_hvd.mxnet`` cannot be used here, or '' when it can (found without importing MXNet, which
+    takes seconds)."""
+    if importlib.util.find_spec("mxnet") is None:
+        return "mxnet is not installed (pip install mxnet)"
+    return "" if hasattr(_C, "mxnet_push") else NO_MXNET_BRIDGE
 
 
 def _comm_handle(comm: Any) -> int:

@@ -201,7 +201,7 @@ def test_check_build_lists_what_is_available() -> None:
     out = result.stdout
     assert "[X] MPI: mpiexec (Open MPI)" in out and "[ ] Gloo" in out
     has_mxnet = importlib.util.find_spec("mxnet") is not None
-    assert ("[X] MXNet" if has_mxnet else "[ ] MXNet (jupyter_hvd.mxnet): not installed") in out
+    assert ("[X] MXNet" if has_mxnet else "[ ] MXNet (jupyter_hvd.mxnet): mxnet is not installed") in out
     from jupyter_hvd import nccl_built
     assert ("[X] NCCL" if nccl_built() else "[ ] NCCL: ") in out
 

@@ -164,8 +164,9 @@ def test_np_is_required_the_first_time(ip):
 
 
 def test_framework_defaults_to_mxnet_when_installed(ip):
+    from jupyter_hvd import _C
     fresh = HvdMagics(ip)
-    expected = "mxnet" if importlib.util.find_spec("mxnet") is not None else "none"
+    expected = "mxnet" if importlib.util.find_spec("mxnet") and hasattr(_C, "mxnet_push") else "none"
     assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == expected
 
 
@@ -179,6 +180,15 @@ def test_a_missing_framework_is_a_usage_error(ip, monkeypatch):
     fresh = HvdMagics(ip)
     assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == "none"
     with pytest.raises(UsageError, match="mxnet is not installed"):
+        fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1 --framework mxnet"))
+
+
+def test_a_build_without_the_mxnet_bridge_defaults_to_the_numpy_api(ip, monkeypatch):
+    from jupyter_hvd import _C
+    monkeypatch.delattr(_C, "mxnet_push", raising=False)
+    fresh = HvdMagics(ip)
+    assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == "none"
+    with pytest.raises(UsageError, match="built without its MXNet bridge.*pip install --no-build-isolation"):
         fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1 --framework mxnet"))
 
 

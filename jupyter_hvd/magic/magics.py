@@ -1,7 +1,6 @@
 """The IPython magics: %%hvd runs a cell on N MPI ranks, %hvd manages those ranks."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
 from typing import Any
@@ -10,6 +9,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from ..basics import mxnet_unavailable_reason
 from ..monitor import Monitor, cell_key
 from ..runner.launch import parse_hosts
 from .cell import rank_status
@@ -212,8 +212,8 @@ class HvdMagics(Magics):
             changes["env"] = _rank_env(args.env)
         config = LaunchConfig(**{**vars(base), **changes})
         _check_placement(config)
-        if config.framework == "mxnet" and importlib.util.find_spec("mxnet") is None:
-            raise UsageError("--framework mxnet: mxnet is not installed (pip install mxnet)")
+        if config.framework == "mxnet" and mxnet_unavailable_reason():
+            raise UsageError(f"--framework mxnet: {mxnet_unavailable_reason()}")
         return config
 
     def _new_monitor(self, cell: str, np: int, baseline: float | None) -> Monitor:
@@ -267,8 +267,8 @@ class HvdMagics(Magics):
 
 
 def _default_framework() -> str:
-    """mxnet when it is installed, else the framework-neutral API."""
-    return "mxnet" if importlib.util.find_spec("mxnet") is not None else "none"
+    """mxnet when it is installed and this build has its bridge, else the framework-neutral API."""
+    return "none" if mxnet_unavailable_reason() else "mxnet"
 
 
 def _rank_env(items: list[str]) -> tuple[tuple[str, str], ...]:

@@ -7,10 +7,10 @@ import mxnet as mx
 from mxnet.base import MXNetError, check_call
 
 from .. import _C
+from ..basics import NO_MXNET_BRIDGE
 
 if not hasattr(_C, "mxnet_push"):
-    raise ImportError("jupyter_hvd was built without its MXNet bridge (mxnet's headers were not found at "
-                      "build time); with mxnet installed, reinstall: pip install --no-build-isolation -e .")
+    raise ImportError(NO_MXNET_BRIDGE)
 
 
 def _address(symbol: str) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import subprocess
 
 from jupyter_hvd.runner.launch import find_mpiexec
@@ -14,9 +13,12 @@ def _mark(ok: bool) -> str:
 
 
 def _mxnet() -> tuple[bool, str]:
-    """Whether MXNet is installed (found, not imported: importing it takes seconds), and its version."""
-    if importlib.util.find_spec("mxnet") is None:
-        return False, "not installed"
+    """Whether jupyter_hvd.mxnet can be used, and MXNet's version, or why not."""
+    from jupyter_hvd.basics import mxnet_unavailable_reason
+
+    reason = mxnet_unavailable_reason()
+    if reason:
+        return False, reason
     try:
         return True, importlib.metadata.version("mxnet")
     except importlib.metadata.PackageNotFoundError:
