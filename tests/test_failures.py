@@ -1,11 +1,13 @@
 """How %%hvd words a failed cell, on ipyparallel's own RemoteError as the ranks send it."""
 from ipyparallel.error import RemoteError
 
-from jupyter_hvd.magic.failures import describe_failure
+from jupyter_hvd.magic.failures import describe_failure, without_runner_frames
 
 RUNNER = ["\x1b[36mFile \x1b[39m\x1b[32m/venv/site-packages/ipyparallel/engine/kernel.py:157\x1b[39m, in do_apply",
           "    exec(code, shell.user_global_ns, shell.user_ns)", ""]
 CELL = ["\x1b[36mFile \x1b[39m\x1b[32m<hvd cell 3>:2\x1b[39m", "----> 2 y.wait_to_read()", ""]
+SETUP = ["\x1b[36mFile \x1b[39m\x1b[32m<string>:1\x1b[39m", "", "\x1b[36mFile \x1b[39m\x1b[32m/pkg/jupyter_hvd/magic/cell.py:49"
+         "\x1b[39m, in setup_rank", "---> 49 importlib.import_module(api_module(framework))", ""]
 HEADER = ["---------------------------------------------------------------------------",
           "MXNetError                                Traceback (most recent call last)"]
 
@@ -31,3 +33,12 @@ def test_a_message_that_repeats_its_class_name_says_it_once():
     report = str(describe_failure({0: error, **others}, [0, 1]))
     assert report.splitlines()[0] == "rank 0 raised MXNetError: allreduce of tensor 'x': mismatched shapes"
     assert report.splitlines()[-1] == "also failed: rank 1 (MXNetError)"
+
+
+def test_a_start_up_traceback_starts_after_ipyparallels_frames():
+    text = "\n".join(HEADER + RUNNER + SETUP + ["RuntimeError: this mxnet is broken"])
+    trimmed = without_runner_frames(text)
+    assert "ipyparallel" not in trimmed and "<string>" not in trimmed
+    assert trimmed.splitlines()[:2] == HEADER and "in setup_rank" in trimmed.splitlines()[2]
+    only_runner = "\n".join(HEADER + RUNNER + ["KeyError: 'x'"])
+    assert without_runner_frames(only_runner) == only_runner

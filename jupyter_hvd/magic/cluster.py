@@ -23,7 +23,7 @@ from traitlets import Any as AnyTrait
 
 from ..runner.launch import LaunchSpec, default_forward, mpiexec_command
 from .cell import api_module, setup_rank
-from .failures import RankError
+from .failures import RankError, without_runner_frames
 from .reaper import alive, descendants
 
 POLL_S = 0.05
@@ -300,7 +300,7 @@ class RankCluster:
             error = result.exception()
             if error is not None:
                 reason = f"engine {engine_id} failed to initialise: {error.ename}: {error.evalue}"
-                raise self._start_error(f"{reason}\n{error.traceback or ''}", "")
+                raise self._start_error(f"{reason}\n{without_runner_frames(error.traceback or '')}", "")
         here = socket.gethostname()
         infos = sorted((r.get() | {"engine_id": i} for i, r in zip(ids, results)), key=lambda info: info["rank"])
         self.ranks = [

@@ -42,15 +42,30 @@ def describe_failure(errors: Mapping[int, BaseException], order: list[int], note
     return RankError("\n".join(lines), ranks=(first, *others))
 
 
+def without_runner_frames(traceback: str) -> str:
+    """A rank's traceback of a call that ipyparallel ran (such as the start-up of a rank), from its first
+    frame outside ipyparallel's own code; the header stays."""
+    lines = traceback.splitlines()
+    plain, frames = _frames(lines)
+    first = next((i for i in frames if "/ipyparallel/" not in plain[i] and not plain[i].startswith("File <string>")),
+                 None)
+    return traceback if first is None else "\n".join(lines[:frames[0]] + lines[first:])
+
+
 def _user_frames(lines: list[str]) -> list[str]:
     """Drop the frames of ipyparallel's own code (the one that runs the cell on the rank) that precede
     the first frame of a %%hvd cell; the header and everything from the cell's frame on stay."""
-    plain = [_ANSI.sub("", line) for line in lines]
-    frames = [i for i, line in enumerate(plain) if line.startswith("File ")]
+    plain, frames = _frames(lines)
     cell = next((i for i in frames if plain[i].startswith("File <hvd cell")), None)
     if cell is None:
         return lines
     return lines[:frames[0]] + lines[cell:]
+
+
+def _frames(lines: list[str]) -> tuple[list[str], list[int]]:
+    """The lines without colour codes, and the indexes of those that start a frame."""
+    plain = [_ANSI.sub("", line) for line in lines]
+    return plain, [i for i, line in enumerate(plain) if line.startswith("File ")]
 
 
 def _listing(errors: Mapping[int, BaseException], ranks: list[int]) -> str:
