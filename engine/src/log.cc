@@ -30,6 +30,8 @@ std::string wall_time() {
   return buf;
 }
 
+const char* level_name(Level l) { return kNames[static_cast<size_t>(l)]; }
+
 }  // namespace
 
 Level parse_level(const std::string& value) {
@@ -40,8 +42,6 @@ Level parse_level(const std::string& value) {
   throw std::invalid_argument("HOROVOD_LOG_LEVEL='" + value +
                               "': expected one of trace, debug, info, warning, error, fatal");
 }
-
-const char* level_name(Level l) { return kNames[static_cast<size_t>(l)]; }
 
 void configure(Level threshold, int rank, bool show_time) {
   g_threshold = threshold;

@@ -13,7 +13,6 @@ enum class Level : uint8_t { Trace, Debug, Info, Warning, Error, Fatal };
 
 // The level a HOROVOD_LOG_LEVEL value names, in any case; std::invalid_argument naming the choices.
 Level parse_level(const std::string& value);
-const char* level_name(Level l);
 
 // Messages below `threshold` are dropped; each line names `rank`, and the wall-clock time unless hidden.
 void configure(Level threshold, int rank, bool show_time);

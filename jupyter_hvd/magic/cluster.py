@@ -357,7 +357,7 @@ def _engine_spin(config: LaunchConfig) -> dict[str, str]:
     """Engine threads that do not spin after work when the ranks fill this host's cores (a value the user
     set is kept). The kernel and the ipyparallel controller must keep running to relay output and the
     monitor: with spinning engine threads, 2 ranks on 2 cores delayed the monitor's batches by up to 2 s."""
-    if SPIN_ENV in os.environ or SPIN_ENV in dict(config.env) or config.hosts or config.hostfile:
+    if SPIN_ENV in os.environ or config.hosts or config.hostfile:
         return {}
     return {SPIN_ENV: "0"} if config.np + 2 > len(os.sched_getaffinity(0)) else {}
 
