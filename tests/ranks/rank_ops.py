@@ -268,5 +268,11 @@ def test_topology():
 
 
 def test_the_engine_runs_on_one_thread_named_hvd_engine():
-    names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    names = []
+    for t in os.listdir("/proc/self/task"):
+        try:  # short-lived threads of MPI may end meanwhile
+            names.append(open(f"/proc/self/task/{t}/comm").read().strip())
+        except FileNotFoundError:
+            pass
+    hvd.barrier()  # a rank that finishes shuts the engines down: not before every rank has looked
     assert names.count("hvd-engine") == 1, names
