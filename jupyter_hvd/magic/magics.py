@@ -212,8 +212,8 @@ class HvdMagics(Magics):
             changes["env"] = _rank_env(args.env)
         config = LaunchConfig(**{**vars(base), **changes})
         _check_placement(config)
-        if config.framework == "mxnet" and mxnet_unavailable_reason():
-            raise UsageError(f"--framework mxnet: {mxnet_unavailable_reason()}")
+        if config.framework == "mxnet" and (reason := mxnet_unavailable_reason()):
+            raise UsageError(f"--framework mxnet: {reason}")
         return config
 
     def _new_monitor(self, cell: str, np: int, baseline: float | None) -> Monitor:
