@@ -171,3 +171,17 @@ def test_the_extension_loads_the_libmpi_of_its_own_environment():
             "print(next(l.split()[-1] for l in open('/proc/self/maps') if '/libmpi.so' in l))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert os.path.realpath(loaded).startswith(os.path.realpath(sys.prefix) + os.sep), (loaded, sys.prefix)
+
+
+def test_the_extension_exports_only_its_entry_point():
+    """No symbol of the engine, nanobind or a statically linked libstdc++ leaves _C: an exported libstdc++ mixes
+    with the process's own (numpy's) and crashes the first number the engine writes to a stream."""
+    import shutil
+
+    import jupyter_hvd._C as ext
+
+    if not shutil.which("nm"):
+        pytest.skip("nm (binutils) is not installed")
+    out = subprocess.run(["nm", "-D", "--defined-only", ext.__file__], capture_output=True, text=True,
+                         check=True).stdout
+    assert [line.split()[-1] for line in out.splitlines() if line.strip()] == ["PyInit__C"], out[:2000]
