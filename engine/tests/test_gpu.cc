@@ -5,12 +5,17 @@
 
 #include "check.h"
 #include "fusion_planner.h"
+#include "gpu/copy_kernel_args.h"
 #include "gpu/dynamic_library.h"
 #include "gpu/gpu_runtime.h"
 #include "gpu/nccl_mapping.h"
 
 using namespace hvd;
 using namespace hvd::gpu;
+
+namespace hvd::gpu {
+extern const char kBatchedCopyPtx[];
+}
 
 static OpSpec spec(ReduceOp op, DataType t, double pre = 1.0, double post = 1.0) {
   OpSpec s;
@@ -132,4 +137,13 @@ TEST(gpu_tensors_fuse_only_with_gpu_tensors) {
   CHECK(out.size() == 2);
   CHECK((out[0].names == std::vector<std::string>{"a", "c"}));
   CHECK((out[1].names == std::vector<std::string>{"b"}));
+}
+
+TEST(gpu_embedded_copy_kernel_matches_its_argument_layout) {
+  // The PTX was made from kernels/batched_copy.cu with copy_kernel_args.h: its one parameter must be
+  // the struct the engine passes, and its block size the one it launches with (make gpu-ptx otherwise).
+  const std::string ptx = kBatchedCopyPtx;
+  CHECK(ptx.find(".entry jhvd_batched_copy(") != std::string::npos);
+  CHECK(ptx.find("jhvd_batched_copy_param_0[" + std::to_string(sizeof(JhvdCopies)) + "]") != std::string::npos);
+  CHECK(ptx.find(".maxntid " + std::to_string(JHVD_COPY_THREADS) + ",") != std::string::npos);
 }

@@ -1,13 +1,16 @@
 // Compiled, never run, by tests/test_gpu_runtime.py against the headers of the nvidia-cuda-runtime
-// and nvidia-nccl wheels: every CUDA runtime and NCCL call that engine/src/gpu declares by hand
+// and nvidia-nccl wheels: every CUDA runtime, CUDA driver and NCCL call that engine/src/gpu declares by hand
 // (so that no CUDA is needed to build) must take the arguments the real headers declare, in
 // number and size, and the structs it passes must have the real layout. calls.inc, written by
-// the test, lists the calls of the engine's tables: SAME(CudaApi, name) and SAME(NcclApi, name).
+// the test, lists the calls of the engine's tables: SAME(CudaApi, name), SAME(DriverApi, name) and
+// SAME(NcclApi, name).
 #include <cstddef>
 
 #include "gpu/cuda_api.h"  // before the real headers, which #define some of the names it declares
+#include "gpu/driver_api.h"
 #include "gpu/nccl_api.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -32,6 +35,7 @@ constexpr bool same_abi() {
 namespace ours = hvd::gpu;
 
 static_assert(sizeof(ours::ncclUniqueId) == sizeof(::ncclUniqueId));
+static_assert(ours::CUDA_SUCCESS == ::CUDA_SUCCESS);
 static_assert(sizeof(ours::cudaMemLocation) == sizeof(::cudaMemLocation));
 static_assert(sizeof(ours::cudaMemcpyAttributes) == sizeof(::cudaMemcpyAttributes));
 static_assert(offsetof(ours::cudaMemcpyAttributes, srcLocHint) == offsetof(::cudaMemcpyAttributes, srcLocHint));

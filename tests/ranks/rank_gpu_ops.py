@@ -72,21 +72,29 @@ def test_allreduce_scaling_and_in_place(dtype):
     check(y, stacked(ranks, dtype, (6,), 7).mean(0).astype(dtype), rtol=1e-2)
 
 
-def test_grouped_allreduce_fuses_and_matches():
-    before = hvd.metrics()["fused_tensors"]
-    ranks = list(range(hvd.size()))
-    xs = [on_gpu(data(hvd.rank(), np.float32, (i + 1, 3), i)) for i in range(20)]
-    # A first tensor whose producer stream is busy holds the engine (it waits for that stream), so
-    # the group below is queued while it waits and arrives ready together: fused even on one rank.
+# Byte sizes at the edges of the copy kernel's 16-byte loads and 64 KiB blocks.
+EDGE_BYTES = [1, 3, 15, 16, 17, 4095, 65535, 65536, 65537, 200003, (1 << 20) + 5]
+
+
+def fused_group(xs: list, name: str, in_place: bool) -> list:
+    """Allreduces ``xs`` (sum) as one group. A first tensor whose producer stream is busy holds the engine (it
+    waits for that stream), so the group is queued meanwhile and arrives ready together: fused even on one rank."""
     busy = cupy.cuda.Stream(non_blocking=True)
     with busy:
         a = cupy.ones((BUSY_SIDE, BUSY_SIDE), cupy.float32)
         for _ in range(30):
             a = (a @ a) / BUSY_SIDE
-        first = hvd.allreduce_async(a[0], op=hvd.Sum, name="g.grp.busy")
-    group = hvd.grouped_allreduce_async(xs, op=hvd.Sum, name="g.grp")
-    check(first.wait(), np.full(BUSY_SIDE, hvd.size(), np.float32))
-    got = hvd.synchronize(group)
+        first = hvd.allreduce_async(a[0], op=hvd.Sum, name=name + ".busy")
+    group = (hvd.grouped_allreduce_async_ if in_place else hvd.grouped_allreduce_async)(xs, op=hvd.Sum, name=name)
+    first.wait()
+    return hvd.synchronize(group)
+
+
+def test_grouped_allreduce_fuses_and_matches():
+    before = hvd.metrics()["fused_tensors"]
+    ranks = list(range(hvd.size()))
+    xs = [on_gpu(data(hvd.rank(), np.float32, (i + 1, 3), i)) for i in range(20)]
+    got = fused_group(xs, "g.grp", in_place=False)
     for i, g in enumerate(got):
         check(g, stacked(ranks, np.float32, (i + 1, 3), i).sum(0).astype(np.float32))
     ys = [x.copy() for x in xs]
@@ -96,6 +104,32 @@ def test_grouped_allreduce_fuses_and_matches():
         check(y, cupy.asnumpy(g))
     if hvd.metrics()["fused_tensors"] == before:
         assert os.environ.get("HOROVOD_FUSION_THRESHOLD") == "0", "ready GPU tensors were never fused"
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["out_of_place", "in_place"])
+def test_fused_copies_of_every_size_and_alignment(in_place):
+    """300 tensors in one group (three launches of the copy kernel): sizes at its edges, and views that
+    start 1 byte (uint8) or 4 bytes (float32) past an aligned address, which take its unaligned path."""
+    ranks = list(range(hvd.size()))
+    for dtype in (np.dtype(np.uint8), np.dtype(np.float32)):
+        shapes = [(max(b // dtype.itemsize, 1),) for b in EDGE_BYTES] * 27 + [(7,), (1,), (33,)]
+        xs, wants = [], []
+        for i, shape in enumerate(shapes):
+            x = data(hvd.rank(), dtype, shape, i)
+            # Every other one: the same values, one element past an aligned start.
+            xs.append(on_gpu(np.concatenate([x[:1], x]))[1:] if i % 2 else on_gpu(x))
+            wants.append(stacked(ranks, dtype, shape, i).sum(0).astype(dtype))
+        got = fused_group(xs, f"g.edges.{dtype}.{in_place}", in_place)
+        for i, (g, want) in enumerate(zip(got, wants)):
+            assert (g is xs[i]) == in_place
+            check(g, want)
+    status = hvd.gpu_status()["copy_kernel"]
+    if os.environ.get("HOROVOD_BATCH_D2D_MEMCOPIES") == "0":
+        assert status == "", status  # never tried
+    elif os.environ.get("JUPYTER_HVD_TEST_SIM_GPU"):
+        assert status and status != "loaded", status  # no driver behind the simulated runtime
+    else:
+        assert status == "loaded", status
 
 
 def test_producer_stream_is_waited_for():

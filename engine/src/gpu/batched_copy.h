@@ -16,6 +16,10 @@ class BatchedCopy {
   // Adds a copy; zero-byte copies are dropped.
   void add(void* dst, const void* src, size_t bytes);
   size_t size() const { return dsts_.size(); }
+  cudaMemcpyKind kind() const { return kind_; }
+  const std::vector<void*>& dsts() const { return dsts_; }
+  const std::vector<const void*>& srcs() const { return srcs_; }
+  const std::vector<size_t>& sizes() const { return sizes_; }
 
   // Queues every copy on `stream` (of `device`), as one batch when `batch` and the runtime allow.
   // A batch the runtime refuses is queued copy by copy instead, and `*batch` turns false so that

@@ -59,6 +59,7 @@ GpuCollectives::~GpuCollectives() {
   api.cudaGetDevice(&prev);
   api.cudaSetDevice(device_);
   if (stream_) api.cudaStreamSynchronize(stream_);
+  kernel_.reset();
   fusion_.reset();
   staging_.reset();
   for (auto ev : marks_)
@@ -94,6 +95,11 @@ Status GpuCollectives::prepare(int device) {
   for (auto& ev : marks_)
     if (s.ok()) s = cuda_status(api.cudaEventCreateWithFlags(&ev, cudaEventDefault), "cudaEventCreate");
   if (!s.ok()) return s;
+  if (batch_copies_) {
+    std::string why;
+    kernel_ = CopyKernel::load(&why);
+    if (!kernel_) log::write(log::Level::Info, "GPU fusion copies go through the CUDA runtime: no copy kernel: " + why);
+  }
   fusion_ = std::make_unique<GrowableBuffer>(api, GrowableBuffer::Kind::Device);
   staging_ = std::make_unique<GrowableBuffer>(api, GrowableBuffer::Kind::Pinned);
   device_ = device;
@@ -152,11 +158,25 @@ void GpuCollectives::mark(Mark m) {
 }
 
 void GpuCollectives::copy(const BatchedCopy& b) {
+  if (kernel_ && b.kind() == cudaMemcpyDeviceToDevice && b.size() > 1) {
+    std::string error = kernel_->launch(b.dsts(), b.srcs(), b.sizes(), stream_);
+    if (!error.empty()) queued(Status::Error(Status::Code::Internal, error));
+    return;
+  }
   const bool was = batch_copies_;
   queued(cuda_status(b.issue(rt_.cuda(), stream_, device_, &batch_copies_), "cudaMemcpyAsync"));
   if (was && !batch_copies_)
     log::warning("the CUDA runtime refused a batched copy (cudaMemcpyBatchAsync); GPU tensors are copied one "
                  "by one from now on");
+}
+
+int64_t GpuCollectives::fusion_layout(const std::vector<TensorEntry*>& es, std::vector<int64_t>* offsets) {
+  int64_t end = 0;
+  for (auto* e : es) {
+    offsets->push_back(end);
+    end += (e->request.num_bytes() + 15) / 16 * 16;
+  }
+  return end;
 }
 
 void GpuCollectives::copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
@@ -239,15 +259,14 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
   std::vector<void*> outs;
   std::vector<int64_t> counts, displs;  // bytes per member (allgather, alltoall: received)
   std::vector<int64_t> send_counts, send_displs;
+  std::vector<int64_t> offsets;  // allreduce: each tensor's place in the fusion buffer
   int64_t total = 0;
   bool copies = false;
   switch (r.spec.op) {
     case OpType::Allreduce:
-      for (auto* e : es) {
-        outs.push_back(output_for(*e, e->request.num_bytes(), e->request.shape, &s));
-        total += e->request.num_bytes();
-      }
+      for (auto* e : es) outs.push_back(output_for(*e, e->request.num_bytes(), e->request.shape, &s));
       copies = es.size() > 1;
+      total = copies ? fusion_layout(es, &offsets) : e0.request.num_bytes();
       if (copies && s.ok()) s = cuda_status(fusion_->reserve(total), "allocating the device fusion buffer");
       break;
     case OpType::Allgather: {
@@ -332,11 +351,9 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
     case OpType::Allreduce:
       if (copies) {
         BatchedCopy in(cudaMemcpyDeviceToDevice), out(cudaMemcpyDeviceToDevice);
-        int64_t off = 0;
         for (size_t i = 0; i < es.size(); ++i) {
-          in.add(fusion_->data() + off, es[i]->input, es[i]->request.num_bytes());
-          out.add(outs[i], fusion_->data() + off, es[i]->request.num_bytes());
-          off += es[i]->request.num_bytes();
+          in.add(fusion_->data() + offsets[i], es[i]->input, es[i]->request.num_bytes());
+          out.add(outs[i], fusion_->data() + offsets[i], es[i]->request.num_bytes());
         }
         copy(in);
         mark(kCopiedIn);

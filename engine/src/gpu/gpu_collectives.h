@@ -1,6 +1,6 @@
 // The data phase for GPU tensors: NCCL on the engine's own CUDA stream, after waiting for each
-// tensor's producer stream; small allreduces fused through a device buffer with device-to-device
-// copies; host staging through the MPI collectives where NCCL cannot run; hierarchical
+// tensor's producer stream; small allreduces fused through a device buffer, copied in and out by
+// one kernel launch (copy_kernel.h) or, without it, the runtime's copies; host staging through the MPI collectives where NCCL cannot run; hierarchical
 // allreduce (hierarchical.h) for sets across hosts when asked for.
 #pragma once
 
@@ -13,6 +13,7 @@
 
 #include "collectives.h"
 #include "gpu/batched_copy.h"
+#include "gpu/copy_kernel.h"
 #include "gpu/device_memory.h"
 #include "gpu/gpu_runtime.h"
 #include "gpu/nccl_mapping.h"
@@ -54,7 +55,11 @@ class GpuCollectives {
   // once the work that was queued is done (wait_done).
   void wait_for_producers(const std::vector<TensorEntry*>& es);
   void mark(Mark m);
+  // Device-to-device batches go through the copy kernel when it is loaded, others through the runtime.
   void copy(const BatchedCopy& b);
+  // Where each tensor starts in the fusion buffer, 16-byte aligned for the kernel's widest loads (a
+  // multiple of every element size, so the gaps are reduced like the data, and never read); the end.
+  static int64_t fusion_layout(const std::vector<TensorEntry*>& es, std::vector<int64_t>* offsets);
   void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);  // nothing for 0 bytes
   void queued(Status s);
   Status wait_done(Mark m, SetCommunicator* sc);
@@ -70,6 +75,7 @@ class GpuCollectives {
   std::function<bool()> abandoned_;
   int device_ = -1;
   bool batch_copies_;  // CommOptions::batch_copies, until the runtime refuses a batch
+  std::unique_ptr<CopyKernel> kernel_;  // loaded in prepare() when batch_copies
   Status queue_error_;  // the first call of the current op that could not queue its work
   cudaStream_t stream_ = nullptr;
   std::array<cudaEvent_t, kMarks> marks_{};

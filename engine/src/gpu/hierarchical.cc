@@ -115,11 +115,9 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
   // member count so that it cuts into equal shards (the padding is reduced too, and never read);
   // this member's shard in pinned host memory.
   std::vector<void*> outs;
-  int64_t total = 0;
-  for (auto* e : es) {
-    outs.push_back(output_for(*e, e->request.num_bytes(), e->request.shape, &s));
-    total += e->request.num_bytes();
-  }
+  for (auto* e : es) outs.push_back(output_for(*e, e->request.num_bytes(), e->request.shape, &s));
+  std::vector<int64_t> offsets;
+  const int64_t total = fusion_layout(es, &offsets);
   const ShardPlan sp = plan_shards(total / static_cast<int64_t>(esz), h.plan().local_size(), h.plan().local_rank);
   const size_t shard_bytes = static_cast<size_t>(sp.shard) * esz;
   if (s.ok()) s = cuda_status(fusion_->reserve(sp.padded * esz), "allocating the device fusion buffer");
@@ -136,11 +134,9 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
   wait_for_producers(es);
   mark(kReady);
   BatchedCopy in(cudaMemcpyDeviceToDevice), out(cudaMemcpyDeviceToDevice);
-  int64_t off = 0;
   for (size_t i = 0; i < es.size(); ++i) {
-    in.add(buf + off, es[i]->input, es[i]->request.num_bytes());
-    out.add(outs[i], buf + off, es[i]->request.num_bytes());
-    off += es[i]->request.num_bytes();
+    in.add(buf + offsets[i], es[i]->input, es[i]->request.num_bytes());
+    out.add(outs[i], buf + offsets[i], es[i]->request.num_bytes());
   }
   copy(in);
   mark(kCopiedIn);
