@@ -95,20 +95,36 @@ def test_bad_splits_and_scaling_and_ops():
     still_works()
 
 
+def held_in_flight(name: str, check) -> None:
+    """Runs ``check`` on every rank but the last while an allreduce ``name`` is in flight there: it cannot
+    complete before the last rank submits it too, which that rank does only after every other one checked."""
+    last = hvd.rank() == hvd.size() - 1
+    held = None if last else hvd.allreduce_async(np.ones(2, np.float32), name=name)
+    if not last:
+        check()
+    hvd.allreduce(np.ones(1, np.float32), name=name + ".checked")
+    if last:
+        held = hvd.allreduce_async(np.ones(2, np.float32), name=name)
+    held.wait()
+
+
 def test_name_in_flight_twice_is_rejected():
-    h = hvd.allreduce_async(np.ones(2, np.float32), name="dup")
-    with pytest.raises(ValueError, match="already in flight"):
-        hvd.allreduce_async(np.ones(2, np.float32), name="dup")
-    h.wait()
+    def check():
+        with pytest.raises(ValueError, match="already in flight"):
+            hvd.allreduce_async(np.ones(2, np.float32), name="dup")
+
+    held_in_flight("dup", check)
     still_works()
 
 
 def test_a_group_is_queued_whole_or_not_at_all():
     xs = [np.ones(2, np.float32) for _ in range(3)]
-    held = hvd.allreduce_async(np.ones(2, np.float32), name="grp.in_flight.1")
-    with pytest.raises(ValueError, match="'grp.in_flight.1' is already in flight"):
-        hvd.grouped_allreduce(xs, name="grp.in_flight")
-    held.wait()
+
+    def check():
+        with pytest.raises(ValueError, match="'grp.in_flight.1' is already in flight"):
+            hvd.grouped_allreduce(xs, name="grp.in_flight")
+
+    held_in_flight("grp.in_flight.1", check)
     # Nothing of the refused group was queued, so the same names are free now.
     got = hvd.grouped_allreduce(xs, op=hvd.Sum, name="grp.in_flight")
     assert all((g == hvd.size()).all() for g in got)
