@@ -147,13 +147,21 @@ Status GpuCollectives::run(CollectiveContext& c, const Response& r, std::vector<
   return run_nccl(c, r, es, *sc, local, span);
 }
 
-void GpuCollectives::wait_for_producers(const std::vector<TensorEntry*>& es) {
-  for (auto* e : es)
-    if (e->ready) queued(cuda_status(rt_.cuda().cudaStreamWaitEvent(stream_, e->ready->event(), 0),
-                                     "waiting for the producer's stream (cudaStreamWaitEvent)"));
+void GpuCollectives::begin(const std::vector<TensorEntry*>& es) {
+  mark(kStart);
+  bool waited = false;
+  for (auto* e : es) {
+    if (!e->ready) continue;
+    queued(cuda_status(rt_.cuda().cudaStreamWaitEvent(stream_, e->ready->event(), 0),
+                       "waiting for the producer's stream (cudaStreamWaitEvent)"));
+    waited = true;
+  }
+  if (waited) mark(kReady);
+  else same(kReady, kStart);
 }
 
 void GpuCollectives::mark(Mark m) {
+  at_[m] = m;
   queued(cuda_status(rt_.cuda().cudaEventRecord(marks_[m], stream_), "cudaEventRecord"));
 }
 
@@ -192,7 +200,7 @@ Status GpuCollectives::wait_done(Mark m, SetCommunicator* sc) {
   const int64_t start = now_us();
   int64_t next_check = start + 1000;
   while (true) {
-    cudaError_t e = api.cudaEventQuery(marks_[m]);
+    cudaError_t e = api.cudaEventQuery(marks_[at_[m]]);
     if (e == cudaSuccess) return queue_error_;  // work that could not be queued fails the op
     if (e != cudaErrorNotReady) return cuda_status(e, "GPU collective");
     int64_t now = now_us();
@@ -219,8 +227,10 @@ Status GpuCollectives::wait_done(Mark m, SetCommunicator* sc) {
 }
 
 int64_t GpuCollectives::start_of(Mark m, Mark last, int64_t end_us) const {
+  if (at_[m] == at_[last]) return end_us;
   float ms = 0;
-  if (rt_.cuda().cudaEventElapsedTime(&ms, marks_[m], marks_[last]) != cudaSuccess) rt_.cuda().cudaGetLastError();
+  if (rt_.cuda().cudaEventElapsedTime(&ms, marks_[at_[m]], marks_[at_[last]]) != cudaSuccess)
+    rt_.cuda().cudaGetLastError();
   return end_us - static_cast<int64_t>(ms * 1000.0f);
 }
 
@@ -343,9 +353,7 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
     return res;
   };
   const char* label = nccl_label(r.spec.op);
-  mark(kStart);
-  wait_for_producers(es);
-  mark(kReady);
+  begin(es);
   ncclResult_t res = ncclSuccess;
   switch (r.spec.op) {
     case OpType::Allreduce:
@@ -361,13 +369,13 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
         mark(kReduced);
         copy(out);
       } else {
-        mark(kCopiedIn);
+        same(kCopiedIn, kReady);
         res = reduce(e0.input, outs[0], q.num_elements(), false);
         mark(kReduced);
       }
       break;
     case OpType::Allgather: {
-      mark(kCopiedIn);
+      same(kCopiedIn, kReady);
       bool equal = true;
       for (int64_t b : counts) equal &= b == counts[0];
       if (equal && counts[0] > 0) {
@@ -386,7 +394,7 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
       break;
     }
     case OpType::Broadcast:
-      mark(kCopiedIn);
+      same(kCopiedIn, kReady);
       if (q.num_bytes() > 0)
         res = nc.ncclBroadcast(e0.input, outs[0], q.num_bytes(), ncclInt8, c.set.rank_in_set(r.spec.root_rank), comm,
                                stream_);
@@ -410,7 +418,7 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
       break;
     }
     case OpType::Reducescatter:
-      mark(kCopiedIn);
+      same(kCopiedIn, kReady);
       if (copies) {
         res = reduce(e0.input, fusion_->data(), q.num_elements(), false);
         mark(kReduced);
@@ -423,7 +431,8 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
     case OpType::Barrier:
       break;
   }
-  mark(kDone);
+  if (copies) mark(kDone);  // copies out after kReduced; otherwise nothing was queued after it
+  else same(kDone, kReduced);
   if (res != ncclSuccess) {
     sc.abort();  // peers may be inside the collective: abort rather than leave them waiting
     return nccl_status(res, label);
@@ -455,9 +464,7 @@ Status GpuCollectives::run_staged(CollectiveContext& c, const Response& r, std::
   if (!s.ok()) return s;
 
   // Device to host: every input into the pinned staging buffer.
-  mark(kStart);
-  wait_for_producers(es);
-  mark(kReady);
+  begin(es);
   std::vector<TensorEntry> host(es.size());
   std::vector<TensorEntry*> hp;
   BatchedCopy in(cudaMemcpyDeviceToHost), out(cudaMemcpyHostToDevice);

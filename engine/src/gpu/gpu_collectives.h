@@ -53,8 +53,11 @@ class GpuCollectives {
   static Status agree(const ProcessSet& set, const Status& local);
   // Queueing work on the stream: a call that fails is remembered (queued), and fails the op
   // once the work that was queued is done (wait_done).
-  void wait_for_producers(const std::vector<TensorEntry*>& es);
+  // kStart, the waits for the tensors' producer streams, then kReady (kStart when none has one).
+  void begin(const std::vector<TensorEntry*>& es);
   void mark(Mark m);
+  // `m` is the same point as `as`: nothing was queued between them, so no event is recorded.
+  void same(Mark m, Mark as) { at_[m] = at_[as]; }
   // Device-to-device batches go through the copy kernel when it is loaded, others through the runtime.
   void copy(const BatchedCopy& b);
   // Where each tensor starts in the fusion buffer, 16-byte aligned for the kernel's widest loads (a
@@ -79,6 +82,7 @@ class GpuCollectives {
   Status queue_error_;  // the first call of the current op that could not queue its work
   cudaStream_t stream_ = nullptr;
   std::array<cudaEvent_t, kMarks> marks_{};
+  std::array<Mark, kMarks> at_{};  // the mark whose event stands for each one in the current op
   std::unique_ptr<GrowableBuffer> fusion_, staging_;
   std::mutex sets_mu_;
   std::map<int32_t, std::unique_ptr<SetCommunicator>> sets_;

@@ -130,9 +130,7 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
 
   // 2. Within the host: inputs into the buffer, reduce-scatter (scaling folded in as on the flat
   // path), this member's reduced shard to the host.
-  mark(kStart);
-  wait_for_producers(es);
-  mark(kReady);
+  begin(es);
   BatchedCopy in(cudaMemcpyDeviceToDevice), out(cudaMemcpyDeviceToDevice);
   for (size_t i = 0; i < es.size(); ++i) {
     in.add(buf + offsets[i], es[i]->input, es[i]->request.num_bytes());

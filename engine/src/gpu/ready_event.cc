@@ -1,6 +1,26 @@
 #include "gpu/ready_event.h"
 
+#include <map>
+#include <mutex>
+#include <vector>
+
 namespace hvd::gpu {
+namespace {
+
+// Events no ReadyEvent holds, per device; never destroyed (the process's contexts outlive them).
+std::mutex g_pool_mu;
+std::map<int, std::vector<cudaEvent_t>> g_pool;
+
+cudaEvent_t take(int device) {
+  std::lock_guard<std::mutex> g(g_pool_mu);
+  auto& free = g_pool[device];
+  if (free.empty()) return nullptr;
+  cudaEvent_t ev = free.back();
+  free.pop_back();
+  return ev;
+}
+
+}  // namespace
 
 std::shared_ptr<ReadyEvent> ReadyEvent::record(const Runtime& rt, int device, cudaStream_t stream,
                                                std::string* error) {
@@ -11,11 +31,11 @@ std::shared_ptr<ReadyEvent> ReadyEvent::record(const Runtime& rt, int device, cu
     *error = "cannot use cuda:" + std::to_string(device) + ": " + rt.cuda_error(api.cudaGetLastError());
     return nullptr;
   }
-  cudaEvent_t ev = nullptr;
-  cudaError_t e = api.cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  cudaEvent_t ev = take(device);
+  cudaError_t e = ev ? cudaSuccess : api.cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
   if (e == cudaSuccess) {
     e = api.cudaEventRecord(ev, stream);
-    if (e != cudaSuccess) api.cudaEventDestroy(ev);
+    if (e != cudaSuccess) api.cudaEventDestroy(ev);  // not pooled: it may be what failed
   }
   if (prev >= 0 && prev != device) api.cudaSetDevice(prev);
   if (e != cudaSuccess) {
@@ -23,9 +43,12 @@ std::shared_ptr<ReadyEvent> ReadyEvent::record(const Runtime& rt, int device, cu
     *error = "cannot record a ready event on the producer's stream: " + rt.cuda_error(e);
     return nullptr;
   }
-  return std::make_shared<ReadyEvent>(Token{}, api, ev);
+  return std::make_shared<ReadyEvent>(Token{}, device, ev);
 }
 
-ReadyEvent::~ReadyEvent() { api_.cudaEventDestroy(event_); }
+ReadyEvent::~ReadyEvent() {
+  std::lock_guard<std::mutex> g(g_pool_mu);
+  g_pool[device_].push_back(event_);
+}
 
 }  // namespace hvd::gpu
