@@ -6,6 +6,7 @@ from the system, so the same build serves CPU and GPU hosts. JUPYTER_HVD_CUDART_
 JUPYTER_HVD_NCCL_LIB (a file or a folder) override where each library is looked for.
 """
 import importlib.util
+import math
 import os
 import sys
 from typing import Any, Optional
@@ -145,7 +146,7 @@ class DeviceArray:
         self.source, self.ptr, self.shape, self.dtype = source, ptr, shape, dtype
         self.device, self.stream = device, stream
         self.ndim = len(shape)
-        self.size = int(np.prod(shape, dtype=np.int64))
+        self.size = math.prod(shape)
 
     def __repr__(self) -> str:
         return f"DeviceArray(cuda:{self.device}, shape={self.shape}, dtype={self.dtype})"
@@ -190,7 +191,7 @@ def _from_cai(tensor: Any, cai: dict, what: str) -> DeviceArray:
     if cai.get("mask") is not None:
         raise ValueError(f"{what}: masked CUDA arrays are not supported")
     strides = cai.get("strides")
-    if strides is not None and int(np.prod(shape)) > 1 and tuple(strides) != _c_strides(shape, dtype.itemsize):
+    if strides is not None and math.prod(shape) > 1 and tuple(strides) != _c_strides(shape, dtype.itemsize):
         raise ValueError(f"{what}: the tensor must be C-contiguous (use cupy.ascontiguousarray)")
     try:
         device = int(tensor.__dlpack_device__()[1])
@@ -205,7 +206,7 @@ def _from_dlpack(tensor: Any, what: str) -> DeviceArray:
     ptr, shape, strides, (code, bits, lanes), (_, device) = _C.dlpack_info(tensor)
     shape = tuple(shape)
     dtype = _dl_dtype(code, bits, lanes, what)
-    if int(np.prod(shape)) > 1 and tuple(s * dtype.itemsize for s in strides) != _c_strides(shape, dtype.itemsize):
+    if math.prod(shape) > 1 and tuple(s * dtype.itemsize for s in strides) != _c_strides(shape, dtype.itemsize):
         raise ValueError(f"{what}: the tensor must be C-contiguous")
     # __dlpack__() without a stream makes the data ready on the legacy default stream (DLPack's rule).
     return DeviceArray(tensor, ptr, shape, dtype, device, 1)
