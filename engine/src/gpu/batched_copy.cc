@@ -9,6 +9,12 @@ void BatchedCopy::add(void* dst, const void* src, size_t bytes) {
   sizes_.push_back(bytes);
 }
 
+void BatchedCopy::reserve(size_t n) {
+  dsts_.reserve(n);
+  srcs_.reserve(n);
+  sizes_.reserve(n);
+}
+
 cudaError_t BatchedCopy::issue(const CudaApi& api, cudaStream_t stream, int device, bool* batch) const {
   const size_t n = dsts_.size();
   if (*batch && n > 1 && (api.cudaMemcpyBatchAsync_13 || api.cudaMemcpyBatchAsync_12)) {

@@ -15,6 +15,7 @@ class BatchedCopy {
 
   // Adds a copy; zero-byte copies are dropped.
   void add(void* dst, const void* src, size_t bytes);
+  void reserve(size_t n);
   size_t size() const { return dsts_.size(); }
   cudaMemcpyKind kind() const { return kind_; }
   const std::vector<void*>& dsts() const { return dsts_; }

@@ -187,6 +187,17 @@ int64_t GpuCollectives::fusion_layout(const std::vector<TensorEntry*>& es, std::
   return end;
 }
 
+void GpuCollectives::fused_copies(char* buf, const std::vector<int64_t>& offsets, const std::vector<TensorEntry*>& es,
+                                  const std::vector<void*>& outs, BatchedCopy* in, BatchedCopy* out) {
+  in->reserve(es.size());
+  out->reserve(es.size());
+  for (size_t i = 0; i < es.size(); ++i) {
+    const size_t bytes = es[i]->request.num_bytes();
+    in->add(buf + offsets[i], es[i]->input, bytes);
+    out->add(outs[i], buf + offsets[i], bytes);
+  }
+}
+
 void GpuCollectives::copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (bytes > 0) queued(cuda_status(rt_.cuda().cudaMemcpyAsync(dst, src, bytes, kind, stream_), "cudaMemcpyAsync"));
 }
@@ -337,6 +348,8 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
   }
   s = agree(c.set, s);
   if (!s.ok()) return s;
+  BatchedCopy fuse_in(cudaMemcpyDeviceToDevice), fuse_out(cudaMemcpyDeviceToDevice);
+  if (r.spec.op == OpType::Allreduce && copies) fused_copies(fusion_->data(), offsets, es, outs, &fuse_in, &fuse_out);
 
   // 2. The work, in order on the engine's stream.
   auto reduce = [&](const void* in, void* out, size_t count, bool scatter) -> ncclResult_t {
@@ -358,16 +371,11 @@ Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::ve
   switch (r.spec.op) {
     case OpType::Allreduce:
       if (copies) {
-        BatchedCopy in(cudaMemcpyDeviceToDevice), out(cudaMemcpyDeviceToDevice);
-        for (size_t i = 0; i < es.size(); ++i) {
-          in.add(fusion_->data() + offsets[i], es[i]->input, es[i]->request.num_bytes());
-          out.add(outs[i], fusion_->data() + offsets[i], es[i]->request.num_bytes());
-        }
-        copy(in);
+        copy(fuse_in);
         mark(kCopiedIn);
         res = reduce(fusion_->data(), fusion_->data(), total / esz, false);
         mark(kReduced);
-        copy(out);
+        copy(fuse_out);
       } else {
         same(kCopiedIn, kReady);
         res = reduce(e0.input, outs[0], q.num_elements(), false);

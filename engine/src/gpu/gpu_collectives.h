@@ -63,6 +63,10 @@ class GpuCollectives {
   // Where each tensor starts in the fusion buffer, 16-byte aligned for the kernel's widest loads (a
   // multiple of every element size, so the gaps are reduced like the data, and never read); the end.
   static int64_t fusion_layout(const std::vector<TensorEntry*>& es, std::vector<int64_t>* offsets);
+  // The copies of `es` into the fusion buffer `buf` and of the results out to `outs`: listed before
+  // the device work starts, so that none of this host work holds up the stream between the copies.
+  static void fused_copies(char* buf, const std::vector<int64_t>& offsets, const std::vector<TensorEntry*>& es,
+                           const std::vector<void*>& outs, BatchedCopy* in, BatchedCopy* out);
   void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);  // nothing for 0 bytes
   void queued(Status s);
   Status wait_done(Mark m, SetCommunicator* sc);

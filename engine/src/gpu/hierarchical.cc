@@ -127,15 +127,12 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
   char* buf = fusion_->data();
   char* shard = buf + sp.offset * static_cast<int64_t>(esz);
   char* host = staging_->data();
+  BatchedCopy in(cudaMemcpyDeviceToDevice), out(cudaMemcpyDeviceToDevice);
+  fused_copies(buf, offsets, es, outs, &in, &out);
 
   // 2. Within the host: inputs into the buffer, reduce-scatter (scaling folded in as on the flat
   // path), this member's reduced shard to the host.
   begin(es);
-  BatchedCopy in(cudaMemcpyDeviceToDevice), out(cudaMemcpyDeviceToDevice);
-  for (size_t i = 0; i < es.size(); ++i) {
-    in.add(buf + offsets[i], es[i]->input, es[i]->request.num_bytes());
-    out.add(outs[i], buf + offsets[i], es[i]->request.num_bytes());
-  }
   copy(in);
   mark(kCopiedIn);
   ncclResult_t res = ncclSuccess;
