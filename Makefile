@@ -45,7 +45,7 @@ test-cpp: engine-build
 
 # The simulated CUDA device and NCCL (engine/sim) that tests/test_gpu.py runs the GPU path on.
 sim-gpu: engine-build
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/engine -j2 --target jhvd_sim_cudart jhvd_sim_nccl
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/engine -j2 --target jhvd_sim_cudart jhvd_sim_cuda jhvd_sim_nccl
 
 test-ts: setup
 	cd $(FRONTEND) && npm test --silent

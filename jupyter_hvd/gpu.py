@@ -2,8 +2,9 @@
 
 Nothing here imports a GPU framework or needs a GPU: the CUDA runtime and NCCL are loaded
 (dlopen) on first use, from the nvidia-cuda-runtime / nvidia-nccl wheels next to this package or
-from the system, so the same build serves CPU and GPU hosts. JUPYTER_HVD_CUDART_LIB and
-JUPYTER_HVD_NCCL_LIB (a file or a folder) override where each library is looked for.
+from the system, so the same build serves CPU and GPU hosts. JUPYTER_HVD_CUDART_LIB,
+JUPYTER_HVD_NCCL_LIB and JUPYTER_HVD_CUDA_DRIVER_LIB (a file or a folder) override where each
+library is looked for.
 """
 import importlib.util
 import math

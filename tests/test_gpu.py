@@ -18,7 +18,8 @@ import jupyter_hvd as hvd
 from multirank import ROOT, run_rank_tests, run_ranks
 
 SIM_DIR = os.environ.get("JUPYTER_HVD_SIM_GPU_DIR", str(ROOT / "build" / "engine"))
-SIM_LIBS = {"JUPYTER_HVD_CUDART_LIB": "libjhvd_sim_cudart.so", "JUPYTER_HVD_NCCL_LIB": "libjhvd_sim_nccl.so"}
+SIM_LIBS = {"JUPYTER_HVD_CUDART_LIB": "libjhvd_sim_cudart.so", "JUPYTER_HVD_NCCL_LIB": "libjhvd_sim_nccl.so",
+            "JUPYTER_HVD_CUDA_DRIVER_LIB": "libjhvd_sim_cuda.so"}
 pytestmark = [pytest.mark.timeout(900)]
 
 
@@ -94,6 +95,11 @@ def test_one_rank_fusion_of_large_tensors_too(gpu):
 
 def test_one_rank_fusion_copies_one_by_one(gpu):
     run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=gpu.env(HOROVOD_BATCH_D2D_MEMCOPIES="0"))
+
+
+def test_one_rank_without_the_copy_kernel(gpu):
+    """No driver library to load the copy kernel with: the runtime's copies fill the fusion buffer."""
+    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=gpu.env(JUPYTER_HVD_CUDA_DRIVER_LIB="/nonexistent/libcuda.so.1"))
 
 
 def test_one_rank_forced_host_staging(gpu):

@@ -12,6 +12,8 @@
 
 #include "check.h"
 #include "gpu/batched_copy.h"
+#include "gpu/copy_kernel.h"
+#include "gpu/copy_kernel_args.h"
 #include "gpu/dynamic_library.h"
 #include "gpu/gpu_runtime.h"
 
@@ -45,6 +47,7 @@ struct Sim {
 Sim& sim() {
   static Sim* s = [] {
     setenv("JUPYTER_HVD_SIM_DEVICES", "2", 1);
+    setenv("JUPYTER_HVD_CUDA_DRIVER_LIB", JHVD_SIM_DIR "/libjhvd_sim_cuda.so", 1);
     auto* s = new Sim;
     SearchPaths paths;
     paths.cuda_override = JHVD_SIM_DIR "/libjhvd_sim_cudart.so";
@@ -249,5 +252,54 @@ TEST(gpu_batched_copy_is_one_batch_on_cuda_13_and_copy_by_copy_otherwise) {
     }
   }
   CHECK(api.cudaFree(dev) == cudaSuccess && api.cudaFreeHost(back) == cudaSuccess);
+  CHECK(api.cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+TEST(gpu_copy_kernel_copies_every_size_in_launches_of_its_maximum) {
+  const CudaApi& api = cuda();
+  CHECK(api.cudaSetDevice(0) == cudaSuccess);
+  cudaStream_t stream = nullptr;
+  CHECK(api.cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  std::string why;
+  std::unique_ptr<CopyKernel> kernel = CopyKernel::load(&why);
+  CHECK(kernel != nullptr);
+  CHECK(copy_kernel_status() == "loaded");
+
+  // 250 copies (three launches) of sizes around a block's chunk, half of them one byte off alignment.
+  const size_t sizes[] = {1, 15, 16, 17, JHVD_COPY_CHUNK - 1, JHVD_COPY_CHUNK, JHVD_COPY_CHUNK + 1, 3 * JHVD_COPY_CHUNK + 5};
+  std::vector<size_t> bytes;
+  for (size_t i = 0; i < 250; ++i) bytes.push_back(sizes[i % 8]);
+  size_t total = 0;
+  std::vector<size_t> offsets;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    offsets.push_back(total + i % 2);
+    total += bytes[i] + 16;
+  }
+  std::vector<unsigned char> host(total);
+  for (size_t i = 0; i < total; ++i) host[i] = static_cast<unsigned char>(i * 7 + 3);
+  char *src = nullptr, *dst = nullptr;
+  CHECK(api.cudaMalloc(reinterpret_cast<void**>(&src), total) == cudaSuccess);
+  CHECK(api.cudaMalloc(reinterpret_cast<void**>(&dst), total) == cudaSuccess);
+  CHECK(api.cudaMemcpyAsync(src, host.data(), total, cudaMemcpyHostToDevice, stream) == cudaSuccess);
+  std::vector<void*> dsts;
+  std::vector<const void*> srcs;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    dsts.push_back(dst + offsets[i]);
+    srcs.push_back(src + offsets[i]);
+  }
+  CHECK(kernel->launch(dsts, srcs, bytes, stream).empty());
+  std::vector<unsigned char> back(total);
+  CHECK(api.cudaMemcpyAsync(back.data(), dst, total, cudaMemcpyDeviceToHost, stream) == cudaSuccess);
+  CHECK(api.cudaStreamSynchronize(stream) == cudaSuccess);
+  size_t wrong = 0;
+  for (size_t i = 0; i < bytes.size(); ++i)
+    wrong += std::memcmp(back.data() + offsets[i], host.data() + offsets[i], bytes[i]) != 0;
+  CHECK(wrong == 0);
+
+  // Host memory where device memory belongs is refused at the launch, with the driver's reason.
+  std::string error = kernel->launch({host.data()}, {src}, {16}, stream);
+  CHECK(error.find("launching the batched copy kernel: invalid argument") != std::string::npos);
+  kernel.reset();
+  CHECK(api.cudaFree(src) == cudaSuccess && api.cudaFree(dst) == cudaSuccess);
   CHECK(api.cudaStreamDestroy(stream) == cudaSuccess);
 }

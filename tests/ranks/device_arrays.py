@@ -1,5 +1,5 @@
 """The CuPy that the GPU rank tests use: the real one on a GPU, or simcupy on the simulated device
-(JUPYTER_HVD_TEST_SIM_GPU=1, with the engine loading engine/sim's CUDA runtime and NCCL)."""
+(JUPYTER_HVD_TEST_SIM_GPU=1, with the engine loading engine/sim's CUDA runtime, driver and NCCL)."""
 import os
 
 import pytest

@@ -1,6 +1,7 @@
 #include "gpu/copy_kernel.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 
 #include "gpu/copy_kernel_args.h"
@@ -30,13 +31,16 @@ std::string result_text(const DriverApi& api, CUresult r) {
   return "CUresult " + std::to_string(r);
 }
 
-// The driver library, opened and initialised once per process; null, with `why`, where it is not.
+// The driver library (JUPYTER_HVD_CUDA_DRIVER_LIB, a file or a folder, replaces the loader's search),
+// opened and initialised once per process; null, with `why`, where it is not.
 const DriverApi* driver(std::string* why) {
   static DynamicLibrary lib;
   static DriverApi api{};
   static std::string error;
   static const bool ok = [] {
-    lib = DynamicLibrary::open_first({"libcuda.so.1"}, &error);
+    const char* override_path = std::getenv("JUPYTER_HVD_CUDA_DRIVER_LIB");
+    lib = DynamicLibrary::open_first(library_candidates({"libcuda.so.1"}, {}, override_path ? override_path : ""),
+                                     &error);
     if (!lib) {
       error = "no CUDA driver library (" + error + ")";
       return false;
