@@ -1,7 +1,8 @@
 // The data phase for GPU tensors: NCCL on the engine's own CUDA stream, after waiting for each
 // tensor's producer stream; small allreduces fused through a device buffer, copied in and out by
-// one kernel launch (copy_kernel.h) or, without it, the runtime's copies; host staging through the MPI collectives where NCCL cannot run; hierarchical
-// allreduce (hierarchical.h) for sets across hosts when asked for.
+// one kernel launch (copy_kernel.h) or, without it, the runtime's copies; host staging through
+// the MPI collectives where NCCL cannot run; hierarchical allreduce (hierarchical.h) for sets
+// across hosts when asked for.
 #pragma once
 
 #include <array>
