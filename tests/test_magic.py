@@ -360,14 +360,17 @@ def test_x_sets_variables_on_the_ranks_and_a_different_set_restarts(ip, started,
     # ipykernel captures what the engine writes to fd 2 only outside pytest: let these ranks think so.
     monkeypatch.delenv("PYTEST_CURRENT_TEST")
     result, out = run(ip, capsys, f"{HEAD} -x HOROVOD_LOG_LEVEL=debug -x HOROVOD_LOG_HIDE_TIME=1 -x EMPTY=\n"
-                                  "import os, time, numpy as np\nhvd.allreduce(np.ones(2), name='seen')\n"
-                                  "time.sleep(0.5)  # the fd-2 reader thread forwards it meanwhile\n"
+                                  "import os, numpy as np\nhvd.allreduce(np.ones(2), name='seen')\n"
                                   "os.environ['HOROVOD_LOG_LEVEL'], os.environ['EMPTY']")
     assert result.success and result.result == ("debug", "")
     assert "restarting the ranks (changed -x)" in out
     assert "[rank 1] [jupyter_hvd rank 1] DEBUG: allreduce 'seen', 16 B, " in out
     _, out = run(ip, capsys, "%hvd status")
     assert "EMPTY=, HOROVOD_LOG_HIDE_TIME=1, HOROVOD_LOG_LEVEL=debug" in out
+    for i in range(4):  # a line the engine writes as a cell ends shows under that cell, not the next
+        _, out = run(ip, capsys, f"%%hvd\nimport numpy as np\nhvd.allreduce(np.ones(2), name='cell.{i}')")
+        assert f"[rank 0] [jupyter_hvd rank 0] DEBUG: allreduce 'cell.{i}'" in out, out
+        assert f"'cell.{i - 1}'" not in out, out
     result, out = run(ip, capsys, "%%hvd\nimport os\nos.environ['HOROVOD_LOG_LEVEL']")  # kept without flags
     assert result.result == "debug" and "restarting" not in out
     result, out = run(ip, capsys, f"{HEAD}\nimport os\nos.environ.get('HOROVOD_LOG_LEVEL')")  # -np: a new spec
