@@ -86,16 +86,20 @@ def cupy_nccl(cupy):
 def allreduce_case(cupy, comm, nbytes: int, repeat: int) -> dict:
     n = max(nbytes // 4, 1)
     x = cupy.ones(n, cupy.float32)
-    e2e, dev = [], []
+    e2e, enq, dev = [], [], []
     for it in range(repeat + 3):
         before = hvd.metrics()["collective_us"]
         t0 = time.perf_counter()
-        hvd.allreduce_(x, op=hvd.Sum, name=f"ar.{nbytes}")
+        handle = hvd.allreduce_async_(x, op=hvd.Sum, name=f"ar.{nbytes}")
         t1 = time.perf_counter()
+        handle.wait()
+        t2 = time.perf_counter()
         if it >= 3:
-            e2e.append((t1 - t0) * 1e6)
+            e2e.append((t2 - t0) * 1e6)
+            enq.append((t1 - t0) * 1e6)
             dev.append(hvd.metrics()["collective_us"] - before)
-    row = {"bytes": n * 4, "engine_us": statistics.median(e2e), "nccl_phase_us": statistics.median(dev)}
+    row = {"bytes": n * 4, "engine_us": statistics.median(e2e), "enqueue_us": statistics.median(enq),
+           "nccl_phase_us": statistics.median(dev)}
     if comm is not None:
         from cupy.cuda import nccl
 
@@ -152,14 +156,15 @@ def main() -> int:
                   f"{r['out_vs_plain']:>9.0%} {r['plain_copies_us']:>12.1f}")
             emit("gpu_fusion_copy", copies=how, **r)
 
-    print("\n## One-rank allreduce (float32, in place): engine end to end, its NCCL phase on the device, raw NCCL")
+    print("\n## One-rank allreduce (float32, in place): engine end to end (and its enqueue call), its NCCL phase on"
+          " the device, raw NCCL")
     comm = cupy_nccl(cupy)
-    print(f"{'bytes':>11} {'engine us':>10} {'nccl phase us':>14} {'raw nccl us':>12}")
+    print(f"{'bytes':>11} {'engine us':>10} {'enqueue us':>11} {'nccl phase us':>14} {'raw nccl us':>12}")
     size = 4
     while size <= args.max_bytes:
         r = allreduce_case(cupy, comm, size, args.repeat if size <= 16 * MiB else max(args.repeat // 4, 3))
         raw = f"{r['raw_nccl_us']:>12.1f}" if "raw_nccl_us" in r else f"{'n/a':>12}"
-        print(f"{r['bytes']:>11} {r['engine_us']:>10.1f} {r['nccl_phase_us']:>14.1f} {raw}")
+        print(f"{r['bytes']:>11} {r['engine_us']:>10.1f} {r['enqueue_us']:>11.1f} {r['nccl_phase_us']:>14.1f} {raw}")
         emit("gpu_allreduce_1rank", **r)
         size *= 4
     hvd.shutdown()
