@@ -9,7 +9,6 @@
 // the kernel does, block by block: find the copy a block belongs to, copy that block's chunk.
 #include <cstdarg>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -34,12 +33,10 @@ constexpr CUresult CUDA_SUCCESS = 0, CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_IN
 constexpr const char* kEntry = "jhvd_batched_copy";
 
 __attribute__((format(printf, 2, 3))) CUresult fail(CUresult r, const char* fmt, ...) {
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(msg, sizeof(msg), fmt, ap);
+  jhvd_sim_vreport("sim-cuda", fmt, ap);
   va_end(ap);
-  std::fprintf(stderr, "[sim-cuda] %s\n", msg);
   return r;
 }
 

@@ -82,12 +82,10 @@ int max_delay_us() {
 __attribute__((format(printf, 2, 3))) cudaError_t fail(cudaError_t e, const char* fmt = nullptr, ...) {
   tl_error = e;
   if (fmt) {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    std::vsnprintf(msg, sizeof(msg), fmt, ap);
+    jhvd_sim_vreport("sim-cuda", fmt, ap);
     va_end(ap);
-    std::fprintf(stderr, "[sim-cuda] %s\n", msg);
   }
   return e;
 }
@@ -633,4 +631,10 @@ JHVD_SIM_API bool jhvd_sim_in_device_memory(const void* p, size_t bytes, int dev
   std::lock_guard<std::mutex> g(st.mu);
   const Allocation* a = containing(st, p, bytes);
   return a && !a->pinned && a->device == device;
+}
+
+JHVD_SIM_API void jhvd_sim_vreport(const char* who, const char* fmt, va_list ap) {
+  char msg[512];
+  std::vsnprintf(msg, sizeof(msg), fmt, ap);
+  std::fprintf(stderr, "[%s] %s\n", who, msg);
 }

@@ -19,7 +19,6 @@
 #include <condition_variable>
 #include <cstdarg>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -127,12 +126,10 @@ thread_local Group tl_group;
 
 // Says why a call is refused and returns `r`; inside a group, the group fails too.
 __attribute__((format(printf, 2, 3))) ncclResult_t refuse(ncclResult_t r, const char* fmt, ...) {
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(msg, sizeof(msg), fmt, ap);
+  jhvd_sim_vreport("sim-nccl", fmt, ap);
   va_end(ap);
-  std::fprintf(stderr, "[sim-nccl] %s\n", msg);
   if (tl_group.depth > 0 && tl_group.error == ncclSuccess) tl_group.error = r;
   return r;
 }
