@@ -143,7 +143,7 @@ def main() -> int:
         if batched:
             fusion_case(cupy, 2, 4096, 1)  # the engine's first GPU op loads the copy kernel
             kernel = hvd.gpu_status()["copy_kernel"]
-            how = "the copy kernel" if kernel == "loaded" else f"cudaMemcpyBatchAsync, no copy kernel: {kernel}"
+            how = "the copy kernel" if kernel == "loaded" else f"the runtime's copies, no copy kernel: {kernel}"
         print(f"\n## Device fusion buffer ({how}): copy bandwidth vs one plain device-to-device copy of the same bytes")
         print(f"{'tensors':>8} {'each':>10} {'total MiB':>10} {'fused':>6} {'in GB/s':>9} {'out GB/s':>9} "
               f"{'plain GB/s':>10} {'in/plain':>9} {'out/plain':>9} {'N copies us':>12}")

@@ -44,7 +44,6 @@ nb::dict status_dict(const hvd::gpu::GpuStatus& s) {
   d["device_error"] = s.device_error;
   d["cuda_available"] = s.cuda_ready();
   d["nccl_available"] = s.nccl_ready();
-  d["copy_kernel"] = hvd::gpu::copy_kernel_status();
   return d;
 }
 
@@ -59,6 +58,8 @@ void bind_gpu(nb::module_& m) {
     return status_dict(s);
   }, "cuda_dirs"_a, "nccl_dirs"_a);
   m.def("gpu_status", [] { return status_dict(hvd::gpu::runtime().status()); });
+  // How the last load of the copy kernel went: "" before any, "loaded", or why not.
+  m.def("copy_kernel_status", [] { return hvd::gpu::copy_kernel_status(); });
   m.def("gpu_set_device", [](int device) {
     auto& rt = hvd::gpu::runtime();
     if (!rt.cuda_ready()) throw std::runtime_error("CUDA is not usable here: " + rt.status().device_error);

@@ -87,7 +87,7 @@ def gpu_status() -> dict:
         "driver": _version(s["driver_version_code"], False),
         "device_count": s["device_count"],
         "device_error": s["device_error"],
-        "copy_kernel": _C.gpu_status()["copy_kernel"],  # changes after the first load
+        "copy_kernel": _C.copy_kernel_status(),  # not cached: set when an engine first uses a GPU
     }
 
 

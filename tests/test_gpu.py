@@ -99,7 +99,8 @@ def test_one_rank_fusion_copies_one_by_one(gpu):
 
 def test_one_rank_without_the_copy_kernel(gpu):
     """No driver library to load the copy kernel with: the runtime's copies fill the fusion buffer."""
-    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=gpu.env(JUPYTER_HVD_CUDA_DRIVER_LIB="/nonexistent/libcuda.so.1"))
+    env = gpu.env(JUPYTER_HVD_CUDA_DRIVER_LIB="/nonexistent/libcuda.so.1")
+    run_rank_tests(1, "rank_gpu_ops.py", timeout=600, env=env)
 
 
 def test_one_rank_forced_host_staging(gpu):

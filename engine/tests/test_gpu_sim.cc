@@ -266,7 +266,8 @@ TEST(gpu_copy_kernel_copies_every_size_in_launches_of_its_maximum) {
   CHECK(copy_kernel_status() == "loaded");
 
   // 250 copies (three launches) of sizes around a block's chunk, half of them one byte off alignment.
-  const size_t sizes[] = {1, 15, 16, 17, JHVD_COPY_CHUNK - 1, JHVD_COPY_CHUNK, JHVD_COPY_CHUNK + 1, 3 * JHVD_COPY_CHUNK + 5};
+  const size_t sizes[] = {1,  15, 16, 17, JHVD_COPY_CHUNK - 1, JHVD_COPY_CHUNK, JHVD_COPY_CHUNK + 1,
+                          3 * JHVD_COPY_CHUNK + 5};
   std::vector<size_t> bytes;
   for (size_t i = 0; i < 250; ++i) bytes.push_back(sizes[i % 8]);
   size_t total = 0;
