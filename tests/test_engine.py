@@ -185,3 +185,8 @@ def test_the_extension_exports_only_its_entry_point():
     out = subprocess.run(["nm", "-D", "--defined-only", ext.__file__], capture_output=True, text=True,
                          check=True).stdout
     assert [line.split()[-1] for line in out.splitlines() if line.strip()] == ["PyInit__C"], out[:2000]
+
+
+@pytest.mark.parametrize("np_", [2, 3, 4])
+def test_names_are_scoped_by_process_set(np_):
+    run_rank_tests(np_, "rank_set_names.py")

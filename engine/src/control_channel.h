@@ -16,17 +16,20 @@ enum Tag : int { kRequests = 1, kResponses = 2, kAbort = 3, kTimeline = 4, kShut
 
 struct Message {
   int source = -1;
-  int tag = 0;
+  int tag = 0;  // one of Tag
   std::vector<char> bytes;
 };
 
 class ControlChannel {
  public:
-  explicit ControlChannel(MPI_Comm comm) : comm_(comm) {}
+  // `epoch` tells this engine's messages from those an earlier engine on the same ranks left
+  // unread (a peer's last notices can outlive the engine they were meant for): those are dropped.
+  ControlChannel(MPI_Comm comm, int epoch);
   ~ControlChannel();
   ControlChannel(const ControlChannel&) = delete;
   ControlChannel& operator=(const ControlChannel&) = delete;
 
+  // Throws WireError for a message too long for one MPI send.
   void send(int dest, int tag, std::vector<char> bytes);
   std::optional<Message> poll();
   // Whether a message with `tag` has arrived, left for poll() to take.
@@ -40,7 +43,10 @@ class ControlChannel {
     MPI_Request req;
     std::vector<char> bytes;
   };
+  int mpi_tag(int tag) const;
+
   MPI_Comm comm_;
+  int epoch_;
   std::list<Inflight> inflight_;
 };
 

@@ -30,9 +30,10 @@ Coordinator::Coordinator(Membership members, int64_t fusion_threshold, int64_t f
       cache_(cache_capacity) {}
 
 void Coordinator::add(Request r, int64_t now_us) {
-  auto it = pending_.find(r.name);
+  if (removed_sets_.count(r.spec.process_set)) return;
+  auto it = pending_.find(r.key());
   if (it == pending_.end()) {
-    it = pending_.emplace(r.name, Pending{}).first;
+    it = pending_.emplace(r.key(), Pending{}).first;
     it->second.first_seen_us = now_us;
   }
   it->second.requests.push_back(std::move(r));
@@ -48,29 +49,42 @@ bool Coordinator::add_cached(int32_t rank, int32_t id, int64_t now_us) {
   return true;
 }
 
-void Coordinator::check_ready(const std::string& name, const Pending& p) {
-  const std::vector<int>* ranks = members_(p.requests.front().spec.process_set);
+void Coordinator::drop_set(int32_t id) {
+  removed_sets_.insert(id);
+  for (auto it = pending_.begin(); it != pending_.end();)
+    it = it->first.process_set == id ? pending_.erase(it) : std::next(it);
+  auto of_set = [id](const TensorKey& k) { return k.process_set == id; };
+  ready_.erase(std::remove_if(ready_.begin(), ready_.end(), of_set), ready_.end());
+  waiting_for_set_.erase(std::remove_if(waiting_for_set_.begin(), waiting_for_set_.end(), of_set),
+                         waiting_for_set_.end());
+}
+
+void Coordinator::check_ready(const TensorKey& key, Pending& p) {
+  if (p.ready) return;
+  const std::vector<int>* ranks = members_(key.process_set);
   if (!ranks) {
-    if (std::find(waiting_for_set_.begin(), waiting_for_set_.end(), name) == waiting_for_set_.end())
-      waiting_for_set_.push_back(name);
+    if (std::find(waiting_for_set_.begin(), waiting_for_set_.end(), key) == waiting_for_set_.end())
+      waiting_for_set_.push_back(key);
     return;
   }
   if (p.requests.size() < ranks->size()) return;
+  p.ready = true;
   if (ready_.empty()) oldest_ready_us_ = p.first_seen_us;
-  ready_.push_back(name);
+  ready_.push_back(key);
   const int64_t bytes = p.requests.front().num_bytes();
   ready_bytes_ += bytes;
   ready_too_big_ |= bytes > fusion_max_tensor_;
 }
 
-std::string Coordinator::validate(const std::vector<Request>& rs) const {
+std::string Coordinator::validate(const std::vector<Request>& rs, const std::vector<int>& ranks) const {
   const Request& a = rs.front();
   const OpSpec& x = a.spec;
-  const std::vector<int>* ranks = members_(x.process_set);
-  for (const Request& b : rs) {
-    if (std::find(ranks->begin(), ranks->end(), b.rank) == ranks->end())
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const Request& b = rs[i];
+    if (std::find(ranks.begin(), ranks.end(), b.rank) == ranks.end())
       return "rank " + std::to_string(b.rank) + " submitted it but is not in process set " +
              std::to_string(x.process_set);
+    if (i > 0 && rs[i - 1].rank == b.rank) return "rank " + std::to_string(b.rank) + " submitted it twice";
   }
   // Built only on a mismatch: this runs for every tensor every step.
   auto on = [](const std::string& what, int rank) { return what + " on rank " + std::to_string(rank); };
@@ -106,25 +120,30 @@ std::string Coordinator::validate(const std::vector<Request>& rs) const {
 }
 
 std::vector<Response> Coordinator::take_ready() {
-  // Names that waited for their process set to be registered may be ready now.
+  // Tensors that waited for their process set to be registered may be ready now.
   auto waiting = std::move(waiting_for_set_);
   waiting_for_set_.clear();
-  for (const auto& n : waiting) check_ready(n, pending_.at(n));
+  for (const auto& k : waiting) {
+    auto it = pending_.find(k);
+    if (it != pending_.end()) check_ready(k, it->second);
+  }
 
   std::vector<Response> singles;
   std::vector<int64_t> bytes;
-  for (const auto& name : ready_) {
-    auto node = pending_.extract(name);
+  for (const auto& key : ready_) {
+    auto node = pending_.extract(key);
+    const std::vector<int>* ranks = members_(key.process_set);
+    if (node.empty() || !ranks) continue;  // dropped with its process set
     auto& rs = node.mapped().requests;
     std::sort(rs.begin(), rs.end(), [](const Request& x, const Request& y) { return x.rank < y.rank; });
     const Request& a = rs.front();
     Response r;
     r.spec = a.spec;
-    r.names = {name};
-    std::string err = validate(rs);
+    r.names = {key.name};
+    std::string err = validate(rs, *ranks);
     if (!err.empty()) {
       r.kind = Response::Kind::Error;
-      r.error = op_name(a.spec.op) + std::string(" of tensor '") + name + "': " + err;
+      r.error = op_name(a.spec.op) + std::string(" of tensor ") + describe_key(key) + ": " + err;
       r.cache_ids = {-1};
     } else {
       r.cache_ids = {cache_.assign(a)};
@@ -143,11 +162,11 @@ std::vector<Response> Coordinator::take_ready() {
 
 std::vector<StallReport> Coordinator::stalled(int64_t now_us, int64_t after_us) {
   std::vector<StallReport> out;
-  for (auto& [name, p] : pending_) {
+  for (auto& [key, p] : pending_) {
     if (now_us - p.first_seen_us < after_us || now_us - p.last_reported_us < after_us) continue;
     p.last_reported_us = now_us;
     StallReport s;
-    s.name = name;
+    s.key = key;
     s.waited_seconds = (now_us - p.first_seen_us) / 1e6;
     if (const std::vector<int>* ranks = members_(p.requests.front().spec.process_set)) {
       for (int r : *ranks) {

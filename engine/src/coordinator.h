@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "response_cache.h"
@@ -14,7 +15,7 @@
 namespace hvd {
 
 struct StallReport {
-  std::string name;
+  TensorKey key;
   std::vector<int> missing_ranks;
   double waited_seconds = 0;
 };
@@ -26,9 +27,13 @@ class Coordinator {
 
   Coordinator(Membership members, int64_t fusion_threshold, int64_t fusion_max_tensor, size_t cache_capacity);
 
+  // A request from `r.rank`. Requests for a process set that was removed are dropped: its members
+  // failed them when they removed it.
   void add(Request r, int64_t now_us);
   // A cached request by id from `rank`; false when the id is unknown.
   bool add_cached(int32_t rank, int32_t id, int64_t now_us);
+  // Forgets the pending requests of a removed process set, and any that arrive for it later.
+  void drop_set(int32_t id);
   // Validated, fused responses for every tensor that all members have submitted.
   std::vector<Response> take_ready();
   bool has_ready() const { return !ready_.empty(); }
@@ -49,17 +54,19 @@ class Coordinator {
     std::vector<Request> requests;
     int64_t first_seen_us = 0;
     int64_t last_reported_us = 0;
+    bool ready = false;  // in ready_ already
   };
-  void check_ready(const std::string& name, const Pending& p);
-  std::string validate(const std::vector<Request>& rs) const;
+  void check_ready(const TensorKey& key, Pending& p);
+  std::string validate(const std::vector<Request>& rs, const std::vector<int>& ranks) const;
 
   Membership members_;
   int64_t fusion_threshold_;
   int64_t fusion_max_tensor_;
   ResponseCache cache_;
-  std::unordered_map<std::string, Pending> pending_;
-  std::vector<std::string> ready_;
-  std::vector<std::string> waiting_for_set_;  // names whose process set is not yet known
+  std::unordered_map<TensorKey, Pending, TensorKeyHash> pending_;
+  std::vector<TensorKey> ready_;
+  std::vector<TensorKey> waiting_for_set_;  // tensors whose process set is not yet known
+  std::unordered_set<int32_t> removed_sets_;
   int64_t oldest_ready_us_ = 0;
   int64_t ready_bytes_ = 0;     // of the ready tensors
   bool ready_too_big_ = false;  // a ready tensor is larger than fusion_max_tensor_

@@ -1,11 +1,9 @@
 #include "engine.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <numeric>
 #include <sstream>
 
@@ -13,6 +11,8 @@
 #include "collectives.h"
 #include "gpu/gpu_collectives.h"
 #include "log.h"
+#include "log_format.h"
+#include "thread_placement.h"
 #include "wire.h"
 
 namespace hvd {
@@ -27,93 +27,8 @@ constexpr int64_t kFirstPollUs = 20, kIdlePollUs = 100, kLongIdlePollUs = 1000, 
 // How long a thread waiting for a result polls before it sleeps (at most the engine's own spin time).
 constexpr int64_t kWaitSpinUs = 50;
 
-// The cores this process may run on.
-int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
-// Pin the calling thread to the core HOROVOD_THREAD_AFFINITY names for this local rank. A list too short
-// for the host's ranks, or a core this process may not use, leaves it unpinned with a warning: a rank
-// must not fail (and leave its peers waiting) over placement.
-void pin_thread(const std::vector<int>& cores, int local_rank, int local_size) {
-  if (static_cast<int>(cores.size()) < local_size) {
-    log::warning("HOROVOD_THREAD_AFFINITY lists " + std::to_string(cores.size()) + " cores for " +
-                 std::to_string(local_size) + " ranks on this host; the engine thread is not pinned");
-    return;
-  }
-  const int core = cores[local_rank];
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (core < CPU_SETSIZE) CPU_SET(core, &set);
-  if (core >= CPU_SETSIZE || pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
-    log::warning("HOROVOD_THREAD_AFFINITY: cannot pin the engine thread to core " + std::to_string(core) +
-                 "; it is not pinned");
-    return;
-  }
-  log::write(log::Level::Info, "engine thread pinned to core " + std::to_string(core));
-}
-
-std::vector<char> encode_stop(bool final, const Status& s) {
-  Writer w;
-  w.put<uint8_t>(final);
-  w.put<uint8_t>(static_cast<uint8_t>(s.code));
-  w.put<int32_t>(s.origin_rank);
-  w.put_string(s.message);
-  return std::move(w.bytes());
-}
-
-std::vector<char> encode_events(const std::vector<Event>& es) {
-  Writer w;
-  w.put<uint32_t>(static_cast<uint32_t>(es.size()));
-  for (const auto& e : es) {
-    w.put(e.rank);
-    w.put(e.phase);
-    w.put_string(e.name);
-    w.put_string(e.op);
-    w.put(e.start_us);
-    w.put(e.dur_us);
-    w.put(e.bytes);
-  }
-  return std::move(w.bytes());
-}
-
-std::vector<Event> decode_events(const std::vector<char>& b) {
-  Reader rd(b.data(), b.size());
-  std::vector<Event> es(rd.get<uint32_t>());
-  for (auto& e : es) {
-    e.rank = rd.get<int32_t>();
-    e.phase = rd.get<Phase>();
-    e.name = rd.get_string();
-    e.op = rd.get_string();
-    e.start_us = rd.get<int64_t>();
-    e.dur_us = rd.get<int64_t>();
-    e.bytes = rd.get<int64_t>();
-  }
-  return es;
-}
-
-std::string label(const Response& r) {
-  return r.names.size() == 1 ? r.names[0]
-                             : r.names[0] + " (+" + std::to_string(r.names.size() - 1) + " fused)";
-}
-
-// "float32 [4, 3]": a request's dtype and shape, for log lines.
-std::string describe(const Request& q) {
-  std::string s = std::string(dtype_name(q.spec.dtype)) + " [";
-  for (size_t i = 0; i < q.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(q.shape[i]);
-  return s + "]";
-}
-
-// "512 B", "4.0 KiB", "1.25 MiB": a size for log lines.
-std::string size_text(int64_t bytes) {
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  char buf[32];
-  if (bytes < (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
-  return buf;
-}
+// Engines started in this process so far: with the other ranks' count, the new engine's epoch.
+int g_engines_started = 0;
 
 }  // namespace
 
@@ -164,7 +79,12 @@ Engine::Engine(MPI_Comm comm, Config config)
     }
     return channel_->pending(kAbort);
   });
-  channel_ = std::make_unique<ControlChannel>(ctrl_);
+  // Every rank's engine count agrees unless some rank started engines on other communicators: the largest
+  // is an epoch none of them has used on this one.
+  int epoch = 0;
+  MPI_Allreduce(&g_engines_started, &epoch, 1, MPI_INT, MPI_MAX, admin_);
+  g_engines_started = epoch + 1;
+  channel_ = std::make_unique<ControlChannel>(ctrl_, epoch);
   if (topo_.rank == 0) {
     auto members = [this](int32_t id) -> const std::vector<int>* {
       auto ps = sets_.get(id);
@@ -257,15 +177,16 @@ std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> gr
     return handles;
   }
   for (size_t i = 0; i < group.size(); ++i) {
-    const std::string& name = group[i].request.name;
-    if (live_names_.insert(name).second) continue;
+    const TensorKey key = group[i].request.key();
+    if (live_names_.insert(key).second) continue;
     bool twice = false;
     for (size_t j = 0; j < i; ++j) {
-      twice |= group[j].request.name == name;
-      live_names_.erase(group[j].request.name);
+      twice |= group[j].request.key() == key;
+      live_names_.erase(group[j].request.key());
     }
-    throw InvalidArgument(twice ? "the name '" + name + "' appears twice in one group; names must be unique"
-                                : "a tensor named '" + name + "' is already in flight on rank " +
+    const std::string where = key.process_set ? " in process set " + std::to_string(key.process_set) : "";
+    throw InvalidArgument(twice ? "the name '" + key.name + "' appears twice in one group; names must be unique"
+                                : "a tensor named '" + key.name + "' is already in flight" + where + " on rank " +
                                       std::to_string(topo_.rank) +
                                       "; names must be unique until their operation completes");
   }
@@ -296,11 +217,27 @@ void Engine::shutdown() {
     }
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  std::lock_guard<std::mutex> g(timeline_mu_);
-  writer_.reset();
-  // The duplicated communicators stay allocated on purpose: peers may still send stop notices
-  // on them, and freeing is collective, which a stopping job cannot promise.
+  if (!thread_.joinable()) return;
+  thread_.join();
+  {
+    std::lock_guard<std::mutex> g(timeline_mu_);
+    writer_.reset();
+  }
+  free_comms();
+}
+
+// Freeing is local in Open MPI and legal with sends still pending (the control channel keeps their buffers).
+// A peer's late notice on a communicator that a later engine gets again carries this engine's epoch, and is
+// dropped there.
+void Engine::free_comms() {
+  channel_.reset();
+  gpu_.reset();
+  for (const auto& ps : sets_.take_all()) {
+    MPI_Comm c = ps->comm;
+    if (ps->id != 0 && c != MPI_COMM_NULL) MPI_Comm_free(&c);
+  }
+  for (MPI_Comm* c : {&ctrl_, &data_, &admin_})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
 Status Engine::stop_status() const {
@@ -335,12 +272,43 @@ int32_t Engine::add_process_set(std::vector<int> ranks) {
 
 void Engine::remove_process_set(int32_t id) {
   if (id == 0) throw InvalidArgument("the global process set cannot be removed");
-  auto ps = sets_.remove(id);
-  if (!ps) throw InvalidArgument("unknown process set id " + std::to_string(id));
-  gpu_->release_set(id);
-  MPI_Comm c = ps->comm;
-  if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
-  log::write(log::Level::Info, "process set " + std::to_string(id) + " removed");
+  if (!sets_.get(id)) throw InvalidArgument("unknown process set id " + std::to_string(id));
+  std::unique_lock<std::mutex> lk(mu_);
+  if (state_ == State::Stopped) {  // no engine thread to do it
+    lk.unlock();
+    remove_sets({id});
+    return;
+  }
+  sets_to_remove_.push_back(id);
+  const uint64_t ticket = ++sets_remove_asked_;
+  cv_.notify_all();
+  cv_.wait(lk, [&] { return sets_removed_ >= ticket || state_ == State::Stopped; });
+  if (sets_removed_ < ticket) {
+    lk.unlock();
+    remove_sets({id});
+  }
+}
+
+void Engine::remove_sets(const std::vector<int32_t>& ids) {
+  for (int32_t id : ids) {
+    auto ps = sets_.remove(id);
+    if (!ps) continue;
+    if (coordinator_) coordinator_->drop_set(id);
+    const Status gone = Status::Error(Status::Code::Invalid, "process set " + std::to_string(id) +
+                                                                 " was removed while this operation was pending");
+    for (auto it = table_.begin(); it != table_.end();) {
+      if (it->first.process_set != id) {
+        ++it;
+        continue;
+      }
+      fail(it->second, gone);
+      it = table_.erase(it);
+    }
+    if (gpu_) gpu_->release_set(id);
+    MPI_Comm c = ps->comm;
+    if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+    log::write(log::Level::Info, "process set " + std::to_string(id) + " removed");
+  }
 }
 
 void Engine::start_timeline(const std::string& path, bool mark_cycles) {
@@ -397,7 +365,7 @@ void Engine::apply(const TunedParams& p) {
 void Engine::fail(TensorEntry& e, const Status& s) {
   {
     std::lock_guard<std::mutex> g(mu_);
-    live_names_.erase(e.request.name);
+    live_names_.erase(e.request.key());
   }
   metrics_.errors += 1;
   e.handle->complete(s);
@@ -407,59 +375,105 @@ void Engine::loop() {
   int64_t last_work = now_us();
   int64_t next_poll_us = kFirstPollUs;
   while (state_ != State::Stopped) {
-    bool worked = false;
-    std::vector<TensorEntry> fresh;
-    bool stop_now = false;
-    Status requested;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      fresh.swap(queue_);
-      stop_now = stop_requested_ && state_ == State::Running;
-      requested = stop_status_;
-    }
-    if (!fresh.empty()) {
-      submit(std::move(fresh));
-      worked = true;
-    }
-    bool got_requests = false;
-    while (auto m = channel_->poll()) {
-      got_requests |= m->tag == kRequests;
-      dispatch(*m);
-      worked = true;
-    }
-    if (state_ == State::Running && coordinator_) coordinate(got_requests);
-    if (!exec_queue_.empty() && mark_cycles_) {
-      int64_t at = now_us();
-      record(Phase::Cycle, "cycle", "cycle", at, 0, at);
-    }
-    for (size_t i = 0; i < exec_queue_.size(); ++i) execute(exec_queue_[i]);
-    exec_queue_.clear();
-    if (stop_now && state_ == State::Running) begin_stop(requested);  // unless a peer's notice stopped it
-    int64_t now = now_us();
-    if (state_ == State::Draining && (final_received_ || now > drain_deadline_us_)) finish_stop();
-    if (now - last_periodic_us_ > kPeriodUs) periodic(now);
-    channel_->reap();
-    if (worked) {
-      last_work = now;
-      next_poll_us = kFirstPollUs;
-    } else if (now - last_work < config_.spin_us) {
-      std::this_thread::yield();
-    } else {
-      int64_t cap = now - last_work < kLongIdleUs ? kIdlePollUs : kLongIdlePollUs;
-      int64_t poll_us = std::min(next_poll_us, cap);
-      next_poll_us = std::min(2 * poll_us, cap);
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait_for(lk, std::chrono::microseconds(poll_us),
-                   [this] {
-                     return !queue_.empty() || (stop_requested_ && state_ == State::Running);
-                   });
+    try {
+      iterate(last_work, next_poll_us);
+    } catch (const std::exception& e) {
+      on_engine_error(e.what());
+    } catch (...) {
+      on_engine_error("unknown error");
     }
   }
-  forward_timeline();  // this rank's last events: into the file on rank 0
+  try {
+    forward_timeline();  // this rank's last events: into the file on rank 0
+  } catch (const std::exception& e) {
+    log::write(log::Level::Error, std::string("timeline: the last events were lost: ") + e.what());
+  }
   // Give in-flight notices a moment to leave before the buffers go.
   for (int i = 0; i < 1000 && !channel_->idle(); ++i) {
     channel_->reap();
     std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+// Whatever fails on the engine thread (a malformed message, memory that cannot be had) aborts the job from
+// this rank with the reason, so every rank's operations fail with it instead of the process terminating.
+void Engine::on_engine_error(const std::string& what) {
+  const std::string reason = "engine error on rank " + std::to_string(topo_.rank) + ": " + what;
+  log::write(log::Level::Error, reason);
+  try {
+    if (state_ == State::Running) {
+      begin_stop(Status::Error(Status::Code::Aborted, reason, topo_.rank));
+      return;
+    }
+  } catch (...) {
+  }
+  try {
+    finish_stop();
+  } catch (...) {
+    state_ = State::Stopped;  // nothing more can be done here; the waiters' handles stay pending
+  }
+}
+
+void Engine::iterate(int64_t& last_work, int64_t& next_poll_us) {
+  bool worked = false;
+  std::vector<TensorEntry> fresh;
+  std::vector<int32_t> removals;
+  bool stop_now = false;
+  Status requested;
+  uint64_t removals_asked = 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    fresh.swap(queue_);
+    removals.swap(sets_to_remove_);
+    removals_asked = sets_remove_asked_;
+    stop_now = stop_requested_ && state_ == State::Running;
+    requested = stop_status_;
+  }
+  if (!fresh.empty()) {
+    submit(std::move(fresh));
+    worked = true;
+  }
+  bool got_requests = false;
+  while (auto m = channel_->poll()) {
+    got_requests |= m->tag == kRequests;
+    dispatch(*m);
+    worked = true;
+  }
+  if (state_ == State::Running && coordinator_) coordinate(got_requests);
+  if (!exec_queue_.empty() && mark_cycles_) {
+    int64_t at = now_us();
+    record(Phase::Cycle, "cycle", "cycle", at, 0, at);
+  }
+  std::vector<Response> batch;
+  batch.swap(exec_queue_);
+  for (const Response& r : batch) execute(r);
+  if (!removals.empty()) {  // after this cycle's responses: they may still be of the sets removed
+    remove_sets(removals);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      sets_removed_ = removals_asked;
+    }
+    cv_.notify_all();
+    worked = true;
+  }
+  if (stop_now && state_ == State::Running) begin_stop(requested);  // unless a peer's notice stopped it
+  int64_t now = now_us();
+  if (state_ == State::Draining && (final_received_ || now > drain_deadline_us_)) finish_stop();
+  if (now - last_periodic_us_ > kPeriodUs) periodic(now);
+  channel_->reap();
+  if (worked) {
+    last_work = now;
+    next_poll_us = kFirstPollUs;
+  } else if (now - last_work < config_.spin_us) {
+    std::this_thread::yield();
+  } else {
+    int64_t cap = now - last_work < kLongIdleUs ? kIdlePollUs : kLongIdlePollUs;
+    int64_t poll_us = std::min(next_poll_us, cap);
+    next_poll_us = std::min(2 * poll_us, cap);
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::microseconds(poll_us), [this] {
+      return !queue_.empty() || !sets_to_remove_.empty() || (stop_requested_ && state_ == State::Running);
+    });
   }
 }
 
@@ -473,6 +487,11 @@ void Engine::submit(std::vector<TensorEntry> fresh) {
   const bool trace = log::enabled(log::Level::Trace);
   for (auto& e : fresh) {
     const Request& q = e.request;
+    if (!sets_.get(q.spec.process_set)) {  // removed after this operation was checked
+      fail(e, Status::Error(Status::Code::Invalid, "process set " + std::to_string(q.spec.process_set) +
+                                                       " was removed while this operation was pending"));
+      continue;
+    }
     if (trace)
       log::write(log::Level::Trace, std::string("enqueued ") + op_name(q.spec.op) + " '" + q.name + "' " +
                                         describe(q) + " in process set " + std::to_string(q.spec.process_set));
@@ -488,10 +507,11 @@ void Engine::submit(std::vector<TensorEntry> fresh) {
         metrics_.full_requests += 1;
       }
     }
-    std::string name = q.name;
-    table_.emplace(std::move(name), std::move(e));
+    TensorKey key = q.key();
+    table_.emplace(std::move(key), std::move(e));
   }
-  if (!coordinator_) channel_->send(0, kRequests, encode_batch(batch));
+  if (!coordinator_ && (!batch.requests.empty() || !batch.cached.empty()))
+    channel_->send(0, kRequests, encode_batch(batch));
 }
 
 void Engine::dispatch(Message& m) {
@@ -504,8 +524,14 @@ void Engine::dispatch(Message& m) {
                                           std::to_string(b.requests.size()) + " new and " +
                                           std::to_string(b.cached.size()) + " cached requests");
       int64_t now = now_us();
-      for (auto& q : b.requests) coordinator_->add(std::move(q), now);
-      for (int32_t id : b.cached) coordinator_->add_cached(m.source, id, now);
+      for (auto& q : b.requests) {
+        q.rank = m.source;  // a request speaks for the rank that sent it
+        coordinator_->add(std::move(q), now);
+      }
+      for (int32_t id : b.cached)
+        if (!coordinator_->add_cached(m.source, id, now))
+          throw std::runtime_error("rank " + std::to_string(m.source) + " sent an unknown response-cache id " +
+                                   std::to_string(id));
       return;
     }
     case kResponses: {
@@ -514,21 +540,20 @@ void Engine::dispatch(Message& m) {
     }
     case kAbort:
     case kShutdown: {
-      Reader rd(m.bytes.data(), m.bytes.size());
-      bool final = rd.get<uint8_t>();
-      Status s;
-      s.code = static_cast<Status::Code>(rd.get<uint8_t>());
-      s.origin_rank = rd.get<int32_t>();
-      s.message = rd.get_string();
-      if (final) final_received_ = true;
-      if (state_ == State::Running) begin_stop(s);
+      StopNotice n = decode_stop(m.bytes.data(), m.bytes.size());
+      if (n.final) final_received_ = true;
+      if (state_ == State::Running) begin_stop(n.status);
       return;
     }
     case kTimeline: {
+      std::vector<Event> es = decode_events(m.bytes.data(), m.bytes.size());
       std::lock_guard<std::mutex> g(timeline_mu_);
-      if (writer_) writer_->add(decode_events(m.bytes));
+      if (writer_) writer_->add(std::move(es));
       return;
     }
+    default:
+      throw WireError("engine message with unknown tag " + std::to_string(m.tag) + " from rank " +
+                      std::to_string(m.source));
   }
 }
 
@@ -545,8 +570,11 @@ void Engine::distribute(std::vector<Response> responses) {
   // Each rank gets the responses of its process sets, in order; ranks with the same list (all of them,
   // when every set is the global one) share one encoding.
   std::vector<std::vector<size_t>> per_rank(topo_.size);
-  for (size_t i = 0; i < responses.size(); ++i)
-    for (int k : sets_.get(responses[i].spec.process_set)->ranks) per_rank[k].push_back(i);
+  for (size_t i = 0; i < responses.size(); ++i) {
+    auto set = sets_.get(responses[i].spec.process_set);
+    if (!set) continue;  // removed: its members failed their part when they removed it
+    for (int k : set->ranks) per_rank[k].push_back(i);
+  }
   std::vector<char> bytes;
   for (int k = 1; k < topo_.size; ++k) {
     if (per_rank[k].empty()) continue;
@@ -565,9 +593,10 @@ void Engine::execute(const Response& r) {
   std::vector<decltype(table_)::iterator> found;
   std::vector<TensorEntry*> es;
   for (const auto& n : r.names) {
-    auto it = table_.find(n);
+    auto it = table_.find(TensorKey{r.spec.process_set, n});
     if (it == table_.end()) {
-      log::write(log::Level::Error, "internal error: response for unknown tensor '" + n + "'");
+      log::write(log::Level::Error, "internal error: response for unknown tensor " +
+                                        describe_key(TensorKey{r.spec.process_set, n}));
       continue;
     }
     found.push_back(it);
@@ -582,7 +611,10 @@ void Engine::execute(const Response& r) {
   auto set = sets_.get(r.spec.process_set);
   if (r.kind == Response::Kind::Error) {
     s = Status::Error(Status::Code::Mismatch, r.error);
-  } else if (!set || es.size() != r.names.size()) {
+  } else if (!set) {
+    s = Status::Error(Status::Code::Invalid, "process set " + std::to_string(r.spec.process_set) +
+                                                 " was removed while this operation was pending");
+  } else if (es.size() != r.names.size()) {
     s = Status::Error(Status::Code::Internal, "engine state out of sync for " + label(r));
   } else {
     s = run(r, es, *set);
@@ -608,7 +640,7 @@ void Engine::execute(const Response& r) {
   }
   {
     std::lock_guard<std::mutex> g(mu_);  // free the names before their waiters wake
-    for (auto* e : es) live_names_.erase(e->request.name);
+    for (auto* e : es) live_names_.erase(e->request.key());
   }
   for (auto* e : es) e->handle->complete(s);
   for (auto it : found) table_.erase(it);
@@ -655,13 +687,13 @@ void Engine::begin_stop(const Status& s) {
   const int tag = aborted ? kAbort : kShutdown;
   if (coordinator_) {
     // Rank 0 has run every response it sent; this notice follows them on every channel.
-    for (int k = 1; k < topo_.size; ++k) channel_->send(k, tag, encode_stop(true, s));
+    for (int k = 1; k < topo_.size; ++k) channel_->send(k, tag, encode_stop({true, s}));
     finish_stop();
     return;
   }
   if (s.origin_rank == topo_.rank)
     for (int k = 0; k < topo_.size; ++k)
-      if (k != topo_.rank) channel_->send(k, tag, encode_stop(false, s));
+      if (k != topo_.rank) channel_->send(k, tag, encode_stop({false, s}));
   state_ = State::Draining;
   drain_deadline_us_ = now_us() + kDrainTimeoutUs;
 }
@@ -673,6 +705,7 @@ void Engine::finish_stop() {
     s = stop_status_;
     state_ = State::Stopped;
   }
+  cv_.notify_all();  // remove_process_set waits for the engine thread, or for this
   for (auto& kv : table_) fail(kv.second, s);
   table_.clear();
   std::vector<TensorEntry> rest;
@@ -689,7 +722,7 @@ void Engine::periodic(int64_t now) {
   if (!coordinator_ || !config_.stall_check || state_ != State::Running) return;
   for (const auto& st : coordinator_->stalled(now, static_cast<int64_t>(config_.stall_check_s * 1e6))) {
     std::ostringstream o;
-    o << "tensor '" << st.name << "' has waited " << static_cast<int>(st.waited_seconds)
+    o << "tensor " << describe_key(st.key) << " has waited " << static_cast<int>(st.waited_seconds)
       << " s; ranks that have not submitted it: ";
     for (size_t i = 0; i < st.missing_ranks.size(); ++i) o << (i ? ", " : "") << st.missing_ranks[i];
     log::warning("stall detected: " + o.str());

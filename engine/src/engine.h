@@ -64,6 +64,8 @@ class Engine {
 
   // Collective over the members of `ranks` (all ranks call it in the same order).
   int32_t add_process_set(std::vector<int> ranks);
+  // Every rank calls it. This rank's operations still pending in the set fail, with a message that
+  // names the set; the set's communicator is freed on the engine thread, before this returns.
   void remove_process_set(int32_t id);
 
   // Rank 0 writes the job's events to `path`; `mark_cycles` adds a mark for each engine cycle that ran
@@ -79,7 +81,11 @@ class Engine {
 
   void check(const TensorEntry& e) const;  // throws InvalidArgument
   void loop();
+  void iterate(int64_t& last_work, int64_t& next_poll_us);  // one pass of the loop
+  void on_engine_error(const std::string& what);            // anything the loop threw: an abort
   void submit(std::vector<TensorEntry> fresh);
+  void remove_sets(const std::vector<int32_t>& ids);  // engine thread: what remove_process_set asked
+  void free_comms();
   void dispatch(Message& m);
   void coordinate(bool got_requests);
   void distribute(std::vector<Response> responses);
@@ -103,7 +109,7 @@ class Engine {
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   std::unique_ptr<Autotuner> tuner_;          // rank 0, with HOROVOD_AUTOTUNE=1
   ProcessSetTable sets_;
-  int32_t next_set_id_ = 1;
+  std::atomic<int32_t> next_set_id_{1};
   ResponseCache cache_;
   Metrics metrics_;
   EventRing ring_;
@@ -114,13 +120,15 @@ class Engine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<TensorEntry> queue_;
-  std::unordered_set<std::string> live_names_;
+  std::unordered_set<TensorKey, TensorKeyHash> live_names_;
+  std::vector<int32_t> sets_to_remove_;  // remove_process_set waits on cv_ until the engine thread took them
+  uint64_t sets_removed_ = 0, sets_remove_asked_ = 0;
   Status stop_status_;
   bool stop_requested_ = false;
   std::atomic<State> state_{State::Running};
 
   // Engine thread only.
-  std::unordered_map<std::string, TensorEntry> table_;
+  std::unordered_map<TensorKey, TensorEntry, TensorKeyHash> table_;
   std::vector<Response> exec_queue_;
   std::vector<char> fusion_buffer_;
   std::vector<char> ring_buffer_;  // the ring collectives' blocks in flight, kept between calls

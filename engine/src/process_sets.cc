@@ -29,4 +29,12 @@ std::shared_ptr<const ProcessSet> ProcessSetTable::get(int32_t id) const {
   return it == sets_.end() ? nullptr : it->second;
 }
 
+std::vector<std::shared_ptr<const ProcessSet>> ProcessSetTable::take_all() {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<std::shared_ptr<const ProcessSet>> all;
+  for (auto& [id, ps] : sets_) all.push_back(std::move(ps));
+  sets_.clear();
+  return all;
+}
+
 }  // namespace hvd

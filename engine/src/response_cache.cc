@@ -2,25 +2,32 @@
 
 namespace hvd {
 
-int32_t ResponseCache::assign(const Request& signature) {
-  auto it = by_name_.find(signature.name);
-  if (it != by_name_.end() && by_id_.at(it->second).same_signature(signature)) return it->second;
-  if (it == by_name_.end() && by_name_.size() >= capacity_) return -1;
-  int32_t id = next_id_++;
+void ResponseCache::remember(int32_t id, const Request& signature) {
+  auto [it, fresh] = by_key_.try_emplace(signature.key(), id);
+  if (!fresh) {
+    by_id_.erase(it->second);  // the tensor's old signature: no rank will send its id again
+    it->second = id;
+  }
   by_id_[id] = signature;
-  by_name_[signature.name] = id;
+}
+
+int32_t ResponseCache::assign(const Request& signature) {
+  auto it = by_key_.find(signature.key());
+  if (it != by_key_.end() && by_id_.at(it->second).same_signature(signature)) return it->second;
+  if (it == by_key_.end() && by_key_.size() >= capacity_) return -1;
+  int32_t id = next_id_++;
+  remember(id, signature);
   return id;
 }
 
 void ResponseCache::learn(int32_t id, const Request& signature) {
   if (id < 0 || by_id_.count(id)) return;  // an id never changes its signature: the coordinator gives a new one
-  by_id_[id] = signature;
-  by_name_[signature.name] = id;
+  remember(id, signature);
 }
 
 int32_t ResponseCache::lookup(const Request& request) const {
-  auto it = by_name_.find(request.name);
-  if (it == by_name_.end()) return -1;
+  auto it = by_key_.find(request.key());
+  if (it == by_key_.end()) return -1;
   return by_id_.at(it->second).same_signature(request) ? it->second : -1;
 }
 

@@ -34,6 +34,15 @@ bool is_float(DataType t) {
          t == DataType::Float64;
 }
 
+bool OpSpec::valid() const {
+  return op <= OpType::Barrier && reduce <= ReduceOp::Product && dtype <= DataType::Bool && memory <= Memory::Cuda;
+}
+
+std::string describe_key(const TensorKey& k) {
+  std::string s = "'" + k.name + "'";
+  return k.process_set == 0 ? s : s + " in process set " + std::to_string(k.process_set);
+}
+
 int64_t Request::num_elements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

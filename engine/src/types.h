@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,12 +33,34 @@ struct OpSpec {
   double prescale = 1.0;
   double postscale = 1.0;
 
+  // Scale factors compare bit for bit, so a NaN factor matches itself.
   bool operator==(const OpSpec& o) const {
     return op == o.op && reduce == o.reduce && dtype == o.dtype && memory == o.memory &&
-           process_set == o.process_set && root_rank == o.root_rank && prescale == o.prescale &&
-           postscale == o.postscale;
+           process_set == o.process_set && root_rank == o.root_rank &&
+           std::memcmp(&prescale, &o.prescale, sizeof prescale) == 0 &&
+           std::memcmp(&postscale, &o.postscale, sizeof postscale) == 0;
+  }
+  // Whether every enum field holds one of its values (a decoded or caller-given spec may not).
+  bool valid() const;
+};
+
+// A tensor's identity. Names are scoped by process set, as in Horovod: the same name may be in
+// flight in two sets at once (each rank's "loss" in its own set).
+struct TensorKey {
+  int32_t process_set = 0;
+  std::string name;
+
+  bool operator==(const TensorKey& o) const { return process_set == o.process_set && name == o.name; }
+};
+
+struct TensorKeyHash {
+  size_t operator()(const TensorKey& k) const {
+    return std::hash<std::string>()(k.name) ^ (static_cast<size_t>(k.process_set) * 0x9e3779b97f4a7c15ULL);
   }
 };
+
+// "'grad' in process set 2", or "'grad'" in the global set: a tensor as messages name it.
+std::string describe_key(const TensorKey& k);
 
 // What one rank asks for under one tensor name. Everything but `rank` must agree across ranks
 // (shape only in the dimensions the op requires).
@@ -48,6 +72,7 @@ struct Request {
 
   int64_t num_elements() const;
   int64_t num_bytes() const { return num_elements() * static_cast<int64_t>(dtype_size(spec.dtype)); }
+  TensorKey key() const { return {spec.process_set, name}; }
   // True when two requests describe the same work (rank aside): the response-cache key.
   bool same_signature(const Request& o) const { return spec == o.spec && shape == o.shape && name == o.name; }
 };

@@ -1,18 +1,62 @@
 #include "wire.h"
 
+#include <cstdint>
+#include <limits>
+
 namespace hvd {
+namespace {
+
+// The fewest bytes each item can take, for checking a count against the bytes left.
+constexpr size_t kMinString = sizeof(uint32_t);
+constexpr size_t kMinRequest = sizeof(int32_t) + sizeof(OpSpec) + 2 * sizeof(uint32_t);
+constexpr size_t kMinResponse = sizeof(Response::Kind) + sizeof(OpSpec) + 4 * sizeof(uint32_t);
+constexpr size_t kMinEvent = sizeof(int32_t) + sizeof(Phase) + 2 * kMinString + 3 * sizeof(int64_t);
+
+OpSpec get_spec(Reader& rd) {
+  auto spec = rd.get<OpSpec>();
+  if (!spec.valid()) Reader::fail("bad operation spec");
+  return spec;
+}
+
+// Dimensions must be non-negative and the tensor's byte size must fit in int64.
+void check_shape(const Request& r) {
+  int64_t limit = std::numeric_limits<int64_t>::max() / static_cast<int64_t>(dtype_size(r.spec.dtype));
+  int64_t n = 1;
+  for (int64_t d : r.shape) {
+    if (d < 0 || (d > 0 && n > limit / d)) Reader::fail("bad shape");
+    n *= d;
+  }
+}
+
+}  // namespace
+
+void Writer::put_count(size_t n) {
+  if (n > std::numeric_limits<uint32_t>::max()) throw WireError("engine message: too many items to encode");
+  put<uint32_t>(static_cast<uint32_t>(n));
+}
 
 void Writer::put_string(const std::string& s) {
-  put<uint32_t>(static_cast<uint32_t>(s.size()));
+  put_count(s.size());
   buf_.insert(buf_.end(), s.begin(), s.end());
 }
 
+void Reader::fail(const std::string& why) { throw WireError("malformed engine message: " + why); }
+
 std::string Reader::get_string() {
-  auto n = get<uint32_t>();
-  need(n);
+  size_t n = get_count(1);
   std::string s(p_, n);
   p_ += n;
   return s;
+}
+
+size_t Reader::get_count(size_t min_item_bytes) {
+  size_t n = get<uint32_t>();
+  if (min_item_bytes && n > static_cast<size_t>(end_ - p_) / min_item_bytes) fail("count past the end");
+  return n;
+}
+
+void Reader::finish() const {
+  if (p_ != end_) fail("trailing bytes");
 }
 
 void encode(Writer& w, const Request& r) {
@@ -25,16 +69,17 @@ void encode(Writer& w, const Request& r) {
 Request decode_request(Reader& rd) {
   Request r;
   r.rank = rd.get<int32_t>();
-  r.spec = rd.get<OpSpec>();
+  r.spec = get_spec(rd);
   r.shape = rd.get_vector<int64_t>();
   r.name = rd.get_string();
+  check_shape(r);
   return r;
 }
 
 void encode(Writer& w, const Response& r) {
   w.put(r.kind);
   w.put(r.spec);
-  w.put<uint32_t>(static_cast<uint32_t>(r.names.size()));
+  w.put_count(r.names.size());
   for (const auto& n : r.names) w.put_string(n);
   w.put_vector(r.cache_ids);
   w.put_vector(r.rows);
@@ -43,20 +88,20 @@ void encode(Writer& w, const Response& r) {
 
 Response decode_response(Reader& rd) {
   Response r;
-  r.kind = rd.get<Response::Kind>();
-  r.spec = rd.get<OpSpec>();
-  auto n = rd.get<uint32_t>();
-  r.names.resize(n);
+  r.kind = rd.get_enum(Response::Kind::Error, "response kind");
+  r.spec = get_spec(rd);
+  r.names.resize(rd.get_count(kMinString));
   for (auto& s : r.names) s = rd.get_string();
   r.cache_ids = rd.get_vector<int32_t>();
   r.rows = rd.get_vector<int64_t>();
   r.error = rd.get_string();
+  if (r.names.empty() || r.cache_ids.size() != r.names.size()) Reader::fail("bad response");
   return r;
 }
 
 std::vector<char> encode_batch(const RequestBatch& b) {
   Writer w;
-  w.put<uint32_t>(static_cast<uint32_t>(b.requests.size()));
+  w.put_count(b.requests.size());
   for (const auto& r : b.requests) encode(w, r);
   w.put_vector(b.cached);
   return std::move(w.bytes());
@@ -65,24 +110,81 @@ std::vector<char> encode_batch(const RequestBatch& b) {
 RequestBatch decode_batch(const char* data, size_t size) {
   Reader rd(data, size);
   RequestBatch b;
-  auto n = rd.get<uint32_t>();
-  for (uint32_t i = 0; i < n; ++i) b.requests.push_back(decode_request(rd));
+  b.requests.resize(rd.get_count(kMinRequest));
+  for (auto& r : b.requests) r = decode_request(rd);
   b.cached = rd.get_vector<int32_t>();
+  rd.finish();
   return b;
 }
 
 std::vector<char> encode_responses(const std::vector<Response>& rs) {
   Writer w;
-  w.put<uint32_t>(static_cast<uint32_t>(rs.size()));
+  w.put_count(rs.size());
   for (const auto& r : rs) encode(w, r);
   return std::move(w.bytes());
 }
 
 std::vector<Response> decode_responses(const char* data, size_t size) {
   Reader rd(data, size);
-  std::vector<Response> rs(rd.get<uint32_t>());
+  std::vector<Response> rs(rd.get_count(kMinResponse));
   for (auto& r : rs) r = decode_response(rd);
+  rd.finish();
   return rs;
+}
+
+std::vector<char> encode_stop(const StopNotice& n) {
+  Writer w;
+  w.put<uint8_t>(n.final);
+  w.put<uint8_t>(static_cast<uint8_t>(n.status.code));
+  w.put<int32_t>(n.status.origin_rank);
+  w.put_string(n.status.message);
+  return std::move(w.bytes());
+}
+
+StopNotice decode_stop(const char* data, size_t size) {
+  Reader rd(data, size);
+  StopNotice n;
+  uint8_t final = rd.get<uint8_t>();
+  if (final > 1) Reader::fail("bad stop flag");
+  n.final = final;
+  uint8_t code = rd.get<uint8_t>();
+  if (code == 0 || code > static_cast<uint8_t>(Status::Code::Internal)) Reader::fail("bad stop status");
+  n.status.code = static_cast<Status::Code>(code);
+  n.status.origin_rank = rd.get<int32_t>();
+  n.status.message = rd.get_string();
+  rd.finish();
+  return n;
+}
+
+std::vector<char> encode_events(const std::vector<Event>& es) {
+  Writer w;
+  w.put_count(es.size());
+  for (const auto& e : es) {
+    w.put(e.rank);
+    w.put(e.phase);
+    w.put_string(e.name);
+    w.put_string(e.op);
+    w.put(e.start_us);
+    w.put(e.dur_us);
+    w.put(e.bytes);
+  }
+  return std::move(w.bytes());
+}
+
+std::vector<Event> decode_events(const char* data, size_t size) {
+  Reader rd(data, size);
+  std::vector<Event> es(rd.get_count(kMinEvent));
+  for (auto& e : es) {
+    e.rank = rd.get<int32_t>();
+    e.phase = rd.get_enum(Phase::WaitForData, "timeline phase");
+    e.name = rd.get_string();
+    e.op = rd.get_string();
+    e.start_us = rd.get<int64_t>();
+    e.dur_us = rd.get<int64_t>();
+    e.bytes = rd.get<int64_t>();
+  }
+  rd.finish();
+  return es;
 }
 
 }  // namespace hvd

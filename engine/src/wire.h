@@ -1,4 +1,6 @@
-// Byte-level encoding of the messages ranks exchange with the coordinator.
+// Byte-level encoding of the messages engine threads exchange: requests, responses, stop notices and
+// timeline batches. Decoders trust nothing: a message that is truncated, too long, or holds an
+// out-of-range value throws WireError before anything is allocated from it.
 #pragma once
 
 #include <cstring>
@@ -7,9 +9,15 @@
 #include <type_traits>
 #include <vector>
 
+#include "status.h"
+#include "timeline.h"
 #include "types.h"
 
 namespace hvd {
+
+struct WireError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 class Writer {
  public:
@@ -23,9 +31,11 @@ class Writer {
   void put_string(const std::string& s);
   template <typename T>
   void put_vector(const std::vector<T>& v) {
-    put<uint32_t>(static_cast<uint32_t>(v.size()));
+    put_count(v.size());
     for (const T& x : v) put(x);
   }
+  // A length prefix; throws WireError past 2^32 - 1.
+  void put_count(size_t n);
   std::vector<char>& bytes() { return buf_; }
 
  private:
@@ -44,19 +54,29 @@ class Reader {
     p_ += sizeof(T);
     return v;
   }
+  // An enum stored as its underlying type, checked to be at most `last`.
+  template <typename E>
+  E get_enum(E last, const char* what) {
+    auto raw = get<std::underlying_type_t<E>>();
+    if (raw > static_cast<std::underlying_type_t<E>>(last)) fail(std::string("bad ") + what);
+    return static_cast<E>(raw);
+  }
   std::string get_string();
+  // A length prefix for items that take at least `min_item_bytes` each: checked against the bytes left.
+  size_t get_count(size_t min_item_bytes);
   template <typename T>
   std::vector<T> get_vector() {
-    auto n = get<uint32_t>();
-    std::vector<T> v(n);
+    std::vector<T> v(get_count(sizeof(T)));
     for (auto& x : v) x = get<T>();
     return v;
   }
-  bool done() const { return p_ == end_; }
+  // Throws unless every byte was read.
+  void finish() const;
+  [[noreturn]] static void fail(const std::string& why);
 
  private:
   void need(size_t n) const {
-    if (static_cast<size_t>(end_ - p_) < n) throw std::runtime_error("truncated engine message");
+    if (static_cast<size_t>(end_ - p_) < n) fail("truncated");
   }
   const char* p_;
   const char* end_;
@@ -68,6 +88,12 @@ struct RequestBatch {
   std::vector<int32_t> cached;
 };
 
+// A stop notice: a rank aborts or shuts down (`final`: rank 0's last word, after its last response).
+struct StopNotice {
+  bool final = false;
+  Status status;
+};
+
 void encode(Writer& w, const Request& r);
 Request decode_request(Reader& r);
 void encode(Writer& w, const Response& r);
@@ -77,5 +103,9 @@ std::vector<char> encode_batch(const RequestBatch& b);
 RequestBatch decode_batch(const char* data, size_t size);
 std::vector<char> encode_responses(const std::vector<Response>& rs);
 std::vector<Response> decode_responses(const char* data, size_t size);
+std::vector<char> encode_stop(const StopNotice& n);
+StopNotice decode_stop(const char* data, size_t size);
+std::vector<char> encode_events(const std::vector<Event>& es);
+std::vector<Event> decode_events(const char* data, size_t size);
 
 }  // namespace hvd

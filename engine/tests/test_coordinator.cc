@@ -93,7 +93,7 @@ TEST(stalled_lists_missing_ranks) {
   c.add(req(0, "s"), 0);
   c.add(req(2, "s"), 0);
   auto st = c.stalled(2000000, 1000000);
-  CHECK(st.size() == 1 && st[0].name == "s" && st[0].missing_ranks == std::vector<int>{1});
+  CHECK(st.size() == 1 && st[0].key.name == "s" && st[0].missing_ranks == std::vector<int>{1});
   CHECK(c.stalled(2500000, 1000000).empty());  // not repeated within the check interval
 }
 
@@ -128,4 +128,46 @@ TEST(holding_ready_tensors_is_worth_it_only_while_more_could_fuse_with_them) {
   auto no_fusion = Coordinator([](int32_t) -> const std::vector<int>* { return &kPair; }, 0, 400, 16);
   for (int rank : kPair) no_fusion.add(req(rank, "h", {1}), 0);
   CHECK(!no_fusion.worth_holding());
+}
+
+TEST(the_same_name_in_two_process_sets_is_two_tensors) {
+  // Sets {0} and {1} of a 2-rank job, each rank reducing "x" in its own: two responses, none mixed up.
+  static const std::vector<int> k0 = {0}, k1 = {1};
+  Coordinator c([](int32_t id) -> const std::vector<int>* { return id == 1 ? &k0 : id == 2 ? &k1 : nullptr; },
+                1 << 20, 1 << 20, 16);
+  for (int step = 0; step < 3; ++step) {
+    c.add(req(0, "x", {4}, 1), 0);
+    c.add(req(1, "x", {4}, 2), 0);
+    auto rs = c.take_ready();
+    CHECK(rs.size() == 2);
+    for (const auto& r : rs) CHECK(r.kind == Response::Kind::Execute && r.names == std::vector<std::string>{"x"});
+    CHECK(rs.size() == 2 && rs[0].spec.process_set != rs[1].spec.process_set);
+    CHECK(c.pending() == 0);
+  }
+}
+
+TEST(a_rank_that_submits_a_name_twice_gets_an_error_not_a_crash) {
+  auto c = make();
+  c.add(req(0, "d"), 0);
+  c.add(req(0, "d"), 0);
+  c.add(req(1, "d"), 0);
+  c.add(req(2, "d"), 0);  // four requests for three members
+  auto rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Error);
+  CHECK(rs.size() == 1 && rs[0].error.find("rank 0 submitted it twice") != std::string::npos);
+  CHECK(c.pending() == 0 && !c.has_ready());
+}
+
+TEST(dropping_a_process_set_forgets_its_pending_and_later_requests) {
+  auto c = make();
+  c.add(req(0, "p", {4}, 1), 0);
+  c.add(req(0, "g"), 0);
+  c.drop_set(1);
+  CHECK(c.pending() == 1);
+  c.add(req(2, "p", {4}, 1), 0);  // sent before that rank removed the set: dropped too
+  CHECK(c.pending() == 1 && !c.has_ready());
+  c.add(req(1, "g"), 0);
+  c.add(req(2, "g"), 0);
+  auto rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].names[0] == "g");
 }

@@ -3,10 +3,11 @@
 
 using namespace hvd;
 
-static Request req(const std::string& name, std::vector<int64_t> shape) {
+static Request req(const std::string& name, std::vector<int64_t> shape, int32_t set = 0) {
   Request r;
   r.name = name;
   r.shape = std::move(shape);
+  r.spec.process_set = set;
   return r;
 }
 
@@ -21,11 +22,29 @@ TEST(assign_is_stable_and_lookup_matches_signature) {
   CHECK(coord.get(id)->name == "w" && coord.get(999) == nullptr);
 }
 
-TEST(new_signature_for_a_name_gets_a_new_id) {
+TEST(new_signature_for_a_name_gets_a_new_id_and_the_old_one_is_forgotten) {
   ResponseCache c;
   int32_t a = c.assign(req("w", {2}));
   int32_t b = c.assign(req("w", {4}));
-  CHECK(a != b && c.get(a)->shape[0] == 2 && c.get(b)->shape[0] == 4);
+  CHECK(a != b && c.get(a) == nullptr && c.get(b)->shape[0] == 4);
+}
+
+TEST(a_name_whose_shape_changes_every_step_keeps_one_entry) {
+  ResponseCache coord, worker;
+  for (int64_t rows = 1; rows < 200; ++rows) {
+    int32_t id = coord.assign(req("gather", {rows, 3}));
+    worker.learn(id, req("gather", {rows, 3}));
+    CHECK(worker.lookup(req("gather", {rows, 3})) == id);
+  }
+  CHECK(coord.size() == 1 && worker.size() == 1);
+}
+
+TEST(the_same_name_in_two_process_sets_has_two_ids) {
+  ResponseCache c;
+  int32_t a = c.assign(req("loss", {1}, 1));
+  int32_t b = c.assign(req("loss", {1}, 2));
+  CHECK(a != b && c.assign(req("loss", {1}, 1)) == a && c.assign(req("loss", {1}, 2)) == b);
+  CHECK(c.size() == 2);
 }
 
 TEST(capacity_bounds_new_names) {
