@@ -98,9 +98,7 @@ void bind_gpu(nb::module_& m) {
         throw hvd::InvalidArgument("tensor '" + name + "' is on cuda:" + std::to_string(devices[i]) + ", but " +
                                    std::to_string(rt.status().device_count) + " CUDA device(s) are visible");
       hvd::TensorEntry& e = group[i];
-      e.request.spec = {static_cast<hvd::OpType>(op), static_cast<hvd::ReduceOp>(reduce),
-                        static_cast<hvd::DataType>(dtypes[i]), hvd::Memory::Cuda, process_set, root_rank, prescale,
-                        postscale};
+      e.request.spec = op_spec(op, reduce, dtypes[i], hvd::Memory::Cuda, process_set, root_rank, prescale, postscale);
       e.request.name = name;
       e.request.shape = std::move(shapes[i]);
       e.input = reinterpret_cast<const void*>(inputs[i]);

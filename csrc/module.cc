@@ -89,7 +89,7 @@ hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handl
     return p;
   };
   if (output.ptr() == input.ptr()) {  // in place: one read, which must allow writing
-    e.output = read(input, true, true, "array to reduce in place");
+    e.output = read(input, true, true, "array written in place");
     e.input = e.output;
   } else {
     e.input = read(input, false, true, "input array");
@@ -129,6 +129,16 @@ nb::dict metrics_dict(const hvd::Metrics& m) {
 }  // namespace
 
 namespace jhvd {
+
+hvd::OpSpec op_spec(int op, int reduce, int dtype, hvd::Memory memory, int process_set, int root_rank,
+                    double prescale, double postscale) {
+  auto in = [](int v, auto last) { return v >= 0 && v <= static_cast<int>(last); };
+  if (!in(op, hvd::OpType::Barrier) || !in(reduce, hvd::ReduceOp::Product) || !in(dtype, hvd::DataType::Bool))
+    throw hvd::InvalidArgument("enqueue: op " + std::to_string(op) + ", reduce op " + std::to_string(reduce) +
+                               " or dtype " + std::to_string(dtype) + " is not one the engine knows");
+  return {static_cast<hvd::OpType>(op), static_cast<hvd::ReduceOp>(reduce), static_cast<hvd::DataType>(dtype),
+          memory, process_set, root_rank, prescale, postscale};
+}
 
 // Holds the registry lock while enqueueing, so a concurrent shutdown cannot free the engine meanwhile.
 HandleGroup enqueue_entries(std::vector<hvd::TensorEntry> group) {
@@ -204,9 +214,8 @@ NB_MODULE(_C, m) {
     std::vector<hvd::TensorEntry> group;
     group.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      hvd::OpSpec spec{static_cast<hvd::OpType>(op), static_cast<hvd::ReduceOp>(reduce),
-                       static_cast<hvd::DataType>(dtypes[i]), hvd::Memory::Host, process_set, root_rank, prescale,
-                       postscale};
+      hvd::OpSpec spec = jhvd::op_spec(op, reduce, dtypes[i], hvd::Memory::Host, process_set, root_rank, prescale,
+                                       postscale);
       group.push_back(host_entry(spec, std::move(names[i]), inputs[i], outputs[i]));
       group.back().splits = splits;
     }

@@ -180,8 +180,8 @@ void push(int op, std::vector<std::string> names, const std::vector<uintptr_t>& 
   if (arrays.empty() || names.size() != arrays.size())
     throw nb::value_error("mxnet_push: need one name per NDArray, and at least one NDArray");
   auto p = std::make_unique<PushedOp>();
-  p->spec = {static_cast<hvd::OpType>(op), static_cast<hvd::ReduceOp>(reduce), hvd::DataType::Float32,
-             hvd::Memory::Host, process_set, root_rank, prescale, postscale};
+  p->spec = op_spec(op, reduce, static_cast<int>(hvd::DataType::Float32), hvd::Memory::Host, process_set, root_rank,
+                    prescale, postscale);
   p->names = std::move(names);
   p->arrays.reserve(arrays.size());
   std::vector<NDArrayHandle> deps;

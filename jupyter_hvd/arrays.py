@@ -37,6 +37,9 @@ def as_array(tensor: Any, what: str, in_place: bool = False) -> Union[np.ndarray
         arr = np.asarray(tensor)
     else:
         raise TypeError(f"{what}: expected a numpy array or a DLPack tensor, got {type(tensor).__name__}")
+    if in_place and not arr.flags.writeable:
+        raise ValueError(f"{what}: a tensor written in place must be C-contiguous and writable; this one is "
+                         "read-only")
     if not arr.flags.c_contiguous:
         if in_place:
             raise ValueError(f"{what}: a tensor written in place must be C-contiguous (use np.ascontiguousarray)")

@@ -50,12 +50,20 @@ def resolve_op(average: Optional[bool], op: Optional[int], default: int = Averag
     return op
 
 
-def _check_reduce(code: int, op: int, prescale: float, postscale: float, what: str) -> None:
-    """Reject reductions a dtype cannot do (other ops pass Sum and no scaling, so they always pass)."""
+def _check_reduce(code: int, op: int, prescale: float, postscale: float, what: str, on_device: bool) -> None:
+    """Reject reductions a dtype cannot do (other ops pass Sum and no scaling, so they always pass).
+
+    As in Horovod, host tensors of any numeric dtype may be scaled: integers in float64, the result cast
+    back (toward zero); GPU tensors are scaled by NCCL, which multiplies integers by an integer factor, so
+    there only floating-point tensors may be."""
     if code == BOOL_CODE and op == Average:
         raise TypeError(f"{what}: Average is not defined for bool tensors")
-    if code not in FLOAT_CODES and (prescale != 1.0 or postscale != 1.0):
-        raise TypeError(f"{what}: prescale_factor/postscale_factor need a floating-point tensor")
+    if prescale == 1.0 and postscale == 1.0:
+        return
+    if code == BOOL_CODE:
+        raise TypeError(f"{what}: prescale_factor/postscale_factor cannot scale bool tensors")
+    if on_device and code not in FLOAT_CODES:
+        raise TypeError(f"{what}: prescale_factor/postscale_factor on GPU tensors need a floating-point dtype")
 
 
 def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names: Sequence[Optional[str]],
@@ -71,7 +79,7 @@ def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names
         codes.append(dtype_code(a.dtype, kind))
         on_device += isinstance(a, DeviceArray)
     for code in set(codes):
-        _check_reduce(code, reduce, prescale, postscale, kind)
+        _check_reduce(code, reduce, prescale, postscale, kind, on_device > 0)
     for n in names:  # once all are valid: only calls that will run take an automatic name
         named.append(_name(kind, n, pid))
     args = (reduce, pid, root_rank, float(prescale), float(postscale), list(splits))
@@ -187,11 +195,16 @@ def grouped_allreduce_(tensors: Sequence[np.ndarray], average: Optional[bool] = 
                                     process_set).wait()
 
 
+def require_rows(tensors: Sequence[Any], kind: str) -> None:
+    """ValueError for a 0-d tensor: ops that split or join along the first dimension need one (as in Horovod)."""
+    if any(len(t.shape) == 0 for t in tensors):
+        raise ValueError(f"{kind}: the tensor needs at least one dimension")
+
+
 def _allgather(tensors: Sequence[Any], kind: str, names: Sequence[Optional[str]], process_set: ProcessSet,
                group: bool) -> Handle:
     arrs = [as_array(t, kind) for t in tensors]
-    if any(a.ndim == 0 for a in arrs):
-        raise ValueError(f"{kind}: the tensor needs at least one dimension")
+    require_rows(arrs, kind)
     return _enqueue(_ALLGATHER, kind, arrs, [None] * len(arrs), names, process_set,
                     [_engine_output(a) for a in arrs], group=group)
 
@@ -255,19 +268,26 @@ def broadcast_(tensor: np.ndarray, root_rank: int, name: Optional[str] = None,
     return broadcast_async_(tensor, root_rank, name, process_set).wait()
 
 
+def _split_counts(splits: Any) -> list:
+    """``splits`` as a list of ints; ValueError for anything but integers (Horovod takes int32 tensors)."""
+    arr = np.asarray(splits.numpy() if hasattr(splits, "numpy") and not isinstance(splits, np.ndarray) else splits)
+    if arr.size and arr.dtype.kind not in "iu":
+        raise ValueError(f"alltoall: splits must be integers, got {arr.dtype}")
+    return [int(s) for s in arr.reshape(-1)]
+
+
 def alltoall_async(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional[str] = None,
                    process_set: ProcessSet = global_process_set) -> Handle:
     """Start an alltoall: rows splits[i] of ``tensor`` go to the i-th member of the set."""
     arr = as_array(tensor, "alltoall")
     n = process_set.size()
-    if arr.ndim == 0:
-        raise ValueError("alltoall: the tensor needs at least one dimension")
+    require_rows([arr], "alltoall")
     if splits is None:
         if arr.shape[0] % n:
             raise ValueError(f"alltoall: first dimension {arr.shape[0]} is not divisible by {n} ranks; pass splits")
         split_list: list = []
     else:
-        split_list = [int(s) for s in np.asarray(splits).reshape(-1)]
+        split_list = _split_counts(splits)
         if len(split_list) != n or any(s < 0 for s in split_list) or sum(split_list) != arr.shape[0]:
             raise ValueError(f"alltoall: splits {split_list} must be {n} non-negative counts "
                              f"summing to the first dimension {arr.shape[0]}")
@@ -292,8 +312,7 @@ def _reducescatter(tensors: Sequence[Any], kind: str, names: Sequence[Optional[s
     op = resolve_op(None, op)
     if op not in (Sum, Average):
         raise ValueError(f"{kind} supports op=hvd.Sum or hvd.Average")
-    if any(a.ndim == 0 for a in arrs):
-        raise ValueError(f"{kind}: the tensor needs at least one dimension")
+    require_rows(arrs, kind)
     return _enqueue(_REDUCESCATTER, kind, arrs, [None] * len(arrs), names, process_set,
                     [_engine_output(a) for a in arrs], group=group, reduce=op, prescale=prescale, postscale=postscale)
 

@@ -190,3 +190,15 @@ def test_the_extension_exports_only_its_entry_point():
 @pytest.mark.parametrize("np_", [2, 3, 4])
 def test_names_are_scoped_by_process_set(np_):
     run_rank_tests(np_, "rank_set_names.py")
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_horovod_semantics(np_):
+    run_rank_tests(np_, "rank_horovod_semantics.py")
+
+
+@pytest.mark.parametrize("np_,env", [(2, {}), (3, {"JUPYTER_HVD_TEST_MPI_MAX_COUNT": "64"}),
+                                     (4, {"JUPYTER_HVD_TEST_MPI_MAX_COUNT": "64",
+                                          "JUPYTER_HVD_RING_ALLREDUCE_BYTES": "1"})], ids=["real", "64", "64-ring"])
+def test_buffers_past_one_mpi_call(np_, env):
+    run_rank_tests(np_, "rank_large_counts.py", env=env, timeout=400)

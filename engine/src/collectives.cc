@@ -19,8 +19,6 @@ Status mpi_status(int rc, const char* what) {
 
 namespace {
 
-constexpr int64_t kChunk = INT_MAX / 16;  // elements per MPI call, below int count limits
-
 // Rank 0 sends the response and starts at once; the others start once they have read it. So led, ring
 // allreduces ran 25-30% slower on 2 ranks (Open MPI's at 4 MiB, against MPI_Allreduce called directly;
 // ours at 32 MiB) and ring reducescatters about 10%; meeting at a barrier first takes that away.
@@ -39,8 +37,8 @@ Status allreduce_into(CollectiveContext& c, const Response& r, const void* in, v
   size_t es = dtype_size(r.spec.dtype);
   if (Status s = sync_before_reduction(c, count * static_cast<int64_t>(es)); !s.ok()) return s;
   const int ranks = static_cast<int>(c.set.ranks.size()), me = c.set.rank_in_set(c.global_rank);
-  for (int64_t off = 0; off < count; off += kChunk) {
-    int n = static_cast<int>(std::min(kChunk, count - off));
+  for (int64_t off = 0; off < count; off += c.piece()) {
+    int n = static_cast<int>(std::min(c.piece(), count - off));
     // For large buffers Open MPI picks Rabenseifner's algorithm, which took 2.3x as long as a plain ring
     // on 32 MiB over 2 ranks here.
     bool ring = ranks > 1 && c.ring_allreduce_bytes > 0 && n * static_cast<int64_t>(es) >= c.ring_allreduce_bytes;
@@ -65,20 +63,49 @@ int64_t row_bytes(const Request& q) {
   return n;
 }
 
-// Byte counts and displacements of blocks of `rows[i]` rows each, for the MPI v-collectives.
+// Byte counts and displacements of blocks of `rows[i]` rows each, for the MPI v-collectives; `fits` is false
+// when a count or a displacement passes what one MPI call takes.
 struct BlockLayout {
-  std::vector<int> counts, displs;
+  std::vector<int64_t> counts, displs;
   int64_t total_rows = 0;
+  bool fits = true;
+  std::vector<int> int_counts() const { return {counts.begin(), counts.end()}; }
+  std::vector<int> int_displs() const { return {displs.begin(), displs.end()}; }
 };
 
-BlockLayout block_layout(const std::vector<int64_t>& rows, int64_t row_bytes) {
+BlockLayout block_layout(const std::vector<int64_t>& rows, int64_t row_bytes, int64_t max_count) {
   BlockLayout l;
   for (int64_t r : rows) {
-    l.counts.push_back(static_cast<int>(r * row_bytes));
-    l.displs.push_back(static_cast<int>(l.total_rows * row_bytes));
+    l.counts.push_back(r * row_bytes);
+    l.displs.push_back(l.total_rows * row_bytes);
+    l.fits &= l.counts.back() <= max_count && l.displs.back() <= max_count;
     l.total_rows += r;
   }
   return l;
+}
+
+// Posts the sends or receives of `bytes` at `p` to or from set member `peer`, in pieces (tag 2).
+void post_pieces(CollectiveContext& c, bool send, char* p, int64_t bytes, int peer, std::vector<MPI_Request>& reqs) {
+  for (int64_t off = 0; off < bytes; off += c.piece()) {
+    const int n = static_cast<int>(std::min(c.piece(), bytes - off));
+    reqs.emplace_back();
+    if (send) MPI_Isend(p + off, n, MPI_BYTE, peer, 2, c.set.comm, &reqs.back());
+    else MPI_Irecv(p + off, n, MPI_BYTE, peer, 2, c.set.comm, &reqs.back());
+  }
+}
+
+// Block i of `send` to member i and block i of `recv` from it, as point-to-point pieces: for layouts past
+// what MPI_Alltoallv and MPI_Allgatherv take. The caller copies its own block.
+Status exchange_blocks(CollectiveContext& c, const char* send, const BlockLayout& out, char* recv,
+                       const BlockLayout& in) {
+  const int n = static_cast<int>(c.set.ranks.size()), me = c.set.rank_in_set(c.global_rank);
+  std::vector<MPI_Request> reqs;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    post_pieces(c, false, recv + in.displs[peer], in.counts[peer], peer, reqs);
+    post_pieces(c, true, const_cast<char*>(send) + out.displs[peer], out.counts[peer], peer, reqs);
+  }
+  return mpi_status(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
 }
 
 void* output_of(TensorEntry& e, int64_t nbytes, std::vector<int64_t> shape) {
@@ -139,13 +166,24 @@ Status run_allgather(CollectiveContext& c, const Response& r, TensorEntry& e) {
   const Request& q = e.request;
   int64_t t0 = now_us();
   const int64_t rb = row_bytes(q);
-  BlockLayout recv = block_layout(r.rows, rb);
+  BlockLayout recv = block_layout(r.rows, rb, c.max_count);
   std::vector<int64_t> shape = q.shape;
   shape[0] = recv.total_rows;
-  void* out = output_of(e, recv.total_rows * rb, shape);
-  Status s = mpi_status(MPI_Allgatherv(q.num_bytes() ? e.input : nullptr, static_cast<int>(q.num_bytes()),
-                                       MPI_BYTE, out, recv.counts.data(), recv.displs.data(), MPI_BYTE, c.set.comm),
-                        "MPI_Allgatherv");
+  auto* out = static_cast<char*>(output_of(e, recv.total_rows * rb, shape));
+  Status s;
+  if (recv.fits) {
+    std::vector<int> counts = recv.int_counts(), displs = recv.int_displs();
+    s = mpi_status(MPI_Allgatherv(q.num_bytes() ? e.input : nullptr, static_cast<int>(q.num_bytes()), MPI_BYTE, out,
+                                  counts.data(), displs.data(), MPI_BYTE, c.set.comm),
+                   "MPI_Allgatherv");
+  } else {  // every member's block to every other, and this rank's own copied into place
+    const int me = c.set.rank_in_set(c.global_rank);
+    std::memcpy(out + recv.displs[me], e.input, static_cast<size_t>(q.num_bytes()));
+    BlockLayout mine = recv;  // this rank's block, sent to every member
+    for (auto& d : mine.displs) d = 0;
+    for (auto& n : mine.counts) n = q.num_bytes();
+    s = exchange_blocks(c, static_cast<const char*>(e.input), mine, out, recv);
+  }
   c.record(Phase::Collective, t0);
   return s;
 }
@@ -158,8 +196,8 @@ Status run_broadcast(CollectiveContext& c, const Response& r, TensorEntry& e) {
   int64_t t0 = now_us();
   auto* p = static_cast<char*>(out);
   Status s;
-  for (int64_t off = 0; off < q.num_bytes() && s.ok(); off += kChunk)
-    s = mpi_status(MPI_Bcast(p + off, static_cast<int>(std::min(kChunk, q.num_bytes() - off)), MPI_BYTE,
+  for (int64_t off = 0; off < q.num_bytes() && s.ok(); off += c.piece())
+    s = mpi_status(MPI_Bcast(p + off, static_cast<int>(std::min(c.piece(), q.num_bytes() - off)), MPI_BYTE,
                              root, c.set.comm), "MPI_Bcast");
   c.record(Phase::Collective, t0);
   return s;
@@ -176,13 +214,24 @@ Status run_alltoall(CollectiveContext& c, const Response&, TensorEntry& e) {
                                      c.set.comm), "MPI_Alltoall");
   if (!s.ok()) return s;
   const int64_t rb = row_bytes(q);
-  BlockLayout send = block_layout(send_rows, rb), recv = block_layout(recv_rows, rb);
+  BlockLayout send = block_layout(send_rows, rb, c.max_count), recv = block_layout(recv_rows, rb, c.max_count);
   std::vector<int64_t> shape = q.shape;
   shape[0] = recv.total_rows;
-  void* out = output_of(e, recv.total_rows * rb, shape);
+  auto* out = static_cast<char*>(output_of(e, recv.total_rows * rb, shape));
   e.handle->received_splits = recv_rows;
-  s = mpi_status(MPI_Alltoallv(e.input, send.counts.data(), send.displs.data(), MPI_BYTE, out, recv.counts.data(),
-                               recv.displs.data(), MPI_BYTE, c.set.comm), "MPI_Alltoallv");
+  // Every member must take the same path: one whose layout does not fit makes all exchange blocks.
+  int fits = send.fits && recv.fits, all_fit = 0;
+  s = mpi_status(MPI_Allreduce(&fits, &all_fit, 1, MPI_INT, MPI_MIN, c.set.comm), "MPI_Allreduce");
+  if (s.ok() && all_fit) {
+    std::vector<int> sc = send.int_counts(), sd = send.int_displs(), rc = recv.int_counts(), rd = recv.int_displs();
+    s = mpi_status(MPI_Alltoallv(e.input, sc.data(), sd.data(), MPI_BYTE, out, rc.data(), rd.data(), MPI_BYTE,
+                                 c.set.comm), "MPI_Alltoallv");
+  } else if (s.ok()) {
+    const int me = c.set.rank_in_set(c.global_rank);
+    std::memcpy(out + recv.displs[me], static_cast<const char*>(e.input) + send.displs[me],
+                static_cast<size_t>(send.counts[me]));
+    s = exchange_blocks(c, static_cast<const char*>(e.input), send, out, recv);
+  }
   c.record(Phase::Collective, t0);
   return s;
 }
@@ -192,12 +241,12 @@ Status run_reducescatter(CollectiveContext& c, const Response& r, TensorEntry& e
   const Request& q = e.request;
   const int64_t rows = q.shape.empty() ? 1 : q.shape[0];
   const int64_t row_elems = row_bytes(q) / static_cast<int64_t>(dtype_size(q.spec.dtype));
-  std::vector<int> counts(n);
-  for (int i = 0; i < n; ++i) counts[i] = static_cast<int>((rows / n + (i < rows % n ? 1 : 0)) * row_elems);
+  std::vector<int64_t> counts(n);
+  for (int i = 0; i < n; ++i) counts[i] = (rows / n + (i < rows % n ? 1 : 0)) * row_elems;
   int me = c.set.rank_in_set(c.global_rank);
   std::vector<int64_t> shape = q.shape;
   shape[0] = rows / n + (me < rows % n ? 1 : 0);
-  void* out = output_of(e, int64_t(counts[me]) * dtype_size(q.spec.dtype), shape);
+  void* out = output_of(e, counts[me] * static_cast<int64_t>(dtype_size(q.spec.dtype)), shape);
   const void* in = e.input;
   if (r.spec.prescale != 1.0) {  // scale a copy: the caller's input stays untouched
     if (static_cast<int64_t>(c.fusion_buffer.size()) < q.num_bytes()) c.fusion_buffer.resize(q.num_bytes());
@@ -211,7 +260,7 @@ Status run_reducescatter(CollectiveContext& c, const Response& r, TensorEntry& e
   // the ring, half of a ring allreduce, took 0.9x (4 MiB) and 0.25x (32 MiB).
   Status s = ring_reduce_scatter(c.set.comm, me, static_cast<const char*>(in), static_cast<char*>(out), counts,
                                  c.reductions.type(q.spec.dtype), c.reductions.op(q.spec.dtype, r.spec.reduce),
-                                 dtype_size(q.spec.dtype), c.ring_buffer);
+                                 dtype_size(q.spec.dtype), c.piece(), c.ring_buffer);
   c.record(Phase::Collective, t0);
   finish_reduce(r, out, counts[me], n);
   return s;

@@ -1,6 +1,8 @@
 // The data phase: runs one negotiated response on the member ranks' buffers over MPI.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -22,6 +24,10 @@ struct CollectiveContext {
   std::function<void(Phase, int64_t start_us)> record;
   int64_t sync_reduce_bytes = 0;  // allreduces and reducescatters of at least this many bytes start with a barrier; 0: none
   int64_t ring_allreduce_bytes = 0;  // allreduces of at least this many bytes run around a ring; 0: none
+  // The largest count one MPI call takes (an int's range; tests lower it to reach the paths past it). Larger
+  // buffers go in pieces of a 16th of it, and v-collectives whose counts or offsets pass it in other calls.
+  int64_t max_count = INT32_MAX;
+  int64_t piece() const { return std::max<int64_t>(1, max_count / 16); }
 };
 
 // An MPI return code as a Status naming the call.

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -89,6 +90,8 @@ Config Config::from_env() {
   if (auto v = env("HOROVOD_LOG_HIDE_TIME")) c.log_hide_time = std::string(v) == "1";
   if (auto v = env("HOROVOD_THREAD_AFFINITY")) c.thread_affinity = integers("HOROVOD_THREAD_AFFINITY", v);
   if (auto v = env("JUPYTER_HVD_TEST_RANKS_PER_HOST")) c.test_ranks_per_host = integer("JUPYTER_HVD_TEST_RANKS_PER_HOST", v, 0);
+  if (auto v = env("JUPYTER_HVD_TEST_MPI_MAX_COUNT"))
+    c.test_mpi_max_count = std::min<int64_t>(INT32_MAX, integer("JUPYTER_HVD_TEST_MPI_MAX_COUNT", v, 16));
   if (auto v = env("HOROVOD_AUTOTUNE")) c.autotune.enabled = std::string(v) == "1";
   if (auto v = env("HOROVOD_AUTOTUNE_LOG")) c.autotune.log_path = v;
   if (auto v = env("HOROVOD_AUTOTUNE_WARMUP_SAMPLES")) c.autotune.warmup_samples = integer("HOROVOD_AUTOTUNE_WARMUP_SAMPLES", v, 0);

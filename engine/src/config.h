@@ -42,6 +42,7 @@ struct Config {
   bool log_hide_time = false;           // HOROVOD_LOG_HIDE_TIME=1: log lines without the time
   std::vector<int> thread_affinity;     // HOROVOD_THREAD_AFFINITY: a core per local rank for its engine thread
   int test_ranks_per_host = 0;          // JUPYTER_HVD_TEST_RANKS_PER_HOST: tests treat k consecutive ranks as a host
+  int64_t test_mpi_max_count = INT32_MAX;  // JUPYTER_HVD_TEST_MPI_MAX_COUNT: tests lower MPI's count limit
 
   // Throws std::invalid_argument, naming the variable, for a value that is not a number in range.
   static Config from_env();

@@ -11,8 +11,9 @@ namespace {
 // MPI tags are kind + kKinds * (epoch mod kEpochs): below 32768, the least MPI_TAG_UB MPI promises.
 constexpr int kKinds = 8, kEpochs = 4096;
 
-// Sends that had not completed when their engine stopped (a peer that stopped first never reads them):
-// MPI may still read their buffers, so they live here until they complete, checked by later engines.
+// Sends that had not completed when their engine stopped (a peer that stopped first had not read them):
+// MPI may still read their buffers, so they live here until they complete, checked by later engines (whose
+// channel on the same communicator receives those messages and drops them by their epoch).
 std::mutex g_unfinished_mu;
 std::list<std::pair<MPI_Request, std::vector<char>>> g_unfinished;
 

@@ -102,7 +102,7 @@ std::string Coordinator::validate(const std::vector<Request>& rs, const std::vec
       return "mismatched data types: " + on(dtype_name(x.dtype), a.rank) + ", " + on(dtype_name(y.dtype), b.rank);
     if ((x.op == OpType::Allreduce || x.op == OpType::Reducescatter) && y.reduce != x.reduce)
       return "mismatched reduce ops: " + on(reduce_name(x.reduce), a.rank) + ", " + on(reduce_name(y.reduce), b.rank);
-    if (y.prescale != x.prescale || y.postscale != x.postscale)
+    if (!y.same_scaling(x))
       return "mismatched prescale/postscale factors (rank " + std::to_string(a.rank) + " vs rank " +
              std::to_string(b.rank) + ")";
     if (x.op == OpType::Broadcast && y.root_rank != x.root_rank)

@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "collectives.h"
+#include "comm_pool.h"
 #include "gpu/gpu_collectives.h"
 #include "log.h"
 #include "log_format.h"
@@ -38,9 +39,10 @@ Engine::Engine(MPI_Comm comm, Config config)
   MPI_Query_thread(&provided);
   if (provided < MPI_THREAD_MULTIPLE)
     throw std::runtime_error("MPI was initialised without MPI_THREAD_MULTIPLE support");
-  MPI_Comm_dup(comm, &ctrl_);
-  MPI_Comm_dup(comm, &data_);
-  MPI_Comm_dup(comm, &admin_);
+  const EngineComms comms = engine_comms(comm);
+  ctrl_ = comms.ctrl;
+  data_ = comms.data;
+  admin_ = comms.admin;
   MPI_Comm_rank(admin_, &topo_.rank);
   MPI_Comm_size(admin_, &topo_.size);
   MPI_Comm local, cross;
@@ -79,8 +81,9 @@ Engine::Engine(MPI_Comm comm, Config config)
     }
     return channel_->pending(kAbort);
   });
-  // Every rank's engine count agrees unless some rank started engines on other communicators: the largest
-  // is an epoch none of them has used on this one.
+  // The engine's communicators outlive it (comm_pool.h), so each engine on them takes a new epoch: every
+  // rank's count of engines agrees unless some started engines on other communicators, and the largest
+  // is one none of them has used on these.
   int epoch = 0;
   MPI_Allreduce(&g_engines_started, &epoch, 1, MPI_INT, MPI_MAX, admin_);
   g_engines_started = epoch + 1;
@@ -226,9 +229,8 @@ void Engine::shutdown() {
   free_comms();
 }
 
-// Freeing is local in Open MPI and legal with sends still pending (the control channel keeps their buffers).
-// A peer's late notice on a communicator that a later engine gets again carries this engine's epoch, and is
-// dropped there.
+// The process sets' communicators carry only collectives, which every member finished before its engine
+// stopped, so they can go; the engine's own are kept for the next engine (see comm_pool.h).
 void Engine::free_comms() {
   channel_.reset();
   gpu_.reset();
@@ -236,8 +238,6 @@ void Engine::free_comms() {
     MPI_Comm c = ps->comm;
     if (ps->id != 0 && c != MPI_COMM_NULL) MPI_Comm_free(&c);
   }
-  for (MPI_Comm* c : {&ctrl_, &data_, &admin_})
-    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
 Status Engine::stop_status() const {
@@ -660,7 +660,7 @@ Status Engine::run(const Response& r, std::vector<TensorEntry*>& es, const Proce
   };
   CollectiveContext c{set, topo_.rank, *reductions_, fusion_buffer_, ring_buffer_,
                       [&](Phase p, int64_t start) { span(p, op_name(r.spec.op), start, now_us()); },
-                      config_.sync_reduce_bytes, config_.ring_allreduce_bytes};
+                      config_.sync_reduce_bytes, config_.ring_allreduce_bytes, config_.test_mpi_max_count};
   if (r.spec.memory == Memory::Cuda) return gpu_->run(c, r, es, span);
   switch (r.spec.op) {
     case OpType::Allreduce: return run_allreduce(c, r, es);

@@ -85,7 +85,7 @@ class Engine {
   void on_engine_error(const std::string& what);            // anything the loop threw: an abort
   void submit(std::vector<TensorEntry> fresh);
   void remove_sets(const std::vector<int32_t>& ids);  // engine thread: what remove_process_set asked
-  void free_comms();
+  void free_comms();  // once stopped: the channel, the GPU state and the process sets' communicators
   void dispatch(Message& m);
   void coordinate(bool got_requests);
   void distribute(std::vector<Response> responses);

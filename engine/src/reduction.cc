@@ -1,6 +1,7 @@
 #include "reduction.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "half.h"
 
@@ -28,10 +29,18 @@ int op_index(ReduceOp r) {
   return 0;
 }
 
+// Integers scale in double and go back toward zero, as Horovod's do; a result out of the type's range
+// saturates (the bare conversion is undefined) and NaN becomes 0.
 template <typename T>
-void scale(void* buf, int64_t n, double f) {
+void scale_integers(void* buf, int64_t n, double f) {
+  constexpr double lo = static_cast<double>(std::numeric_limits<T>::min());
+  constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());  // 2^63 for int64: not a value
   auto* p = static_cast<T*>(buf);
-  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] * f);
+  for (int64_t i = 0; i < n; ++i) {
+    double x = static_cast<double>(p[i]) * f;
+    p[i] = x >= hi ? std::numeric_limits<T>::max() : x <= lo ? std::numeric_limits<T>::min()
+                                                             : (x == x ? static_cast<T>(x) : T(0));
+  }
 }
 
 template <typename T>
@@ -40,10 +49,12 @@ void divide(void* buf, int64_t count, int n) {
   for (int64_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] / n);
 }
 
+// Half-precision values scale in float32, as Horovod scales them on the CPU.
 template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
 void scale_half(void* buf, int64_t n, double f) {
   auto* p = static_cast<uint16_t*>(buf);
-  for (int64_t i = 0; i < n; ++i) p[i] = FromF(static_cast<float>(ToF(p[i]) * f));
+  const float ff = static_cast<float>(f);
+  for (int64_t i = 0; i < n; ++i) p[i] = FromF(ToF(p[i]) * ff);
 }
 
 }  // namespace
@@ -96,10 +107,10 @@ MPI_Op Reductions::op(DataType t, ReduceOp r) const {
 void scale_buffer(DataType t, void* buf, int64_t n, double f) {
   if (f == 1.0) return;
   switch (t) {
-    case DataType::UInt8: scale<uint8_t>(buf, n, f); break;
-    case DataType::Int8: scale<int8_t>(buf, n, f); break;
-    case DataType::Int32: scale<int32_t>(buf, n, f); break;
-    case DataType::Int64: scale<int64_t>(buf, n, f); break;
+    case DataType::UInt8: scale_integers<uint8_t>(buf, n, f); break;
+    case DataType::Int8: scale_integers<int8_t>(buf, n, f); break;
+    case DataType::Int32: scale_integers<int32_t>(buf, n, f); break;
+    case DataType::Int64: scale_integers<int64_t>(buf, n, f); break;
     case DataType::Float16: scale_half<half_to_float, float_to_half>(buf, n, f); break;
     case DataType::BFloat16: scale_half<bf16_to_float, float_to_bf16>(buf, n, f); break;
     case DataType::Float32: {
@@ -108,12 +119,20 @@ void scale_buffer(DataType t, void* buf, int64_t n, double f) {
       for (int64_t i = 0; i < n; ++i) p[i] *= ff;
       break;
     }
-    case DataType::Float64: scale<double>(buf, n, f); break;
+    case DataType::Float64: {
+      auto* p = static_cast<double*>(buf);
+      for (int64_t i = 0; i < n; ++i) p[i] *= f;
+      break;
+    }
     case DataType::Bool: break;
   }
 }
 
 void average_buffer(DataType t, void* buf, int64_t count, int n, double postscale) {
+  if (!is_float(t) && postscale != 1.0) {  // Horovod's factor, postscale / n, in double
+    scale_buffer(t, buf, count, postscale / n);
+    return;
+  }
   switch (t) {
     case DataType::UInt8: divide<uint8_t>(buf, count, n); break;
     case DataType::Int8: divide<int8_t>(buf, count, n); break;

@@ -24,9 +24,11 @@ class Reductions {
   MPI_Op half_ops_[2][4];  // [float16, bfloat16][Sum/Average, Min, Max, Product]
 };
 
-// buf[i] *= factor for `count` elements of `t` (integers truncate toward zero).
+// buf[i] *= factor for `count` elements of `t`: integers in double, truncated toward zero and saturated
+// at the type's range; float16 and bfloat16 in float32.
 void scale_buffer(DataType t, void* buf, int64_t count, double factor);
-// Finishes an Average: floats scale by postscale/n, integers divide by n exactly (toward zero).
+// Finishes an Average: floats scale by postscale/n; integers divide by n exactly (toward zero), or with a
+// postscale, scale by postscale/n as Horovod does.
 void average_buffer(DataType t, void* buf, int64_t count, int n, double postscale);
 
 }  // namespace hvd

@@ -1,6 +1,7 @@
 #include "ring.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "collectives.h"
@@ -8,31 +9,25 @@
 namespace hvd {
 namespace {
 
-std::vector<int64_t> firsts(const std::vector<int>& counts) {  // each block's first element
+std::vector<int64_t> firsts(const std::vector<int64_t>& counts) {  // each block's first element
   std::vector<int64_t> first(counts.size(), 0);
   for (size_t i = 1; i < counts.size(); ++i) first[i] = first[i - 1] + counts[i - 1];
   return first;
 }
 
-}  // namespace
-
+// One reduce-scatter around the ring, of blocks that start at blocks[i] and are counts[i] (an int) long.
 // At step k a rank passes its running sum of block me-k-1 to the next rank, and adds its own input to
 // the running sum of block me-k-2 that the previous rank passed it; after n-1 steps that block is its own.
-Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, const std::vector<int>& counts,
-                           MPI_Datatype type, MPI_Op op, size_t esz, std::vector<char>& scratch) {
+Status ring_pass(MPI_Comm comm, int me, const std::vector<const char*>& blocks, char* out,
+                 const std::vector<int>& counts, MPI_Datatype type, MPI_Op op, size_t esz,
+                 std::vector<char>& scratch) {
   const int n = static_cast<int>(counts.size());
-  const std::vector<int64_t> first = firsts(counts);
-  const char* mine = in + first[me] * esz;
-  if (n == 1) {
-    if (out != mine) std::memcpy(out, mine, static_cast<size_t>(counts[0]) * esz);
-    return Status::Ok();
-  }
-  const bool in_place = out == mine;
+  const bool in_place = out == blocks[me];
   const int before = (me + n - 1) % n, after = (me + 1) % n;
   const size_t block = static_cast<size_t>(*std::max_element(counts.begin(), counts.end())) * esz;
   if (scratch.size() < 2 * block) scratch.resize(2 * block);
   char* spare[2] = {scratch.data(), scratch.data() + block};
-  const char* send = in + first[before] * esz;  // step 0 passes this rank's own input of that block
+  const char* send = blocks[before];  // step 0 passes this rank's own input of that block
   int send_count = counts[before];
   for (int k = 0; k < n - 1; ++k) {
     const int b = (me + 2 * n - k - 2) % n;
@@ -43,8 +38,7 @@ Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, con
     if (!s.ok()) return s;
     // The running sum absorbs this rank's block; in place, the last one goes into the block itself.
     s = last && in_place ? mpi_status(MPI_Reduce_local(recv, out, counts[b], type, op), "MPI_Reduce_local")
-                         : mpi_status(MPI_Reduce_local(in + first[b] * esz, recv, counts[b], type, op),
-                                      "MPI_Reduce_local");
+                         : mpi_status(MPI_Reduce_local(blocks[b], recv, counts[b], type, op), "MPI_Reduce_local");
     if (!s.ok()) return s;
     send = recv;
     send_count = counts[b];
@@ -52,18 +46,48 @@ Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, con
   return Status::Ok();
 }
 
+}  // namespace
+
+Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, const std::vector<int64_t>& counts,
+                           MPI_Datatype type, MPI_Op op, size_t esz, int64_t max_count,
+                           std::vector<char>& scratch) {
+  const int n = static_cast<int>(counts.size());
+  const std::vector<int64_t> first = firsts(counts);
+  if (n == 1) {
+    if (out != in) std::memcpy(out, in, static_cast<size_t>(counts[0]) * esz);
+    return Status::Ok();
+  }
+  // Slice j of every block is its elements [j * max_count, (j + 1) * max_count): every rank makes the same
+  // number of passes, some with empty slices.
+  const int64_t largest = *std::max_element(counts.begin(), counts.end());
+  const int64_t passes = std::max<int64_t>(1, (largest + max_count - 1) / max_count);
+  std::vector<const char*> blocks(n);
+  std::vector<int> slice(n);
+  for (int64_t j = 0; j < passes; ++j) {
+    const int64_t from = j * max_count;
+    for (int i = 0; i < n; ++i) {
+      blocks[i] = in + (first[i] + from) * static_cast<int64_t>(esz);
+      slice[i] = static_cast<int>(std::clamp<int64_t>(counts[i] - from, 0, max_count));
+    }
+    Status s = ring_pass(comm, me, blocks, out + from * static_cast<int64_t>(esz), slice, type, op, esz, scratch);
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
 Status ring_allreduce(MPI_Comm comm, int me, int n, const char* in, char* out, int count, MPI_Datatype type,
                       MPI_Op op, size_t esz, std::vector<char>& scratch) {
-  std::vector<int> counts(n);
+  std::vector<int64_t> counts(n);
   for (int i = 0; i < n; ++i) counts[i] = count / n + (i < count % n ? 1 : 0);
   const std::vector<int64_t> first = firsts(counts);
-  Status s = ring_reduce_scatter(comm, me, in, out + first[me] * esz, counts, type, op, esz, scratch);
+  Status s = ring_reduce_scatter(comm, me, in, out + first[me] * esz, counts, type, op, esz, INT_MAX, scratch);
   // Each rank passes on the reduced block it got last, starting with its own.
   const int before = (me + n - 1) % n, after = (me + 1) % n;
   for (int k = 0; k < n - 1 && s.ok(); ++k) {
     const int give = (me + n - k) % n, take = (me + 2 * n - k - 1) % n;
-    s = mpi_status(MPI_Sendrecv(out + first[give] * esz, counts[give], type, after, 1, out + first[take] * esz,
-                                counts[take], type, before, 1, comm, MPI_STATUS_IGNORE),
+    s = mpi_status(MPI_Sendrecv(out + first[give] * esz, static_cast<int>(counts[give]), type, after, 1,
+                                out + first[take] * esz, static_cast<int>(counts[take]), type, before, 1, comm,
+                                MPI_STATUS_IGNORE),
                    "MPI_Sendrecv");
   }
   return s;

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "status.h"
@@ -11,13 +12,16 @@
 namespace hvd {
 
 // Rank `me` of `comm` gets in `out` the reduction of block `me` of every rank's `in`, where block i
-// is counts[i] elements long. `out` may be `in`'s own block. `op` must be commutative. `scratch` grows to
-// two blocks and is kept by the caller: memory fresh from the system would cost a page fault per page.
-Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, const std::vector<int>& counts,
-                           MPI_Datatype type, MPI_Op op, size_t element_size, std::vector<char>& scratch);
+// is counts[i] elements long. `out` may be `in`'s own block. `op` must be commutative. Blocks of more than
+// `max_count` elements go around the ring in slices of at most that many, so every MPI count fits an int.
+// `scratch` grows to two slices and is kept by the caller: memory fresh from the system would cost a page
+// fault per page.
+Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, const std::vector<int64_t>& counts,
+                           MPI_Datatype type, MPI_Op op, size_t element_size, int64_t max_count,
+                           std::vector<char>& scratch);
 
 // Every rank's `out` becomes the reduction of all ranks' `in` (which may be `out`): a ring reduce-scatter,
-// then a ring allgather.
+// then a ring allgather. `count` is at most `max_count`.
 Status ring_allreduce(MPI_Comm comm, int me, int n, const char* in, char* out, int count, MPI_Datatype type,
                       MPI_Op op, size_t element_size, std::vector<char>& scratch);
 

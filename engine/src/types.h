@@ -33,11 +33,13 @@ struct OpSpec {
   double prescale = 1.0;
   double postscale = 1.0;
 
-  // Scale factors compare bit for bit, so a NaN factor matches itself.
   bool operator==(const OpSpec& o) const {
     return op == o.op && reduce == o.reduce && dtype == o.dtype && memory == o.memory &&
-           process_set == o.process_set && root_rank == o.root_rank &&
-           std::memcmp(&prescale, &o.prescale, sizeof prescale) == 0 &&
+           process_set == o.process_set && root_rank == o.root_rank && same_scaling(o);
+  }
+  // Scale factors compare bit for bit, so a NaN factor matches itself.
+  bool same_scaling(const OpSpec& o) const {
+    return std::memcmp(&prescale, &o.prescale, sizeof prescale) == 0 &&
            std::memcmp(&postscale, &o.postscale, sizeof postscale) == 0;
   }
   // Whether every enum field holds one of its values (a decoded or caller-given spec may not).

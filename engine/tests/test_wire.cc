@@ -2,6 +2,8 @@
 #include "half.h"
 #include "wire.h"
 
+#include <functional>
+
 using namespace hvd;
 
 TEST(batch_round_trip) {
@@ -48,4 +50,62 @@ TEST(half_and_bfloat16_conversions) {
   CHECK(half_to_float(float_to_half(1e6f)) > 65504.0f);  // overflows to infinity
   CHECK(bf16_to_float(float_to_bf16(1.5f)) == 1.5f && bf16_to_float(float_to_bf16(-3.0f)) == -3.0f);
   CHECK(float_to_half(1.0f) == 0x3c00 && float_to_bf16(1.0f) == 0x3f80);
+}
+
+TEST(stop_notices_and_timeline_batches_round_trip) {
+  StopNotice n{true, Status::Error(Status::Code::Aborted, "rank 2 raised", 2)};
+  auto b = encode_stop(n);
+  StopNotice d = decode_stop(b.data(), b.size());
+  CHECK(d.final && d.status.code == Status::Code::Aborted && d.status.origin_rank == 2 &&
+        d.status.message == "rank 2 raised");
+  Event e;
+  e.rank = 1;
+  e.phase = Phase::MemcpyOut;
+  e.name = "w";
+  e.op = "allreduce";
+  e.start_us = 5;
+  e.dur_us = 7;
+  e.bytes = 64;
+  auto eb = encode_events({e, e});
+  auto es = decode_events(eb.data(), eb.size());
+  CHECK(es.size() == 2 && es[1].phase == Phase::MemcpyOut && es[1].name == "w" && es[1].bytes == 64);
+}
+
+static bool rejects(const std::function<void()>& decode) {
+  try {
+    decode();
+  } catch (const WireError&) {
+    return true;
+  }
+  return false;
+}
+
+TEST(decoders_reject_out_of_range_values_and_impossible_counts) {
+  Request r;
+  r.name = "x";
+  r.shape = {2};
+  RequestBatch b;
+  b.requests = {r};
+  auto bytes = encode_batch(b);
+  auto bad_op = bytes;
+  bad_op[4 + sizeof(int32_t)] = 42;  // the first request's op
+  CHECK(rejects([&] { decode_batch(bad_op.data(), bad_op.size()); }));
+  auto huge = bytes;
+  huge[0] = huge[1] = huge[2] = huge[3] = '\xff';  // 4 billion requests in a few bytes
+  CHECK(rejects([&] { decode_batch(huge.data(), huge.size()); }));
+  auto trailing = bytes;
+  trailing.push_back(0);
+  CHECK(rejects([&] { decode_batch(trailing.data(), trailing.size()); }));
+  Request negative = r;
+  negative.shape = {-3};
+  b.requests = {negative};
+  auto neg = encode_batch(b);
+  CHECK(rejects([&] { decode_batch(neg.data(), neg.size()); }));
+  auto stop = encode_stop({false, Status::Error(Status::Code::Shutdown, "bye", 0)});
+  stop[1] = 0;  // Ok is not a reason to stop
+  CHECK(rejects([&] { decode_stop(stop.data(), stop.size()); }));
+  Event e;
+  auto events = encode_events({e});
+  events[4 + sizeof(int32_t)] = 99;  // the phase
+  CHECK(rejects([&] { decode_events(events.data(), events.size()); }));
 }

@@ -75,7 +75,7 @@ def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, pr
     _require_init()
     _check_ndarrays(tensors, "allreduce")
     for t in tensors:
-        core._check_reduce(_dtype_code(t, "allreduce"), op, prescale, postscale, "allreduce")
+        core._check_reduce(_dtype_code(t, "allreduce"), op, prescale, postscale, "allreduce", False)
     with mxnet_errors():
         pid = set_id(process_set)
     bridge.push(core._ALLREDUCE, _op_names("allreduce", name, len(tensors), pid), tensors, pid, reduce=op,
@@ -214,6 +214,8 @@ def reducescatter(tensor: NDArray, op: int = Average, name: Optional[str] = None
     Synchronous: waits for ``tensor``, then for the result.
     """
     _require_init()
+    _check_ndarrays([tensor], "reducescatter")
+    core.require_rows([tensor], "reducescatter")
     with mxnet_errors():
         out = core.reducescatter(_host(tensor, "reducescatter"), op, _core_name("reducescatter", name), process_set,
                                  prescale_factor, postscale_factor)
@@ -225,6 +227,8 @@ def grouped_reducescatter(tensors: Sequence[NDArray], op: int = Average, name: O
                           prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> List[NDArray]:
     """Reducescatter a list of NDArrays (synchronous, like reducescatter)."""
     _require_init()
+    _check_ndarrays(tensors, "grouped_reducescatter")
+    core.require_rows(tensors, "grouped_reducescatter")
     hosts = [_host(t, "grouped_reducescatter") for t in tensors]
     with mxnet_errors():
         outs = core.grouped_reducescatter(hosts, op, _core_name("reducescatter", name), process_set,

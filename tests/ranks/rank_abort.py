@@ -61,9 +61,28 @@ def test_shutdown_on_one_rank_stops_the_job_and_all_reinit():
     np.testing.assert_array_equal(hvd.allreduce(np.ones(2, np.float32), op=hvd.Sum), np.full(2, hvd.size()))
 
 
+def next_communicator_index() -> int:
+    """The handle index Open MPI gives the next communicator made: it grows with every one left allocated."""
+    from mpi4py import MPI
+
+    probe = MPI.COMM_WORLD.Dup()
+    index = probe.py2f()
+    probe.Free()
+    return index
+
+
 def test_many_reinit_cycles():
-    for i in range(3):
+    recover()
+    before = next_communicator_index()
+    for i in range(4):
         recover()
+        ps = hvd.add_process_set([0])  # a set's communicator goes with its engine
+        if hvd.rank() == 0:
+            np.testing.assert_array_equal(hvd.allreduce(np.ones(1), op=hvd.Sum, process_set=ps, name="own"), np.ones(1))
+        hvd.barrier()
+    hvd.shutdown()
+    hvd.init()
+    assert next_communicator_index() == before, "each restart leaves communicators allocated"
 
 
 def test_init_registers_process_sets_and_takes_dynamic():

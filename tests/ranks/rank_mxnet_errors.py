@@ -88,8 +88,6 @@ def test_bad_arguments_are_local_python_errors():
         hvd.allreduce([1.0, 2.0])
     with pytest.raises(TypeError, match="sparse"):
         hvd.allreduce_(mx.nd.ones((4, 2)).tostype("row_sparse"))
-    with pytest.raises(TypeError, match="prescale"):
-        hvd.allreduce(mx.nd.ones((2,), dtype=np.int32), op=hvd.Sum, prescale_factor=0.5)
 
 
 def test_errors_are_raised_once_then_waitall_is_clean():

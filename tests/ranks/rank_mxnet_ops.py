@@ -233,3 +233,28 @@ def test_timeline_round_trip(tmp_path_factory):
     hvd.start_timeline(path)
     hvd.allreduce(mx.nd.ones((16,)), name="timeline.x").wait_to_read()
     hvd.stop_timeline()
+
+
+def test_horovod_semantics_of_scaling_zero_dim_tensors_and_splits():
+    """As horovod.mxnet 0.28: integers are scaled (in float64, cast back), a 0-d reducescatter is a ValueError,
+    and splits that are not integers fail."""
+    n = hvd.size()
+    got = hvd.allreduce(mx.nd.array([3, -5], dtype=np.int32), op=hvd.Sum, prescale_factor=0.5, postscale_factor=3.0,
+                        name="mx.int.scaled")
+    assert_equal(got, np.trunc(np.trunc(np.array([1.5, -2.5]) * 1) * n * 3.0).astype(np.int32))
+    grouped = hvd.grouped_allreduce([mx.nd.array([7], dtype=np.int64)] * 2, op=hvd.Average, postscale_factor=2.0,
+                                    name="mx.int.avg")
+    for g in grouped:
+        assert_equal(g, np.array([14], np.int64))
+    rs = hvd.reducescatter(mx.nd.array(np.full((n, 2), 5), dtype=np.int32), op=hvd.Sum, prescale_factor=0.5,
+                           name="mx.int.rs")
+    assert_equal(rs, np.full((1, 2), 2 * n, np.int32))
+    zero_d = mx.nd.array(np.float32(3.0))
+    assert zero_d.ndim == 0
+    for call in (lambda: hvd.reducescatter(zero_d), lambda: hvd.grouped_reducescatter([zero_d])):
+        with pytest.raises(ValueError, match="at least one dimension"):
+            call()
+    with pytest.raises(mx.base.MXNetError, match="splits must be integers"):
+        hvd.alltoall(mx.nd.ones((n, 2)), splits=mx.nd.ones((n,), dtype=np.float32))
+    out, received = hvd.alltoall(mx.nd.ones((n, 2)), splits=mx.nd.ones((n,), dtype=np.int32), name="mx.splits")
+    assert out.shape == (n, 2) and received.dtype == np.int32
