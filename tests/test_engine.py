@@ -202,3 +202,14 @@ def test_horovod_semantics(np_):
                                           "JUPYTER_HVD_RING_ALLREDUCE_BYTES": "1"})], ids=["real", "64", "64-ring"])
 def test_buffers_past_one_mpi_call(np_, env):
     run_rank_tests(np_, "rank_large_counts.py", env=env, timeout=400)
+
+
+def test_a_timeline_variable_naming_a_symbolic_link_writes_nothing_and_the_job_runs(tmp_path):
+    target, link = tmp_path / "victim", tmp_path / "timeline.json"
+    target.write_text("keep me")
+    link.symlink_to(target)
+    code = ("import numpy as np, jupyter_hvd as hvd; hvd.init(); "
+            "print('sum', hvd.allreduce(np.ones(1, np.float32), op=hvd.Sum)[0]); hvd.shutdown()")
+    out = run_ranks(2, ["-c", code], env={"HOROVOD_TIMELINE": str(link)}).stdout
+    assert out.count("sum 2.0") == 2 and "is a symbolic link; no timeline is written" in out
+    assert target.read_text() == "keep me"

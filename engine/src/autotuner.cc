@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 
 #include "log.h"
 
@@ -34,9 +35,13 @@ Autotuner::Autotuner(const AutotuneOptions& options, TunedParams initial, bool h
     log::warning("autotune: HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME are both set, so there is nothing "
                  "to tune");
   if (tuning_ && !options_.log_path.empty()) {
-    log_.open(options_.log_path, std::ios::out | std::ios::trunc);
-    if (!log_) log::warning("autotune: cannot write the log " + options_.log_path);
-    else log_ << "hierarchical_allreduce,hierarchical_allgather,cycle_time_ms,tensor_fusion_threshold,score" << std::endl;
+    try {
+      log_ = create_output_file(options_.log_path, "autotune log");
+      std::fprintf(log_.get(), "hierarchical_allreduce,hierarchical_allgather,cycle_time_ms,tensor_fusion_threshold,score\n");
+      std::fflush(log_.get());
+    } catch (const std::runtime_error& e) {
+      log::warning(std::string("autotune: ") + e.what());
+    }
   }
 }
 
@@ -63,9 +68,9 @@ TunedParams Autotuner::params_at(const std::vector<double>& x) const {
 }
 
 void Autotuner::log(const TunedParams& p, double score) {
-  if (log_.is_open())
-    log_ << int(hierarchical_) << ",0," << p.cycle_time_ms << "," << p.fusion_threshold / kMb << "," << score
-         << std::endl;
+  if (!log_) return;
+  std::fprintf(log_.get(), "%d,0,%g,%g,%g\n", int(hierarchical_), p.cycle_time_ms, p.fusion_threshold / kMb, score);
+  std::fflush(log_.get());
 }
 
 bool Autotuner::record(const std::vector<std::string>& names, int64_t bytes, int64_t now_us) {

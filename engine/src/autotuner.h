@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -13,6 +12,7 @@
 
 #include "bayesian_optimizer.h"
 #include "config.h"
+#include "output_file.h"
 
 namespace hvd {
 
@@ -55,7 +55,7 @@ class Autotuner {
   int tried_ = 0;
   size_t next_design_ = 0;
   std::optional<BayesianOptimizer> optimizer_;  // while tuning
-  std::ofstream log_;
+  OutputFile log_;  // HOROVOD_AUTOTUNE_LOG, when given and writable
 
   int64_t window_start_us_ = -1, last_end_us_ = 0, window_bytes_ = 0;
   std::unordered_map<std::string, int> seen_;  // names in the current sample, and how often

@@ -105,7 +105,13 @@ Engine::Engine(MPI_Comm comm, Config config)
   // A common time origin for the trace: rank 0's clock, shared by every process on a host.
   origin_us_ = now_us();
   MPI_Bcast(&origin_us_, 1, MPI_INT64_T, 0, admin_);
-  if (!config_.timeline_path.empty()) start_timeline(config_.timeline_path, config_.timeline_mark_cycles);
+  if (!config_.timeline_path.empty()) {
+    try {
+      start_timeline(config_.timeline_path, config_.timeline_mark_cycles);
+    } catch (const std::runtime_error& e) {  // as Horovod: the job runs on, without a timeline
+      log::write(log::Level::Error, std::string("HOROVOD_TIMELINE: ") + e.what() + "; no timeline is written");
+    }
+  }
   if (log::enabled(log::Level::Info)) {
     std::ostringstream o;
     o << "engine started: rank " << topo_.rank << " of " << topo_.size << " (local " << topo_.local_rank << " of "

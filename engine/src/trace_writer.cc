@@ -21,14 +21,13 @@ std::string escape(const std::string& s) {
 }  // namespace
 
 TraceWriter::TraceWriter(const std::string& path, int64_t origin_us)
-    : path_(path), origin_us_(origin_us) {
-  file_ = std::fopen(path.c_str(), "w");
-  if (!file_) throw std::runtime_error("cannot open timeline file '" + path + "'");
-  std::setvbuf(file_, nullptr, _IONBF, 0);  // each append reaches the file as one write
-  std::fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", file_);
-  end_ = std::ftell(file_);
-  std::fputs(kTrailer, file_);
-  std::fflush(file_);
+    : path_(path), origin_us_(origin_us), file_(create_output_file(path, "timeline file")) {
+  FILE* f = file_.get();
+  std::setvbuf(f, nullptr, _IONBF, 0);  // each append reaches the file as one write
+  std::fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", f);
+  end_ = std::ftell(f);
+  std::fputs(kTrailer, f);
+  std::fflush(f);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -39,7 +38,6 @@ TraceWriter::~TraceWriter() {
   }
   cv_.notify_all();
   thread_.join();
-  std::fclose(file_);
 }
 
 void TraceWriter::add(std::vector<Event> events) {
@@ -100,9 +98,9 @@ void TraceWriter::write(const std::vector<Event>& events) {
   }
   out += kTrailer;
   // One write that replaces the old trailer keeps the file parseable after every append.
-  std::fseek(file_, end_, SEEK_SET);
-  std::fwrite(out.data(), 1, out.size(), file_);
-  std::fflush(file_);
+  std::fseek(file_.get(), end_, SEEK_SET);
+  std::fwrite(out.data(), 1, out.size(), file_.get());
+  std::fflush(file_.get());
   end_ += static_cast<long>(out.size() - (sizeof(kTrailer) - 1));
 }
 

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "output_file.h"
 #include "timeline.h"
 
 namespace hvd {
@@ -33,7 +34,7 @@ class TraceWriter {
 
   std::string path_;
   int64_t origin_us_;
-  FILE* file_ = nullptr;
+  OutputFile file_;
   long end_ = 0;  // offset of the closing bracket
   bool first_ = true;
   std::map<std::pair<int32_t, std::string>, int> lanes_;

@@ -1,9 +1,11 @@
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "check.h"
+#include "output_file.h"
 #include "timeline.h"
 #include "trace_writer.h"
 
@@ -74,4 +76,27 @@ TEST(trace_file_is_complete_json_after_every_write) {
   CHECK(balanced_json_object(end) && end.find("\"tensor\": \"c\"") != std::string::npos);
   CHECK(end.rfind("]}") != std::string::npos);
   unlink(path.c_str());
+}
+
+TEST(output_files_are_never_written_through_a_symbolic_link) {
+  char dir[] = "/tmp/jhvd-output-XXXXXX";
+  CHECK(mkdtemp(dir) != nullptr);
+  const std::string target = std::string(dir) + "/target", link = std::string(dir) + "/link";
+  { hvd::OutputFile f = hvd::create_output_file(target, "test file"); std::fputs("keep", f.get()); }
+  CHECK(symlink(target.c_str(), link.c_str()) == 0);
+  std::string error;
+  try {
+    hvd::create_output_file(link, "timeline file");
+  } catch (const std::runtime_error& e) {
+    error = e.what();
+  }
+  CHECK(error.find("cannot write the timeline file") != std::string::npos);
+  CHECK(error.find("symbolic link") != std::string::npos);
+  char buf[8] = {};
+  FILE* f = std::fopen(target.c_str(), "r");
+  CHECK(f && std::fread(buf, 1, 4, f) == 4 && std::string(buf) == "keep");
+  if (f) std::fclose(f);
+  unlink(link.c_str());
+  unlink(target.c_str());
+  rmdir(dir);
 }

@@ -4,6 +4,7 @@ import os
 import time
 
 import numpy as np
+import pytest
 
 import jupyter_hvd as hvd
 
@@ -67,3 +68,21 @@ def test_mark_cycles_marks_every_rank_until_the_timeline_stops():
         assert {e["pid"] for e in marks} == set(range(hvd.size()))
         assert all(e["ph"] == "i" for e in marks)
         assert all(sum(e["pid"] == r for e in marks) >= 5 for r in range(hvd.size()))  # one per allreduce at least
+
+
+def test_a_timeline_path_that_is_a_symbolic_link_is_refused():
+    """The file would be emptied through the link: a link planted in a shared folder could point anywhere."""
+    target = os.environ["HOROVOD_TIMELINE"] + ".victim"
+    link = os.environ["HOROVOD_TIMELINE"] + ".link.json"
+    if hvd.rank() == 0:
+        with open(target, "w") as f:
+            f.write("keep me")
+        os.symlink(target, link)
+        with pytest.raises(ValueError, match="symbolic link"):
+            hvd.start_timeline(link)
+        with open(target) as f:
+            assert f.read() == "keep me"
+    else:
+        hvd.start_timeline(link)  # forwards events to rank 0, which writes nothing
+    hvd.barrier()
+    hvd.stop_timeline()
