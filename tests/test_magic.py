@@ -231,6 +231,17 @@ def test_exception_on_rank_1_is_reported_and_next_cell_works(ip, started, capsys
     assert "[rank 1] next 1" in out
 
 
+def test_unnamed_ops_work_in_the_cell_after_one_rank_raised_before_one(ip, started, capsys):
+    """Rank 0 numbers an unnamed op that rank 1 never reaches; the next cell's unnamed op must match."""
+    source = (f"{HEAD}\nimport numpy as np\nif hvd.rank() == 1:\n    raise ValueError('boom')\n"
+              "hvd.allreduce(np.ones(1, np.float32))")
+    result, out = run(ip, capsys, source)
+    assert not result.success and out.splitlines()[0] == "rank 1 raised ValueError: boom"
+    result, out = run(ip, capsys, "%%hvd --timeout 30\nprint(hvd.allreduce(np.ones(1, np.float32), op=hvd.Sum))")
+    assert result.success, out
+    assert "[rank 0] [2.]" in out and "[rank 1] [2.]" in out
+
+
 def test_raise_while_peer_waits_in_allreduce_aborts_the_peer(ip, started, capsys):
     source = (
         f"{HEAD}\nimport numpy as np, time\n"
