@@ -242,6 +242,24 @@ def test_unnamed_ops_work_in_the_cell_after_one_rank_raised_before_one(ip, start
     assert "[rank 0] [2.]" in out and "[rank 1] [2.]" in out
 
 
+def test_process_sets_made_before_a_failed_cell_work_in_the_next(ip, started, capsys):
+    result, out = run(ip, capsys, f"{HEAD}\nimport numpy as np\nfirst = hvd.add_process_set([0])\n"
+                                  "second = hvd.add_process_set([1])\nhvd.remove_process_set(first)")
+    assert result.success, out
+    result, out = run(ip, capsys, f"{HEAD}\nif hvd.rank() == 0:\n    raise ValueError('boom')\n"
+                                  "hvd.allreduce(np.ones(1), process_set=second)")
+    assert not result.success and out.splitlines()[0] == "rank 0 raised ValueError: boom"
+    result, out = run(ip, capsys, f"{HEAD} --timeout 30 -o got\nif second.included():\n"
+                                  "    mine = [float(hvd.allreduce(np.ones(1), op=hvd.Sum, process_set=second)[0]),\n"
+                                  "            float(hvd.allreduce(np.ones(1), name='x', process_set=second)[0])]\n"
+                                  "else:\n    mine = None\nsecond.process_set_id, first.process_set_id, mine")
+    assert result.success, out
+    assert ip.user_ns["got"] == [(1, None, None), (1, None, [1.0, 1.0])]  # registered again in order, new id
+    result, out = run(ip, capsys, f"{HEAD}\nhvd.allreduce(np.ones(1), process_set=first)")
+    assert "process set [0] is not registered; call hvd.add_process_set() first" in out
+    assert run(ip, capsys, f"{HEAD}\nhvd.remove_process_set(second)")[0].result is True
+
+
 def test_raise_while_peer_waits_in_allreduce_aborts_the_peer(ip, started, capsys):
     source = (
         f"{HEAD}\nimport numpy as np, time\n"
