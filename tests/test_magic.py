@@ -16,6 +16,7 @@ from jupyter_hvd.magic import cell
 from jupyter_hvd.magic.cluster import LaunchConfig, RankCluster
 from jupyter_hvd.magic.failures import RankError
 from jupyter_hvd.magic.magics import HvdMagics
+from jupyter_hvd.magic.reaper import tagged
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -375,6 +376,25 @@ def test_killed_rank_is_reported_and_next_cell_restarts(ip, started, capsys):
     assert result.success and result.result == 2
     assert "[hvd] started 2 ranks" in out and "[rank 1] reborn 1" in out
     assert victim not in [r.pid for r in magics(ip).cluster.ranks]
+
+
+@pytest.mark.parametrize("part", ["controller", "heart monitor"])
+def test_a_dead_controller_or_heart_monitor_stops_the_job_and_the_next_cell_restarts(ip, started, capsys, part):
+    cluster = magics(ip).cluster
+    controller = cluster._cluster.controller.process
+    victim = controller if part == "controller" else psutil.Process(controller.pid).children()[0]
+    what = {"controller": "the ipyparallel controller", "heart monitor": "the ipyparallel controller's heart monitor"}
+    folder = cluster._profile_dir
+    timer = threading.Timer(1.0, os.kill, (victim.pid, signal.SIGKILL))
+    timer.start()
+    began = time.monotonic()
+    result, out = run(ip, capsys, f"{HEAD}\nimport time\ntime.sleep(30)")
+    assert time.monotonic() - began < 11, out
+    assert not result.success
+    assert f"{what[part]} (pid {victim.pid}) died. The job was stopped; the next %%hvd cell starts new ranks." in out
+    assert tagged(folder) == [] and not os.path.exists(folder)  # the orphaned heart monitor too
+    result, out = run(ip, capsys, f"{HEAD}\nhvd.size()")
+    assert result.success and result.result == 2 and "[hvd] started 2 ranks" in out
 
 
 def test_different_np_restarts(ip, started, capsys):

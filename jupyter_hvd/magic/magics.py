@@ -191,10 +191,7 @@ class HvdMagics(Magics):
             changed = [k for k in vars(config) if getattr(config, k) != getattr(self.cluster.config, k)]
             flags = {"np": "-np", "env": "-x"}
             return "changed " + ", ".join(flags.get(k, f"--{k}") for k in changed)
-        dead = self.cluster.dead_ranks()
-        if dead:
-            return "ranks died: " + ", ".join(str(r.rank) for r in dead)
-        return ""
+        return self.cluster.what_died()
 
     def _launch_config(self, args: Any) -> LaunchConfig:
         """The job a cell asks for: a full spec with -np, else the current job adjusted by the flags given."""
