@@ -135,6 +135,35 @@ def test_push_and_pull(ip, started, capsys):
     assert ip.user_ns["kept"] == "notebook's"  # nothing is set unless every name came back
 
 
+def test_push_sends_what_the_notebook_defined_by_value(ip, started, capsys):
+    run(ip, capsys, "class Point:\n    def __init__(self, x):\n        self.x = x\n    def norm(self):\n"
+                    "        return abs(self.x) * SCALE\nSCALE = 10\np = Point(-3)\ndef twice(v):\n    return 2 * v")
+    _, out = run(ip, capsys, "%hvd push p twice")
+    assert "[hvd] pushed p, twice to 2 ranks" in out, out
+    run(ip, capsys, "%hvd push Point")  # a push of its own: the ranks still take p for a Point
+    result, out = run(ip, capsys, f"{HEAD} -o got\np.norm(), twice(hvd.rank()), isinstance(p, Point)")
+    assert result.success, out
+    assert ip.user_ns["got"] == [(30, 0, True), (30, 2, True)]
+
+
+def test_push_names_what_cannot_be_sent_and_every_ranks_reason(ip, started, capsys, tmp_path, monkeypatch):
+    ip.user_ns.update(lock=threading.Lock(), fine=1)
+    result, out = run(ip, capsys, "%hvd push fine lock")
+    assert not result.success
+    assert "cannot send to the ranks, so nothing was pushed: 'lock' (lock): TypeError: cannot pickle" in out, out
+    assert run(ip, capsys, f"{HEAD}\n'fine' in globals()")[0].result is False
+    run(ip, capsys, "%hvd push fine")
+    (tmp_path / "only_in_the_kernel.py").write_text("class Thing:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # importable here, not on the ranks: pickled by reference
+    run(ip, capsys, "import only_in_the_kernel\nthing = only_in_the_kernel.Thing()\nfine = 2")
+    result, out = run(ip, capsys, "%hvd push fine thing")
+    assert not result.success
+    for rank in (0, 1):
+        assert (f"rank {rank}: RuntimeError: could not load 'thing': ModuleNotFoundError: No module named "
+                "'only_in_the_kernel' (no variable was set on this rank)") in out, out
+    assert run(ip, capsys, f"{HEAD}\nfine")[0].result == 1  # all or nothing
+
+
 @pytest.mark.parametrize(
     "line, message",
     [

@@ -23,6 +23,7 @@ from traitlets import Any as AnyTrait
 from ..runner.launch import LaunchSpec, default_forward, mpiexec_command
 from .cell import api_module, setup_rank
 from .failures import RankError, without_runner_frames
+from .push import load, pack
 from .reaper import TAG, alive, descendants, tagged
 from .sweeper import new_job_folder, sweep
 
@@ -220,16 +221,18 @@ class RankCluster:
             if time.monotonic() > deadline:
                 raise RankError(f"ranks did not answer within {timeout:g}s")
             wait_a_little(results)
-        for rank, result in zip(ranks, results):
-            error = result.exception()
-            if error is not None:
-                name, value = getattr(error, "ename", type(error).__name__), getattr(error, "evalue", error)
-                raise RankError(f"rank {rank}: {name}: {value}", (rank,))
+        failed = [(rank, result.exception()) for rank, result in zip(ranks, results) if result.exception()]
+        if failed:  # every rank's error, not only the first
+            raise RankError("\n".join(f"rank {rank}: {getattr(e, 'ename', type(e).__name__)}: "
+                                      f"{getattr(e, 'evalue', e)}" for rank, e in failed),
+                            tuple(rank for rank, _ in failed))
         return [r.get() for r in results]
 
     def push(self, values: dict[str, Any], timeout: float = 60.0) -> None:
-        """Set these variables in every rank's namespace."""
-        self.gather([self._client[r.engine_id].push(values, block=False) for r in self.ranks], timeout)
+        """Set these variables in every rank's namespace, by value (see push.py); PushError before anything is
+        sent when one cannot be serialised, RankError with every rank's reason when a rank cannot load one."""
+        layout, blobs = pack(values)
+        self.gather(self.submit(load, layout, *blobs), timeout)
 
     def pull(self, names: list[str], rank: int, timeout: float = 60.0) -> list[Any]:
         """The values of these variables in one rank's namespace, in one round trip."""
