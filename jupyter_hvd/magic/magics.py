@@ -90,14 +90,13 @@ class HvdMagics(Magics):
                              view).wait()
             error = None
         except RankError as e:
-            self._reinit = True
             error = e
             raise
         finally:
+            self._reinit = error is not None  # a cell that did not finish, however it ended, restarts the engines
             if view is not None:  # a failed cell's monitor stays too: %hvd monitor
                 self._keep(view.monitor, error)
                 view.close()
-        self._reinit = False
         self.job.publish("idle")
         if args.output:
             self.shell.user_ns[args.output] = values

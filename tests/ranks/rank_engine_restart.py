@@ -33,6 +33,16 @@ def test_process_sets_come_back_in_their_order_and_work():
     assert hvd.remove_process_set(pair) and hvd.remove_process_set(tail)
 
 
+def test_a_handle_from_before_the_restart_raises_instead_of_waiting():
+    held = hvd.allreduce_async(np.ones(2), name="left.in.flight" if hvd.rank() == 0 else "never.sent.by.rank.0")
+    hvd.abort("a cell failed")
+    restart_engine(hvd, hvd)
+    with pytest.raises(hvd.EngineAbortedError, match="a cell failed"):
+        held.wait(timeout=10)
+    total = hvd.allreduce_async(np.ones(2), op=hvd.Sum, name="left.in.flight").wait(timeout=10)
+    np.testing.assert_array_equal(total, np.full(2, hvd.size()))
+
+
 def test_ranks_that_disagree_about_the_sets_register_none_again(capsys):
     kept = hvd.add_process_set([0, 1])
     if hvd.rank() == 1:  # as if rank 1 had failed inside add_process_set: the case the agreement is for
