@@ -60,8 +60,8 @@ FAILURES = {
     "kill -9 of a rank": (f"%%hvd\n{WAITING}time.sleep(60)", "rank {last} (pid {pid} on"),
     "kill -9 of mpiexec": (f"%%hvd\n{WAITING}time.sleep(60)", "mpiexec (pid {pid}) died. The job was stopped"),
     "kill -9 of the controller": (f"%%hvd\n{WAITING}time.sleep(60)", "the ipyparallel controller (pid {pid}) died"),
-    "a stall": ("%%hvd\nhvd.allreduce(mx.nd.ones(2))\nhvd.allreduce(mx.nd.ones(2), name=f'only.{hvd.rank()}').asnumpy()",
-                "raised MXNetError: stall shutdown"),
+    "a stall": ("%%hvd\nhvd.allreduce(mx.nd.ones(2))\n"
+                "hvd.allreduce(mx.nd.ones(2), name=f'only.{hvd.rank()}').asnumpy()", "raised MXNetError: stall shutdown"),
 }
 KEEPS_THE_JOB = ("a rank raises", "every rank raises", "kernel interrupt", "--timeout", "a stall")
 CASES = ["kill -9 of the kernel during start-up", "kill -9 of the kernel in a cell", *FAILURES]
@@ -169,7 +169,8 @@ def lab(request):
     yield lab
     lab.close()
     with request.config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
-        print(f"\nrecovery at {lab.np} ranks: failure | control back s | next cell's first output s | cleaned up s | lost")
+        print(f"\nrecovery at {lab.np} ranks: failure | control back s | next cell's first output s | "
+              "cleaned up s | lost")
         for row in lab.rows:
             print(" | ".join([row["failure"], _s(row["control_back_s"]), _s(row["next_first_output_s"]),
                               _s(row["cleaned_up_s"]), row["lost"]]))
@@ -232,14 +233,15 @@ def cell_failed(lab: Lab, failure: str) -> None:
     last = lab.np - 1
     victim = {"kill -9 of a rank": job["ranks"][last], "kill -9 of mpiexec": job["mpiexec"],
               "kill -9 of the controller": job["controller"]}.get(failure)
-    failed_at: list[float] = []
+    failed_at: list[float] = []  # when the failure happened
 
     def inject(text: str) -> None:
-        if not failed_at and text.count("waiting") >= lab.np:
+        """Interrupt the kernel, or kill the victim, once every rank is inside the cell."""
+        if (victim is not None or failure == "kernel interrupt") and not failed_at and text.count("waiting") >= lab.np:
             failed_at.append(time.monotonic())
-            if failure == "kernel interrupt":
+            if victim is None:
                 lab.kernel.km.interrupt_kernel()
-            elif victim is not None:
+            else:
                 os.kill(victim, signal.SIGKILL)
 
     began = time.monotonic()
@@ -249,13 +251,9 @@ def cell_failed(lab: Lab, failure: str) -> None:
     expected = expected.format(last=last, pid=victim)
     assert expected in out, out
     said = next(line for line in reversed(out.splitlines()) if expected in line)  # the error's, not the monitor's
-    if failure == "--timeout":
-        failed_at.append(began + 3.0)
-    elif failure == "a stall":
-        failed_at.append(began + STALL_SHUTDOWN_S)
-    elif not failed_at:
-        failed_at.append(began)
-    control = max(0.0, ended - failed_at[0])
+    # The failure's moment: the injection, the deadline, the stall shutdown, or (a raise) the cell's start.
+    failed = {"--timeout": began + 3.0, "a stall": began + STALL_SHUTDOWN_S}.get(failure, (failed_at or [began])[0])
+    control = max(0.0, ended - failed)
     assert control < CONTROL_LIMIT_S, out
     keeps = failure in KEEPS_THE_JOB
     cleanup = None
@@ -263,7 +261,7 @@ def cell_failed(lab: Lab, failure: str) -> None:
         assert lab.job()["ranks"] == job["ranks"]  # the same ranks, their variables with them
     else:
         assert "The job was stopped; the next %%hvd cell starts new ranks." in out, out
-        cleanup = max(0.0, ended - failed_at[0]) + gone_within(job["folder"], CLEANUP_LIMIT_S)
+        cleanup = control + gone_within(job["folder"], CLEANUP_LIMIT_S)
         lab.ready = False
     first = lab.check_next_cell(kept=keeps)
     if not keeps:
