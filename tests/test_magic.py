@@ -150,7 +150,7 @@ def test_push_names_what_cannot_be_sent_and_every_ranks_reason(ip, started, caps
     ip.user_ns.update(lock=threading.Lock(), fine=1)
     result, out = run(ip, capsys, "%hvd push fine lock")
     assert not result.success
-    assert "cannot send to the ranks, so nothing was pushed: 'lock' (lock): TypeError: cannot pickle" in out, out
+    assert "cannot send to the ranks, so nothing was sent: 'lock' (lock): TypeError: cannot pickle" in out, out
     assert run(ip, capsys, f"{HEAD}\n'fine' in globals()")[0].result is False
     run(ip, capsys, "%hvd push fine")
     (tmp_path / "only_in_the_kernel.py").write_text("class Thing:\n    pass\n")
@@ -159,9 +159,23 @@ def test_push_names_what_cannot_be_sent_and_every_ranks_reason(ip, started, caps
     result, out = run(ip, capsys, "%hvd push fine thing")
     assert not result.success
     for rank in (0, 1):
-        assert (f"rank {rank}: RuntimeError: could not load 'thing': ModuleNotFoundError: No module named "
+        assert (f"rank {rank}: TransferError: could not load 'thing': ModuleNotFoundError: No module named "
                 "'only_in_the_kernel' (no variable was set on this rank)") in out, out
     assert run(ip, capsys, f"{HEAD}\nfine")[0].result == 1  # all or nothing
+
+
+def test_pull_brings_what_a_cell_defined_by_value(ip, started, capsys):
+    result, out = run(ip, capsys, f"{HEAD}\nclass Sample:\n    def __init__(self, rank):\n        self.rank = rank\n"
+                                  "    def twice(self):\n        return 2 * self.rank\nsample = Sample(hvd.rank())")
+    assert result.success, out
+    result, out = run(ip, capsys, "%hvd pull sample Sample --rank 1")
+    assert result.success and "[hvd] pulled sample, Sample from rank 1" in out, out
+    sample, cls = ip.user_ns["sample"], ip.user_ns["Sample"]
+    assert sample.twice() == 2 and isinstance(sample, cls)
+    result, out = run(ip, capsys, f"{HEAD}\nimport threading\nlock = threading.Lock()")
+    result, out = run(ip, capsys, "%hvd pull lock")
+    assert not result.success
+    assert "rank 0: TransferError: cannot send to the notebook, so nothing was sent: 'lock' (lock)" in out, out
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from traitlets import Any as AnyTrait
 from ..runner.launch import LaunchSpec, default_forward, mpiexec_command
 from .cell import api_module, setup_rank
 from .failures import RankError, without_runner_frames
-from .push import load, pack
+from .by_value import TransferError, load, pack, pack_names, unpack
 from .reaper import TAG, alive, descendants, tagged
 from .sweeper import new_job_folder, sweep
 
@@ -229,15 +229,20 @@ class RankCluster:
         return [r.get() for r in results]
 
     def push(self, values: dict[str, Any], timeout: float = 60.0) -> None:
-        """Set these variables in every rank's namespace, by value (see push.py); PushError before anything is
-        sent when one cannot be serialised, RankError with every rank's reason when a rank cannot load one."""
+        """Set these variables in every rank's namespace, by value (see by_value.py): TransferError before anything
+        is sent when one cannot be serialised, RankError with every rank's reason when a rank cannot load one."""
         layout, blobs = pack(values)
         self.gather(self.submit(load, layout, *blobs), timeout)
 
     def pull(self, names: list[str], rank: int, timeout: float = 60.0) -> list[Any]:
-        """The values of these variables in one rank's namespace, in one round trip."""
-        result = self._client[self.ranks[rank].engine_id].pull(list(names), block=False)
-        return self.gather([result], timeout, ranks=[rank])[0]
+        """The values of these variables in one rank's namespace, by value, in one round trip."""
+        result = self._client[self.ranks[rank].engine_id].apply_async(pack_names, list(names))
+        layout, *blobs = self.gather([result], timeout, ranks=[rank])[0]
+        try:
+            values = unpack(layout, blobs)
+        except TransferError as exc:
+            raise TransferError(f"rank {rank}: {exc}") from None
+        return [values[n] for n in names]
 
     # -- health and signals ----------------------------------------------------------------------
 
