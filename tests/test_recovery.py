@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import signal
+import tempfile
 import time
 
 import psutil
@@ -156,7 +157,7 @@ def kernel_cleaned_up(kernel: Kernel, kernel_pid: int, began: float) -> float:
     """Seconds from ``began`` until nothing the killed kernel started runs and its jobs' folders are gone."""
     left = wait_gone(kernel.tag, CLEANUP_LIMIT_S)
     assert not left, describe(left)
-    pattern = f"/tmp/jupyter-hvd-{kernel_pid}.*"
+    pattern = os.path.join(tempfile.gettempdir(), f"jupyter-hvd-{kernel_pid}.*")
     while glob.glob(pattern):
         assert time.monotonic() - began < CLEANUP_LIMIT_S, glob.glob(pattern)
         time.sleep(0.05)
