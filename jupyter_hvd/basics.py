@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence
 from . import _C
 from .errors import raise_for_status
 from .handles import release_orphans
+from .naming import restart as restart_auto_names
 from .gpu import cuda_available, nccl_available
 from .runner.launch import BTL_VAR, SINGLE_HOST_BTL
 
@@ -56,6 +57,7 @@ def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None
     if _C.is_initialized():
         return
     _C.init(_comm_handle(comm))
+    restart_auto_names()  # every rank starts the engine at once: their automatic names agree again
     ps.on_init()
     if not _atexit_registered:
         atexit.register(shutdown)

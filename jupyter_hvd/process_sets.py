@@ -54,6 +54,11 @@ def on_shutdown() -> None:
     _registered.clear()
 
 
+def registered_sets() -> list:
+    """The sets registered now, besides the global one, in the order they were registered."""
+    return [s for pid, s in sorted(_registered.items()) if pid != 0]
+
+
 def set_id(process_set: ProcessSet) -> int:
     """The registered id of ``process_set``, checking that this rank is a member."""
     me = _C.topology()[0]  # raises first when the engine is not initialized

@@ -20,6 +20,10 @@ def test_rank_module(module, np_):
     run_rank_tests(np_, module)
 
 
+def test_engine_restart_after_a_failed_cell_on_3_ranks():
+    run_rank_tests(3, "rank_engine_restart.py")
+
+
 def test_ops_identical_with_fusion_disabled():
     run_rank_tests(2, "rank_ops.py", env={"HOROVOD_FUSION_THRESHOLD": "0"})
 

@@ -16,6 +16,7 @@ from jupyter_hvd.magic import cell
 from jupyter_hvd.magic.cluster import LaunchConfig, RankCluster
 from jupyter_hvd.magic.failures import RankError
 from jupyter_hvd.magic.magics import HvdMagics
+from jupyter_hvd.magic.reaper import tagged
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -134,6 +135,49 @@ def test_push_and_pull(ip, started, capsys):
     assert ip.user_ns["kept"] == "notebook's"  # nothing is set unless every name came back
 
 
+def test_push_sends_what_the_notebook_defined_by_value(ip, started, capsys):
+    run(ip, capsys, "class Point:\n    def __init__(self, x):\n        self.x = x\n    def norm(self):\n"
+                    "        return abs(self.x) * SCALE\nSCALE = 10\np = Point(-3)\ndef twice(v):\n    return 2 * v")
+    _, out = run(ip, capsys, "%hvd push p twice")
+    assert "[hvd] pushed p, twice to 2 ranks" in out, out
+    run(ip, capsys, "%hvd push Point")  # a push of its own: the ranks still take p for a Point
+    result, out = run(ip, capsys, f"{HEAD} -o got\np.norm(), twice(hvd.rank()), isinstance(p, Point)")
+    assert result.success, out
+    assert ip.user_ns["got"] == [(30, 0, True), (30, 2, True)]
+
+
+def test_push_names_what_cannot_be_sent_and_every_ranks_reason(ip, started, capsys, tmp_path, monkeypatch):
+    ip.user_ns.update(lock=threading.Lock(), fine=1)
+    result, out = run(ip, capsys, "%hvd push fine lock")
+    assert not result.success
+    assert "cannot send to the ranks, so nothing was sent: 'lock' (lock): TypeError: cannot pickle" in out, out
+    assert run(ip, capsys, f"{HEAD}\n'fine' in globals()")[0].result is False
+    run(ip, capsys, "%hvd push fine")
+    (tmp_path / "only_in_the_kernel.py").write_text("class Thing:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # importable here, not on the ranks: pickled by reference
+    run(ip, capsys, "import only_in_the_kernel\nthing = only_in_the_kernel.Thing()\nfine = 2")
+    result, out = run(ip, capsys, "%hvd push fine thing")
+    assert not result.success
+    for rank in (0, 1):
+        assert (f"rank {rank}: TransferError: could not load 'thing': ModuleNotFoundError: No module named "
+                "'only_in_the_kernel' (no variable was set on this rank)") in out, out
+    assert run(ip, capsys, f"{HEAD}\nfine")[0].result == 1  # all or nothing
+
+
+def test_pull_brings_what_a_cell_defined_by_value(ip, started, capsys):
+    result, out = run(ip, capsys, f"{HEAD}\nclass Sample:\n    def __init__(self, rank):\n        self.rank = rank\n"
+                                  "    def twice(self):\n        return 2 * self.rank\nsample = Sample(hvd.rank())")
+    assert result.success, out
+    result, out = run(ip, capsys, "%hvd pull sample Sample --rank 1")
+    assert result.success and "[hvd] pulled sample, Sample from rank 1" in out, out
+    sample, cls = ip.user_ns["sample"], ip.user_ns["Sample"]
+    assert sample.twice() == 2 and isinstance(sample, cls)
+    result, out = run(ip, capsys, f"{HEAD}\nimport threading\nlock = threading.Lock()")
+    result, out = run(ip, capsys, "%hvd pull lock")
+    assert not result.success
+    assert "rank 0: TransferError: cannot send to the notebook, so nothing was sent: 'lock' (lock)" in out, out
+
+
 @pytest.mark.parametrize(
     "line, message",
     [
@@ -229,6 +273,35 @@ def test_exception_on_rank_1_is_reported_and_next_cell_works(ip, started, capsys
     result, out = run(ip, capsys, f"{HEAD}\nprint('next', hvd.rank())\nhvd.rank()")
     assert result.success and result.result == 0
     assert "[rank 1] next 1" in out
+
+
+def test_unnamed_ops_work_in_the_cell_after_one_rank_raised_before_one(ip, started, capsys):
+    """Rank 0 numbers an unnamed op that rank 1 never reaches; the next cell's unnamed op must match."""
+    source = (f"{HEAD}\nimport numpy as np\nif hvd.rank() == 1:\n    raise ValueError('boom')\n"
+              "hvd.allreduce(np.ones(1, np.float32))")
+    result, out = run(ip, capsys, source)
+    assert not result.success and out.splitlines()[0] == "rank 1 raised ValueError: boom"
+    result, out = run(ip, capsys, "%%hvd --timeout 30\nprint(hvd.allreduce(np.ones(1, np.float32), op=hvd.Sum))")
+    assert result.success, out
+    assert "[rank 0] [2.]" in out and "[rank 1] [2.]" in out
+
+
+def test_process_sets_made_before_a_failed_cell_work_in_the_next(ip, started, capsys):
+    result, out = run(ip, capsys, f"{HEAD}\nimport numpy as np\nfirst = hvd.add_process_set([0])\n"
+                                  "second = hvd.add_process_set([1])\nhvd.remove_process_set(first)")
+    assert result.success, out
+    result, out = run(ip, capsys, f"{HEAD}\nif hvd.rank() == 0:\n    raise ValueError('boom')\n"
+                                  "hvd.allreduce(np.ones(1), process_set=second)")
+    assert not result.success and out.splitlines()[0] == "rank 0 raised ValueError: boom"
+    result, out = run(ip, capsys, f"{HEAD} --timeout 30 -o got\nif second.included():\n"
+                                  "    mine = [float(hvd.allreduce(np.ones(1), op=hvd.Sum, process_set=second)[0]),\n"
+                                  "            float(hvd.allreduce(np.ones(1), name='x', process_set=second)[0])]\n"
+                                  "else:\n    mine = None\nsecond.process_set_id, first.process_set_id, mine")
+    assert result.success, out
+    assert ip.user_ns["got"] == [(1, None, None), (1, None, [1.0, 1.0])]  # registered again in order, new id
+    result, out = run(ip, capsys, f"{HEAD}\nhvd.allreduce(np.ones(1), process_set=first)")
+    assert "process set [0] is not registered; call hvd.add_process_set() first" in out
+    assert run(ip, capsys, f"{HEAD}\nhvd.remove_process_set(second)")[0].result is True
 
 
 def test_raise_while_peer_waits_in_allreduce_aborts_the_peer(ip, started, capsys):
@@ -346,6 +419,24 @@ def test_killed_rank_is_reported_and_next_cell_restarts(ip, started, capsys):
     assert result.success and result.result == 2
     assert "[hvd] started 2 ranks" in out and "[rank 1] reborn 1" in out
     assert victim not in [r.pid for r in magics(ip).cluster.ranks]
+
+
+def test_a_dead_heart_monitor_stops_the_job_and_the_next_cell_restarts(ip, started, capsys):
+    """The controller's heart monitor is a process of its own (a dead controller: see test_recovery.py)."""
+    cluster = magics(ip).cluster
+    heart = psutil.Process(cluster._cluster.controller.process.pid).children()[0]
+    folder = cluster._profile_dir
+    timer = threading.Timer(1.0, heart.kill)
+    timer.start()
+    began = time.monotonic()
+    result, out = run(ip, capsys, f"{HEAD}\nimport time\ntime.sleep(30)")
+    assert time.monotonic() - began < 11, out
+    assert not result.success
+    assert (f"the ipyparallel controller's heart monitor (pid {heart.pid}) died. The job was stopped; "
+            "the next %%hvd cell starts new ranks.") in out, out
+    assert tagged(folder) == [] and not os.path.exists(folder)
+    result, out = run(ip, capsys, f"{HEAD}\nhvd.size()")
+    assert result.success and result.result == 2 and "[hvd] started 2 ranks" in out
 
 
 def test_different_np_restarts(ip, started, capsys):

@@ -21,6 +21,8 @@ import threading
 from types import CodeType
 from typing import Any
 
+from .engine_restart import restart_engine
+
 # Per-rank state kept between cells (this module lives as long as the engine).
 _state: dict[str, Any] = {"engine": None, "api": None, "device": "cpu"}
 
@@ -77,8 +79,7 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
     __tracebackhide__ = True  # keep this wrapper out of the traceback the notebook shows
     engine = _state["engine"]
     if reinit and engine is not None:
-        engine.shutdown()
-        engine.init()
+        restart_engine(engine, _state["api"])
     publisher = importlib.import_module("jupyter_hvd.monitor.publisher") if monitor else None
     if publisher is not None:
         publisher.start_publisher(_world_rank())
@@ -101,6 +102,8 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
         if publisher is not None:
             publisher.stop_publisher()
         signal.signal(signal.SIGINT, previous)
+    if deadline.expired:  # it fired as the cell ended: the engine is aborted, so the cell counts as failed
+        raise TimeoutError(f"cell exceeded --timeout {timeout:g}s")
     if value_ranks is not None and _world_rank() not in value_ranks:
         return None
     return _sendable(value)

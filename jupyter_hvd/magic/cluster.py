@@ -9,7 +9,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -24,7 +23,9 @@ from traitlets import Any as AnyTrait
 from ..runner.launch import LaunchSpec, default_forward, mpiexec_command
 from .cell import api_module, setup_rank
 from .failures import RankError, without_runner_frames
-from .reaper import alive, descendants
+from .by_value import TransferError, load, pack, pack_names, unpack
+from .reaper import TAG, alive, descendants, tagged
+from .sweeper import new_job_folder, sweep
 
 POLL_S = 0.05
 STOP_TIMEOUT_S = 15.0
@@ -120,7 +121,9 @@ class RankCluster:
         self.stopped = False
         self._client: ipyparallel.Client | None = None
         self._reaper: subprocess.Popen | None = None
-        self._profile_dir = tempfile.mkdtemp(prefix="jupyter-hvd-")
+        self._heart: list[psutil.Process] = []  # the controller's heart monitor, a process of its own
+        sweep()  # what jobs of kernels that are gone left behind
+        self._profile_dir = new_job_folder()
         self._cluster = ipyparallel.Cluster(
             engine_launcher_class=_RankLauncher,
             n=config.np,
@@ -144,13 +147,15 @@ class RankCluster:
         began = time.monotonic()
         deadline = began + self.start_timeout
         atexit.register(self.stop)
+        self._start_reaper()  # first: a kernel killed during start-up leaves nothing behind either
+        tag = {TAG: self._profile_dir}  # inherited by every process of the job, orphans included
         try:
-            self._run_until(self._cluster.start_controller(), deadline, "the controller")
+            self._run_until(self._cluster.start_controller(environment=tag), deadline, "the controller")
             spec = LaunchSpec(
                 np=self.config.np,
                 hosts=self.config.hosts,
                 hostfile=self.config.hostfile,
-                env={"PYTHONPATH": _pythonpath(), **_engine_spin(self.config), **dict(self.config.env)},
+                env={"PYTHONPATH": _pythonpath(), **_engine_spin(self.config), **dict(self.config.env), **tag},
                 forward=default_forward(os.environ),
                 session_dir=self._profile_dir,  # removed by stop(), like the rest of the folder
             )
@@ -160,9 +165,9 @@ class RankCluster:
                                                                        self.start_timeout))
             self._run_until(engines, deadline, "the engine launch")
             self._client = self._run_until(self._cluster.connect_client(), deadline, "the client")
+            self._heart = descendants(self._cluster.controller.process)
             self._wait_registered(deadline)
             self._setup_ranks(deadline)
-            self._start_reaper()
         except BaseException as exc:
             output = self._output()  # read before stop() removes the log files
             self.stop()
@@ -187,6 +192,7 @@ class RankCluster:
         except Exception:  # whatever ipyparallel could not stop is killed below
             pass
         processes += [child for p in processes if alive(p) for child in descendants(p)]
+        processes += tagged(self._profile_dir)  # orphans: a dead controller's heart monitor, say
         leftovers = [p for p in dict.fromkeys(processes) if alive(p)]
         for process in leftovers:
             _kill(process)
@@ -215,39 +221,55 @@ class RankCluster:
             if time.monotonic() > deadline:
                 raise RankError(f"ranks did not answer within {timeout:g}s")
             wait_a_little(results)
-        for rank, result in zip(ranks, results):
-            error = result.exception()
-            if error is not None:
-                name, value = getattr(error, "ename", type(error).__name__), getattr(error, "evalue", error)
-                raise RankError(f"rank {rank}: {name}: {value}", (rank,))
+        failed = [(rank, result.exception()) for rank, result in zip(ranks, results) if result.exception()]
+        if failed:  # every rank's error, not only the first
+            raise RankError("\n".join(f"rank {rank}: {getattr(e, 'ename', type(e).__name__)}: "
+                                      f"{getattr(e, 'evalue', e)}" for rank, e in failed),
+                            tuple(rank for rank, _ in failed))
         return [r.get() for r in results]
 
     def push(self, values: dict[str, Any], timeout: float = 60.0) -> None:
-        """Set these variables in every rank's namespace."""
-        self.gather([self._client[r.engine_id].push(values, block=False) for r in self.ranks], timeout)
+        """Set these variables in every rank's namespace, by value (see by_value.py): TransferError before anything
+        is sent when one cannot be serialised, RankError with every rank's reason when a rank cannot load one."""
+        layout, blobs = pack(values)
+        self.gather(self.submit(load, layout, *blobs), timeout)
 
     def pull(self, names: list[str], rank: int, timeout: float = 60.0) -> list[Any]:
-        """The values of these variables in one rank's namespace, in one round trip."""
-        result = self._client[self.ranks[rank].engine_id].pull(list(names), block=False)
-        return self.gather([result], timeout, ranks=[rank])[0]
+        """The values of these variables in one rank's namespace, by value, in one round trip."""
+        result = self._client[self.ranks[rank].engine_id].apply_async(pack_names, list(names))
+        layout, *blobs = self.gather([result], timeout, ranks=[rank])[0]
+        try:
+            values = unpack(layout, blobs)
+        except TransferError as exc:
+            raise TransferError(f"rank {rank}: {exc}") from None
+        return [values[n] for n in names]
 
     # -- health and signals ----------------------------------------------------------------------
 
     def dead_ranks(self) -> list[RankInfo]:
-        """Ranks whose process is gone; every rank when mpiexec itself is gone."""
-        dead = [r for r in self.ranks if not r.alive()]
-        if not dead and self.ranks and not self._mpiexec_alive():
-            return list(self.ranks)
-        return dead
+        """Ranks whose process is gone."""
+        return [r for r in self.ranks if not r.alive()]
 
-    def raise_if_dead(self) -> None:
-        """If any rank died, stop the whole job and raise a RankError naming the dead ranks."""
+    def what_died(self) -> str:
+        """What of the job has died (ranks, mpiexec, the controller or its heart monitor), or '' if nothing."""
         dead = self.dead_ranks()
         if dead:
+            return "; ".join(f"rank {r.rank} (pid {r.pid} on {r.host}) died" for r in dead)
+        if self.ranks and not self._mpiexec_alive():
+            return f"mpiexec (pid {_pid(next(iter(self._cluster.engines.values()), None))}) died"
+        if self.ranks and not self._controller_alive():
+            return f"the ipyparallel controller (pid {_pid(self._cluster.controller)}) died"
+        return next((f"the ipyparallel controller's heart monitor (pid {p.pid}) died"
+                     for p in self._heart if not alive(p)), "")
+
+    def raise_if_dead(self) -> None:
+        """If any part of the job died, stop the whole job and raise a RankError saying what died."""
+        died = self.what_died()
+        if died:
+            dead = self.dead_ranks()
             self.stop()
-            names = "; ".join(f"rank {r.rank} (pid {r.pid} on {r.host}) died" for r in dead)
-            message = f"{names}. The job was stopped; the next %%hvd cell starts new ranks."
-            raise RankError(message, tuple(r.rank for r in dead))
+            raise RankError(f"{died}. The job was stopped; the next %%hvd cell starts new ranks.",
+                            tuple(r.rank for r in dead))
 
     def signal_ranks(self, signum: int) -> list[int]:
         """Send a signal to every rank process on this host; return the ranks signalled."""
@@ -279,6 +301,8 @@ class RankCluster:
         while len(self._client.ids) < self.config.np:
             if not self._mpiexec_alive():
                 raise self._start_error("mpiexec exited before all engines registered", self._output())
+            if not self._controller_alive():
+                raise self._start_error("the ipyparallel controller exited while the ranks started", self._output())
             if time.monotonic() > deadline:
                 raise self._start_error(
                     f"only {len(self._client.ids)} of {self.config.np} engines registered "
@@ -293,6 +317,9 @@ class RankCluster:
         while not all(r.ready() for r in results):
             if not self._mpiexec_alive():
                 raise self._start_error("mpiexec exited while the ranks were initialising", self._output())
+            if not self._controller_alive():
+                raise self._start_error("the ipyparallel controller exited while the ranks were initialising",
+                                        self._output())
             if time.monotonic() > deadline:
                 raise self._start_error(f"ranks did not initialise within {self.start_timeout:g}s", self._output())
             time.sleep(POLL_S)
@@ -321,9 +348,13 @@ class RankCluster:
         """Watch this kernel from a separate session: if it is killed, the job's processes and folder go with it."""
         script = os.path.join(os.path.dirname(__file__), "reaper.py")
         self._reaper = subprocess.Popen(
-            [sys.executable, script, str(os.getpid()), self._profile_dir, *(str(p.pid) for p in self._roots())],
+            [sys.executable, script, str(os.getpid()), self._profile_dir],
             start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
+
+    def _controller_alive(self) -> bool:
+        process = getattr(self._cluster.controller, "process", None)
+        return process is not None and alive(process)
 
     def _mpiexec_alive(self) -> bool:
         launcher = next(iter(self._cluster.engines.values()), None)
@@ -346,6 +377,11 @@ class RankCluster:
         if tail:
             message += "\nprocess output (last lines):\n" + "\n".join(tail)
         return RankError(message)
+
+
+def _pid(launcher: Any) -> str:
+    process = getattr(launcher, "process", None)
+    return str(process.pid) if process is not None else "?"
 
 
 def _rank_cmd(framework: str, engine_file: str, timeout_s: float) -> list[str]:

@@ -67,7 +67,7 @@ class CellRun:
         self.output.poll(self.results)
         if self.monitor is not None:
             self.monitor.collect(self.results)
-        if self.cluster.dead_ranks():
+        if self.cluster.what_died():
             self.output.flush()
             self.cluster.raise_if_dead()
         now = time.monotonic()

@@ -90,14 +90,13 @@ class HvdMagics(Magics):
                              view).wait()
             error = None
         except RankError as e:
-            self._reinit = True
             error = e
             raise
         finally:
+            self._reinit = error is not None  # a cell that did not finish, however it ended, restarts the engines
             if view is not None:  # a failed cell's monitor stays too: %hvd monitor
                 self._keep(view.monitor, error)
                 view.close()
-        self._reinit = False
         self.job.publish("idle")
         if args.output:
             self.shell.user_ns[args.output] = values
@@ -191,10 +190,7 @@ class HvdMagics(Magics):
             changed = [k for k in vars(config) if getattr(config, k) != getattr(self.cluster.config, k)]
             flags = {"np": "-np", "env": "-x"}
             return "changed " + ", ".join(flags.get(k, f"--{k}") for k in changed)
-        dead = self.cluster.dead_ranks()
-        if dead:
-            return "ranks died: " + ", ".join(str(r.rank) for r in dead)
-        return ""
+        return self.cluster.what_died()
 
     def _launch_config(self, args: Any) -> LaunchConfig:
         """The job a cell asks for: a full spec with -np, else the current job adjusted by the flags given."""

@@ -6,9 +6,7 @@ copies, and whatever reads the result waits for it. The ops whose output size th
 (allgather, alltoall, reducescatter) run synchronously through the core numpy path.
 """
 import contextlib
-import itertools
-from collections import defaultdict
-from typing import Any, DefaultDict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import mxnet as mx
 import numpy as np
@@ -18,12 +16,12 @@ from .. import ops as core
 from ..basics import is_initialized
 from ..dtypes import dtype_code
 from ..errors import HorovodInternalError
+from ..naming import auto_name
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, global_process_set, set_id
 from . import bridge
 
 NDArray = mx.nd.NDArray
-_unnamed: DefaultDict[Tuple[str, int], Iterator[int]] = defaultdict(itertools.count)
 
 
 @contextlib.contextmanager
@@ -43,10 +41,10 @@ def _require_init() -> None:
 def _op_names(kind: str, name: Optional[str], n: int, set_id: int) -> List[str]:
     """Horovod's naming: the op kind prefixes a given name (``name.i`` within a group).
 
-    Unnamed ops are numbered in call order per process set, which matches across its ranks.
+    Unnamed ops are numbered in call order per process set, which matches across its ranks (see naming).
     """
     if name is None or name == "":
-        return [f"mxnet.{kind}.noname.{set_id}.{next(_unnamed[kind, set_id])}" for _ in range(n)]
+        return [auto_name(f"mxnet.{kind}", set_id) for _ in range(n)]
     return [f"{kind}.{name}"] if n == 1 else [f"{kind}.{name}.{i}" for i in range(n)]
 
 

@@ -11,7 +11,6 @@ import tempfile
 from collections.abc import Iterator
 
 PREFIX = "jhvd."
-_NAME = re.compile(re.escape(PREFIX) + r"(\d+)\..+")
 
 
 def _alive(pid: int) -> bool:
@@ -24,17 +23,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def sweep_stale(root: str | None = None) -> list[str]:
-    """Remove this user's session folders under ``root`` (default: $TMPDIR) whose hvdrun has ended;
-    the paths removed."""
+def owner_gone(name: str, prefix: str = PREFIX) -> bool:
+    """True when ``name`` is a folder name ``PREFIX<pid>.*`` whose pid has ended."""
+    match = re.fullmatch(re.escape(prefix) + r"(\d+)\..+", name)
+    return match is not None and not _alive(int(match.group(1)))
+
+
+def sweep_stale(root: str | None = None, prefix: str = PREFIX) -> list[str]:
+    """Remove this user's folders ``prefix<pid>.*`` under ``root`` (default: $TMPDIR) whose process has
+    ended; the paths removed."""
     removed = []
     root = root or tempfile.gettempdir()
     with os.scandir(root) as entries:
         for entry in entries:
-            match = _NAME.fullmatch(entry.name)
-            if not match or not entry.is_dir(follow_symlinks=False):
+            if not owner_gone(entry.name, prefix) or not entry.is_dir(follow_symlinks=False):
                 continue
-            if entry.stat(follow_symlinks=False).st_uid != os.getuid() or _alive(int(match.group(1))):
+            if entry.stat(follow_symlinks=False).st_uid != os.getuid():
                 continue
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(entry.path)

@@ -46,6 +46,25 @@ def test_pending_async_ops_fail_on_abort():
     recover()
 
 
+def test_unnamed_ops_match_again_after_a_restart_that_one_rank_ran_ahead_of():
+    """Rank 0 numbers three unnamed ops its peers never call, then the job aborts: after the restart every
+    rank's next unnamed op must get the same name again, or the ranks wait on each other for ever."""
+    hvd.barrier()
+    if hvd.rank() == 0:
+        ahead = [hvd.allreduce_async(np.ones(2)) for _ in range(3)]
+        hvd.abort("rank 0 ran ahead")
+        for h in ahead:
+            with pytest.raises(hvd.EngineAbortedError):
+                h.wait(timeout=5)
+    else:
+        with pytest.raises(hvd.EngineAbortedError, match="ran ahead"):
+            hvd.allreduce_async(np.ones(2), name="waits.for.the.abort").wait(timeout=10)
+    hvd.shutdown()
+    hvd.init()
+    total = hvd.allreduce_async(np.ones(2, np.float32), op=hvd.Sum).wait(timeout=10)
+    np.testing.assert_array_equal(total, np.full(2, hvd.size()))
+
+
 def test_shutdown_on_one_rank_stops_the_job_and_all_reinit():
     hvd.barrier()
     if hvd.rank() == 0:
