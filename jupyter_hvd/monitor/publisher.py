@@ -44,6 +44,7 @@ class Publisher:
         self._batch = 0
         self._cpu_s = 0.0  # CPU time this publisher has used so far, sent in each batch: the monitor's own cost
         self._origin = snapshot()
+        self._started_us = time.monotonic_ns() // 1000
         self._stop = threading.Event()
         self._lock = threading.Lock()  # the thread and the final flush from stop() never publish at once
         self._thread = threading.Thread(target=self._run, name="jupyter-hvd-monitor", daemon=True)
@@ -73,7 +74,7 @@ class Publisher:
         limit = max_drain or self.max_drain
         events, ring_dropped = self._events(limit)
         columns, coarsened = to_columns(events, self.max_events)
-        samples, steps, last_step_us = counted_since(self._origin)
+        counted = counted_since(self._origin)
         try:
             metrics = self._metrics()
         except ValueError:  # the engine is not initialised
@@ -82,9 +83,12 @@ class Publisher:
             "rank": self.rank,
             "batch": self._batch,
             "now_us": time.monotonic_ns() // 1000,
-            "samples": samples,
-            "steps": steps,
-            "last_step_us": last_step_us,
+            "started_us": self._started_us,
+            "samples": counted.samples,
+            "steps": counted.steps,
+            "first_step_us": counted.first_us,
+            "first_step_samples": counted.first_samples,
+            "last_step_us": counted.last_us,
             "events": columns,
             "ring_dropped": ring_dropped,
             "coarsened": coarsened,
