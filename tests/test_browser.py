@@ -244,7 +244,7 @@ def test_monitor_renders_in_notebook_7(server, browser):
     page.wait_for_function(LIVE_RATES, timeout=RUN_S)  # while the cell runs, both ranks show a rate
     updates = page.evaluate(COUNT_UPDATES, 3000) // 3  # three bars: ranks 0, 1 and the total
     print(f"\n{updates} throughput refreshes in 3 s while the cell ran")
-    assert updates >= 4, f"only {updates} throughput refreshes in 3 s while the cell ran"
+    assert updates >= 3, f"only {updates} throughput refreshes in 3 s while the cell ran"
     wait_monitor(page, "monitor-notebook7")
     page.locator('.jhvd-monitor[data-state="finished"]').nth(1).wait_for(timeout=60_000)  # %hvd monitor
     check_both_ranks_shown(page)  # the reopened monitor: its timeline comes from the saved trait

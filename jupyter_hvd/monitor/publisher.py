@@ -19,11 +19,14 @@ from typing import Any
 from .batch import KEY_PREFIX, to_columns
 from .samples import counted_since, snapshot
 
-INTERVAL_S = 0.25
-# Engine events read per batch: reading costs ~2.5 µs of the rank's CPU (and GIL) per event, so 4 batches/s
-# of 1024 stay near 1% of a core. A rank that emits more falls behind, and its ring's overwrites are counted.
-MAX_DRAIN = 1024
-MAX_EVENTS = 512  # rows per batch; more events are merged (counted in the batch's "coarsened")
+# Two batches a second: each costs the rank, the controller relaying it and the kernel about as much
+# whatever its size, so fewer, larger batches keep the monitor's share of the CPU low (see
+# benchmarks/monitor_overhead.py).
+INTERVAL_S = 0.5
+# Engine events read per batch: reading costs ~2.5 µs of the rank's CPU (and GIL) per event, so 2 batches/s
+# of 2048 stay near 1% of a core. A rank that emits more falls behind, and its ring's overwrites are counted.
+MAX_DRAIN = 2048
+MAX_EVENTS = 1024  # rows per batch; more events are merged (counted in the batch's "coarsened")
 SKIP_CHUNK = 65536  # events read at once when skipping or at the end of a cell (the ring's default size)
 
 
