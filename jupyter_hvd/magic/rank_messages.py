@@ -26,12 +26,14 @@ class RankMessages:
         self._queues: list[deque[Message]] = [deque() for _ in results]
         self._registered = [threading.Event() for _ in results]
         self._callbacks: list[tuple[Any, Any]] = []
+        self._io_threads = [result._client._io_thread for result in results]
         for rank, result in enumerate(results):
             result._client._io_loop.add_callback(self._register, rank, result)
 
     def take(self, rank: int) -> list[Message]:
         """The messages of ``rank`` that arrived since the last call, oldest first."""
-        self._registered[rank].wait(REGISTER_WAIT_S)
+        if not self._registered[rank].is_set() and self._io_threads[rank].is_alive():  # a closed client never will
+            self._registered[rank].wait(REGISTER_WAIT_S)
         queue, taken = self._queues[rank], []
         while queue:
             taken.append(queue.popleft())
