@@ -108,6 +108,19 @@ def test_partial_lines_wait_for_their_newline_and_stderr_is_prefixed(ip, started
         assert f"[rank {rank}] tail" in out
 
 
+def test_a_terminal_shows_rewritten_lines_at_their_end_and_rank_0s_displays(ip, started, capsys):
+    source = (
+        f"{HEAD}\nimport time\nfrom IPython.display import display\nfor i in range(3):\n"
+        "    print('step', i, end='\\r', flush=True)\n    time.sleep(0.3)\nprint()\n"
+        "display({'text/plain': f'text of {hvd.rank()}', 'text/html': '<b>html</b>'}, raw=True)"
+    )
+    result, out = run(ip, capsys, source)
+    assert result.success, out
+    assert "[rank 0] step 2\n" in out and "[rank 1] step 2\n" in out and "step 0" not in out
+    assert "[rank 0]\ntext of 0\n" in out and "text of 1" not in out
+    assert "[hvd] 1 output displayed by rank 1 not shown" in out
+
+
 def test_status_lists_ranks(ip, started, capsys):
     _, out = run(ip, capsys, "%hvd status")
     cluster = magics(ip).cluster

@@ -21,6 +21,7 @@ import threading
 from types import CodeType
 from typing import Any
 
+from . import rank_shell
 from .engine_restart import restart_engine
 
 # Per-rank state kept between cells (this module lives as long as the engine).
@@ -28,13 +29,18 @@ _state: dict[str, Any] = {"engine": None, "api": None, "device": "cpu"}
 
 
 class RemoteRepr:
-    """Stand-in for a rank's value that cannot be sent to the notebook: it shows the value's repr."""
+    """Stand-in for a rank's value that cannot be sent to the notebook: it shows the value as the rank's
+    IPython formats it (its repr, and its HTML, images, ... when it has them)."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, bundle: dict[str, Any] | None = None):
         self.text = text
+        self.bundle = bundle or {}
 
     def __repr__(self) -> str:
         return self.text
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {**self.bundle, "text/plain": self.text}
 
 
 def api_module(framework: str) -> str:
@@ -47,6 +53,7 @@ def setup_rank(framework: str, cpu: bool) -> dict[str, Any]:
     local_rank = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
     local_size = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
     _state["device"] = _pin_device(local_rank, local_size, cpu)
+    rank_shell.use_inline_matplotlib()
     engine = _state["engine"] = importlib.import_module("jupyter_hvd")
     _state["api"] = _user_ns()["hvd"] = importlib.import_module(api_module(framework))
     engine.init()
@@ -88,8 +95,9 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
     try:
         body, last = _compile(code, f"<hvd cell {cell_id}>")
         namespace = _user_ns()
-        exec(body, namespace)
-        value = eval(last, namespace) if last is not None else None
+        with rank_shell.execute_events(_shell()):
+            exec(body, namespace)
+            value = eval(last, namespace) if last is not None else None
     except BaseException as exc:
         if deadline.expired:
             raise TimeoutError(f"cell exceeded --timeout {timeout:g}s").with_traceback(
@@ -168,7 +176,7 @@ def _sendable(value: Any) -> Any:
     try:
         pickle.dumps(value, protocol=5, buffer_callback=lambda buffer: False)
     except Exception:
-        return RemoteRepr(repr(value))
+        return RemoteRepr(repr(value), rank_shell.mime_bundle(_shell(), value))
     return value
 
 
@@ -219,7 +227,11 @@ def _world_rank() -> int:
     return int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
 
 
-def _user_ns() -> dict[str, Any]:
+def _shell() -> Any:
     from IPython import get_ipython
 
-    return get_ipython().user_ns
+    return get_ipython()
+
+
+def _user_ns() -> dict[str, Any]:
+    return _shell().user_ns

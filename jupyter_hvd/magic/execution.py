@@ -24,11 +24,11 @@ class CellRun:
 
     def __init__(self, cluster: RankCluster, code: str, cell_id: int, reinit: bool, timeout: float | None,
                  only_rank: int | None = None, value_ranks: list[int] | None = None,
-                 monitor: MonitorDisplay | None = None):
+                 monitor: MonitorDisplay | None = None, all_displays: bool = False):
         self.cluster = cluster
         self.monitor = monitor
         self.timeout = timeout
-        self.output = RankOutput(len(cluster.ranks), only_rank)
+        self.output = RankOutput(len(cluster.ranks), only_rank, all_displays)
         self.results = cluster.submit(run_cell, code, cell_id, reinit, timeout, value_ranks, monitor is not None)
         self.started = time.monotonic()
         self.failed_order: list[int] = []  # ranks in the order their failure was seen

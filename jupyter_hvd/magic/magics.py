@@ -54,6 +54,8 @@ class HvdMagics(Magics):
     @argument("-x", dest="env", action="append", metavar="VAR=VALUE",
               help="set VAR on the ranks (repeatable), e.g. -x HOROVOD_LOG_LEVEL=debug; a different set restarts")
     @argument("--rank", type=int, help="show only this rank's output (and return its value)")
+    @argument("--all-displays", action="store_true",
+              help="show every rank's rich outputs (figures, HTML, widgets), not only rank 0's")
     @argument("-o", dest="output", metavar="NAME", help="store the list of per-rank values in NAME")
     @argument("--timeout", type=float, metavar="S", help="stop the cell on every rank after S seconds")
     @argument("--framework", choices=FRAMEWORKS, help="API bound to hvd on the ranks (default: mxnet if installed)")
@@ -87,7 +89,7 @@ class HvdMagics(Magics):
         self.job.publish("running")  # a failure is reported when the cell ends (JobChannel.ended)
         try:
             values = CellRun(cluster, cell, self._cells, self._reinit, args.timeout, args.rank, value_ranks,
-                             view).wait()
+                             view, args.all_displays).wait()
             error = None
         except RankError as e:
             error = e

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from IPython.display import display
+from IPython.display import DisplayHandle, display
 
 from ..monitor import Monitor
 
@@ -22,13 +22,21 @@ def widgets_possible(shell: Any) -> bool:
 
 class MonitorDisplay:
     """Feeds a cell's monitor and shows it: the widget appears once a rank trains or the engine reports
-    trouble (cells that do neither get no widget), and its plain-text fallback becomes the final summary."""
+    trouble (cells that do neither get no widget), and its plain-text fallback becomes the final summary.
+
+    Its place is the top of the cell's output, above the ranks' lines, wherever they are when it appears:
+    an empty output is put there as the cell starts (front ends show nothing for it) and becomes the
+    widget. The same holds in JupyterLab, Notebook 7 and a saved notebook.
+    """
 
     def __init__(self, monitor: Monitor, shell: Any):
         self.monitor = monitor
         self.widgets = widgets_possible(shell)
         self.widget: Any = None
         self.handle: Any = None
+        if self.widgets:
+            self.handle = DisplayHandle()
+            self.handle.display({}, raw=True)
 
     def collect(self, results: Sequence[Any]) -> None:
         """Take the ranks' new batches and refresh the widget."""
@@ -49,16 +57,19 @@ class MonitorDisplay:
                 print(self.monitor.text_summary())
             return
         if self.widget is None:
-            self._show()  # a widget made for a finished monitor closes its cell itself
+            self.widget = self._new_widget()  # a widget made for a finished monitor closes its cell itself
         else:
             self.widget.close_cell()
         self.handle.update(self.widget)  # the plain-text fallback now holds the final summary
 
     def _show(self) -> None:
+        self.widget = self._new_widget()
+        self.handle.update(self.widget)
+
+    def _new_widget(self) -> Any:
         from ..monitor.widget import MonitorWidget
 
-        self.widget = MonitorWidget(self.monitor)
-        self.handle = display(self.widget, display_id=True)
+        return MonitorWidget(self.monitor)
 
 
 def show_monitor(monitor: Monitor, shell: Any) -> None:

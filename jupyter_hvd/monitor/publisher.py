@@ -19,11 +19,14 @@ from typing import Any
 from .batch import KEY_PREFIX, to_columns
 from .samples import counted_since, snapshot
 
-INTERVAL_S = 0.25
-# Engine events read per batch: reading costs ~2.5 µs of the rank's CPU (and GIL) per event, so 4 batches/s
-# of 1024 stay near 1% of a core. A rank that emits more falls behind, and its ring's overwrites are counted.
-MAX_DRAIN = 1024
-MAX_EVENTS = 512  # rows per batch; more events are merged (counted in the batch's "coarsened")
+# Two batches a second: each costs the rank, the controller relaying it and the kernel about as much
+# whatever its size, so fewer, larger batches keep the monitor's share of the CPU low (see
+# benchmarks/monitor_overhead.py).
+INTERVAL_S = 0.5
+# Engine events read per batch: reading costs ~2.5 µs of the rank's CPU (and GIL) per event, so 2 batches/s
+# of 2048 stay near 1% of a core. A rank that emits more falls behind, and its ring's overwrites are counted.
+MAX_DRAIN = 2048
+MAX_EVENTS = 1024  # rows per batch; more events are merged (counted in the batch's "coarsened")
 SKIP_CHUNK = 65536  # events read at once when skipping or at the end of a cell (the ring's default size)
 
 
@@ -44,6 +47,7 @@ class Publisher:
         self._batch = 0
         self._cpu_s = 0.0  # CPU time this publisher has used so far, sent in each batch: the monitor's own cost
         self._origin = snapshot()
+        self._started_us = time.monotonic_ns() // 1000
         self._stop = threading.Event()
         self._lock = threading.Lock()  # the thread and the final flush from stop() never publish at once
         self._thread = threading.Thread(target=self._run, name="jupyter-hvd-monitor", daemon=True)
@@ -73,7 +77,7 @@ class Publisher:
         limit = max_drain or self.max_drain
         events, ring_dropped = self._events(limit)
         columns, coarsened = to_columns(events, self.max_events)
-        samples, steps, last_step_us = counted_since(self._origin)
+        counted = counted_since(self._origin)
         try:
             metrics = self._metrics()
         except ValueError:  # the engine is not initialised
@@ -82,9 +86,12 @@ class Publisher:
             "rank": self.rank,
             "batch": self._batch,
             "now_us": time.monotonic_ns() // 1000,
-            "samples": samples,
-            "steps": steps,
-            "last_step_us": last_step_us,
+            "started_us": self._started_us,
+            "samples": counted.samples,
+            "steps": counted.steps,
+            "first_step_us": counted.first_us,
+            "first_step_samples": counted.first_samples,
+            "last_step_us": counted.last_us,
             "events": columns,
             "ring_dropped": ring_dropped,
             "coarsened": coarsened,

@@ -15,8 +15,9 @@ class RankTrack:
         self.window_us = window_us
         self.timeline_us = timeline_us
         self.points: deque[tuple[int, int]] = deque()  # (rank clock µs, cumulative samples)
-        self.first_step: tuple[int, int] | None = None  # (µs, samples) at the first step seen
-        self.last_step: tuple[int, int] | None = None
+        self.started_us = 0  # rank clock µs when the cell started on the rank
+        self.first_step = (0, 0)  # (rank clock µs, samples) at the end of the cell's first step; 0 µs: unknown
+        self.last_step_us = 0
         self.events: deque[tuple[Any, ...]] = deque(maxlen=max_events)  # (version, *COLUMNS)
         self.samples = self.steps = 0
         self.seen = self.coarsened = self.ring_dropped = self.buffer_dropped = 0
@@ -34,9 +35,9 @@ class RankTrack:
         self.clock_offset_us = offset if self.clock_offset_us is None else min(self.clock_offset_us, offset)
         self.samples, self.steps = batch["samples"], batch["steps"]
         self._add_point(batch["now_us"], batch["samples"])
-        if batch["steps"] and batch["last_step_us"]:
-            self.last_step = (batch["last_step_us"], batch["samples"])
-            self.first_step = self.first_step or self.last_step
+        self.started_us = batch["started_us"]
+        self.first_step = (batch["first_step_us"], batch["first_step_samples"])
+        self.last_step_us = batch["last_step_us"]
         self.coarsened += batch["coarsened"]
         self.ring_dropped += batch["ring_dropped"]
         self.behind = batch["behind"]
@@ -56,10 +57,14 @@ class RankTrack:
         return (s1 - s0) * 1e6 / (t1 - t0) if t1 > t0 else 0.0
 
     def mean_rate(self) -> float | None:
-        """Samples per second between the first and the last step seen, or None before two are seen."""
-        if self.first_step is None or self.last_step is None or self.last_step[0] <= self.first_step[0]:
-            return None
-        return (self.last_step[1] - self.first_step[1]) * 1e6 / (self.last_step[0] - self.first_step[0])
+        """Samples per second from the end of the cell's first step to the end of its last, or over the
+        cell's only step (from the cell's start); None before any step."""
+        (first_us, first_samples), last_us = self.first_step, self.last_step_us
+        if self.steps >= 2 and first_us and last_us > first_us:
+            return (self.samples - first_samples) * 1e6 / (last_us - first_us)
+        if self.steps >= 1 and last_us > self.started_us:
+            return self.samples * 1e6 / (last_us - self.started_us)
+        return None
 
     def timeline(self, since_version: int = -1) -> dict[str, list[Any]]:
         """Buffered events that arrived after ``since_version``, as columns."""

@@ -16,7 +16,7 @@ import traitlets
 from .monitor import Monitor
 
 VIEW = Path(__file__).parent / "static" / "monitor.js"
-REFRESH_S = 0.25  # at most this often while a cell runs: 4 updates a second
+REFRESH_S = 0.5  # at most this often while a cell runs: 2 updates a second, one per batch of each rank
 
 
 def view_built() -> bool:

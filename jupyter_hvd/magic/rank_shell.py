@@ -1,0 +1,42 @@
+"""Rank side: what makes a %%hvd cell behave on a rank as it does in a notebook kernel.
+
+ipyparallel runs our cell wrapper as a function call, not as an IPython cell, so IPython's
+execute events do not fire by themselves: matplotlib's inline backend shows a cell's figures from
+``post_execute``, and other libraries hook these events too. Only the standard library is imported
+here, as in cell.py.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+
+
+def use_inline_matplotlib() -> None:
+    """Draw figures with the inline backend, as a notebook kernel does, unless MPLBACKEND says otherwise:
+    ``plt.show()`` and the end of a cell then display them under the cell."""
+    os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
+
+
+@contextlib.contextmanager
+def execute_events(shell: Any) -> Iterator[None]:
+    """Fire IPython's ``pre_execute`` and ``post_execute`` around a cell (post_execute also after an error,
+    as IPython does), so figures drawn in the cell are shown when it ends."""
+    shell.events.trigger("pre_execute")
+    try:
+        yield
+    finally:
+        shell.events.trigger("post_execute")
+
+
+def mime_bundle(shell: Any, value: Any) -> dict[str, Any]:
+    """The MIME bundle the rank's IPython makes of ``value`` (HTML, images, ...), for values that cannot
+    travel to the notebook themselves; empty if formatting fails."""
+    try:
+        data, _ = shell.display_formatter.format(value)
+    except Exception:  # noqa: BLE001 - a broken _repr_*_ falls back to the plain repr
+        return {}
+    return data

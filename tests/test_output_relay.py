@@ -1,0 +1,100 @@
+"""The kernel side of rank output, without ranks: carriage returns, tqdm meters, and display bookkeeping."""
+import pytest
+
+from jupyter_hvd.magic.output import overwrite
+from jupyter_hvd.magic.progress_bars import Meter, parse_meter
+from jupyter_hvd.magic.rank_displays import WIDGET_VIEW, RankDisplays
+
+
+@pytest.mark.parametrize("written, shown", [
+    ("step 0\rstep 1\rstep 2\r", "step 2"),
+    ("abcdef\rxy", "xycdef"),  # as a terminal and Jupyter show it: only what is written over changes
+    ("done\r\n", "done\n"),
+    ("plain", "plain"),
+    ("\r  0%|   | 0/5\r 40%|#  | 2/5", " 40%|#  | 2/5"),
+])
+def test_overwrite_applies_carriage_returns(written, shown):
+    assert overwrite(written) == shown
+
+
+def test_parse_meter_reads_tqdm_meters_only():
+    assert parse_meter("epoch:  40%|####      | 2/5 [00:00<00:01,  3.30it/s]") == Meter(
+        "epoch", 40, "2/5 [00:00<00:01,  3.30it/s]")
+    assert parse_meter("100%|##########| 3/3 [00:00<00:00, 9.1it/s]").percent == 100
+    assert parse_meter("3it [00:00, 256.12it/s]") is None  # no total: no bar to draw
+    assert parse_meter("step 2") is None
+    assert parse_meter("250%|#| x") is None
+
+
+class Published(list):
+    """Records what RankDisplays publishes, as (data, display id, update)."""
+
+    def __call__(self, data, metadata, transient, update=False):
+        self.append((data, transient["display_id"], update))
+
+
+def displays(**options):
+    published = Published()
+    return RankDisplays(2, options.pop("only_rank", None), options.pop("all_displays", False), published,
+                        options.pop("known_widget", lambda model_id: True)), published
+
+
+def content(text, display_id=None):
+    return {"data": {"text/plain": text}, "metadata": {}, "transient": {"display_id": display_id} if display_id else {}}
+
+
+def test_other_ranks_are_counted_in_one_note_updated_in_place():
+    shower, published = displays()
+    shower.handle(1, "display_data", content("a"))
+    shower.handle(1, "display_data", content("b"))
+    shower.handle(0, "display_data", content("c"))
+    notes = [p for p in published if p[0].get("text/plain", "").startswith("[hvd]")]
+    assert [n[2] for n in notes] == [False, True] and notes[0][1] == notes[1][1]
+    assert "2 outputs displayed by rank 1 not shown" in notes[-1][0]["text/plain"]
+    assert [p[0] for p in published if not p[0]["text/plain"].startswith("[hvd]")] == [
+        {"text/plain": "[rank 0]"}, {"text/plain": "c"}]
+
+
+def test_rank_option_and_all_displays_choose_the_ranks_shown():
+    assert [displays(only_rank=1)[0].shown(r) for r in (0, 1)] == [False, True]
+    assert [displays(all_displays=True)[0].shown(r) for r in (0, 1)] == [True, True]
+
+
+def test_updates_keep_only_the_latest_until_flushed_and_reach_the_ranks_display_id():
+    shower, published = displays()
+    shower.handle(0, "display_data", content("v0", "bar"))
+    content_id = published[-1][1]
+    for i in range(1, 4):
+        shower.handle(0, "update_display_data", content(f"v{i}", "bar"))
+    shower.flush()
+    assert published[-1] == ({"text/plain": "v3"}, content_id, True) and len(published) == 3
+
+
+def test_clear_output_empties_only_that_ranks_outputs_and_wait_reuses_the_first_place():
+    shower, published = displays(all_displays=True)
+    shower.handle(0, "display_data", content("frame 0"))
+    shower.handle(1, "display_data", content("other rank"))
+    first = published[1][1]
+    shower.handle(0, "clear_output", {"wait": True})
+    shower.handle(0, "display_data", content("frame 1"))
+    assert published[-1] == ({"text/plain": "frame 1"}, first, True)  # in place, nothing emptied first
+    shower.handle(0, "clear_output", {"wait": False})
+    emptied = [p[1] for p in published if p[0] == {}]
+    assert first in emptied and published[3][1] not in emptied  # rank 1's output stays
+
+
+def test_updates_to_a_cleared_display_are_dropped():
+    shower, published = displays()
+    shower.handle(0, "display_data", content("v0", "bar"))
+    shower.handle(0, "clear_output", {"wait": False})
+    count = len(published)
+    shower.handle(0, "update_display_data", content("v1", "bar"))
+    shower.flush()
+    assert len(published) == count
+
+
+def test_a_widget_this_kernel_does_not_know_shows_its_text():
+    shower, published = displays(known_widget=lambda model_id: model_id == "known")
+    for model_id in ("known", "gone"):
+        shower.handle(0, "display_data", {"data": {WIDGET_VIEW: {"model_id": model_id}, "text/plain": model_id}})
+    assert WIDGET_VIEW in published[1][0] and published[3][0] == {"text/plain": "gone"}

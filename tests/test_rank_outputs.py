@@ -1,0 +1,216 @@
+"""Everything a rank displays reaches the notebook: run in a real kernel (nbclient), beside ipyparallel's own
+%%px on an MPI cluster of 2 engines given the same cells, so each case shows what %%px shows, or more."""
+import json
+import os
+import time
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from test_kernel import Kernel
+from test_notebooks import NOTEBOOKS
+
+pytestmark = pytest.mark.timeout(400)
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# The cases of the issue's table: the same code under %%px and %%hvd (``rank`` is set on both).
+TABLE = {
+    "tqdm.auto": ("", "import time\nfrom tqdm.auto import tqdm\nfor i in tqdm(range(5), disable=rank != 0):\n"
+                      "    time.sleep(0.3)"),
+    "markdown": ("", "from IPython.display import display, Markdown\n"
+                     "display(Markdown('**hello from rank %d**' % rank))"),
+    "figure": ("--rank 0", "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9]); plt.show()"),
+    "carriage returns": ("", "import time\nfor i in range(3):\n    print('step', i, end='\\r', flush=True)\n"
+                             "    time.sleep(0.3)\nprint()"),
+    "dataframe": ("", "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})"),
+}
+# Beyond the table: what %%px loses or cannot do.
+MORE = {
+    "markdown, every rank": ("--all-displays", TABLE["markdown"][1]),
+    "update in place": ("", "import time\nfrom IPython.display import display\nh = display('first', display_id=True)\n"
+                            "time.sleep(0.3)\nh.update('second')"),
+    "clear_output in a loop": ("", "from IPython.display import clear_output, display\nfor i in range(3):\n"
+                                   "    clear_output(wait=True)\n    display('frame %d' % i)\n    time.sleep(0.1)"),
+    "order": ("", "print('before')\ndisplay(Markdown('*middle*'))\nprint('after')"),
+    "text tqdm": ("", "from tqdm import tqdm as text_tqdm\nfor i in text_tqdm(range(4), desc='epoch'):\n"
+                      "    time.sleep(0.3)"),
+    "unknown widget": ("", "display({'%s': {'model_id': 'nowhere', 'version_major': 2, 'version_minor': 0},\n"
+                           "         'text/plain': 'a widget from nowhere'}, raw=True)" % WIDGET_VIEW),
+    "figure at the end": ("--rank 1", "plt.plot([3, 2, 1])\nNone"),
+    "unpicklable result": ("", "class Rich:\n    def _repr_html_(self):\n        return '<b>rich %d</b>' % rank\n"
+                               "    def __reduce__(self):\n        raise TypeError('stays on the rank')\nRich()"),
+}
+PX_START = """import os
+import ipyparallel as ipp
+from jupyter_hvd.runner.launch import ROOT_ENV, find_mpiexec
+os.environ.update(ROOT_ENV if os.geteuid() == 0 else {})
+os.environ["PATH"] = os.path.dirname(find_mpiexec()) + os.pathsep + os.environ["PATH"]
+cluster = ipp.Cluster(engines="mpi", n=2, log_level=40, engine_launcher_kwargs={"mpi_args": ["--oversubscribe"]})
+client = cluster.start_and_connect_sync()
+client.wait_for_engines(2, timeout=120)"""
+
+
+def run_cases() -> dict[tuple[str, str], list]:
+    """Each case's outputs under %%px and %%hvd, keyed (magic, case), and the saved widget models."""
+    cells = ["import os\nos.environ['OMP_NUM_THREADS'] = '1'\n%load_ext jupyter_hvd", PX_START,
+             "%%px\nfrom mpi4py import MPI\nrank = MPI.COMM_WORLD.rank"]
+    keys = [None, None, None]
+    for name, (flags, code) in TABLE.items():
+        cells.append(f"%%px {flags.replace('--rank', '--targets')}\n{code}")
+        keys.append(("px", name))
+    cells += ["cluster.stop_cluster_sync()", "%%hvd -np 2 --framework none\nrank = hvd.rank()"]
+    keys += [None, None]
+    for name, (flags, code) in {**TABLE, **MORE}.items():
+        cells.append(f"%%hvd {flags}\n{code}")
+        keys.append(("hvd", name))
+    cells.append("%hvd stop")
+    keys.append(None)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    NotebookClient(nb, timeout=180, kernel_name="python3", store_widget_state=True,
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    for cell in nb.cells:
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert not errors, "\n".join(errors[0].traceback)
+    cases = {key: cell.outputs for key, cell in zip(keys, nb.cells) if key}
+    cases["models"] = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    return cases
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return run_cases()
+
+
+def bundles(outputs) -> list[dict]:
+    """The MIME bundles a cell shows, in order; a stream as a text/plain bundle, a kept-empty place left out."""
+    shown = []
+    for output in outputs:
+        if output.output_type == "stream":
+            shown.append({"text/plain": output.text})
+        elif output.get("data"):
+            shown.append(dict(output.data))
+    return shown
+
+
+def text(outputs) -> str:
+    return "\n".join(b.get("text/plain", "") for b in bundles(outputs))
+
+
+def mime_types(outputs) -> set[str]:
+    return {mime for bundle in bundles(outputs) for mime in bundle}
+
+
+def progress_models(models, view) -> list[dict]:
+    """The progress-bar models inside the widget a view shows."""
+    children = models[view["model_id"]]["state"]["children"]
+    states = [models[child.removeprefix("IPY_MODEL_")] for child in children]
+    return [s["state"] for s in states if s["model_name"] == "FloatProgressModel"]
+
+
+@pytest.mark.parametrize("case", TABLE)
+def test_each_case_shows_every_mime_type_px_shows(cases, case):
+    px, hvd = mime_types(cases[("px", case)]), mime_types(cases[("hvd", case)])
+    assert px, f"%%px showed nothing for {case}"
+    assert px <= hvd, f"{case}: %%px shows {sorted(px)}, %%hvd {sorted(hvd)}"
+
+
+def test_tqdm_auto_is_a_progress_bar_that_reaches_its_end(cases):
+    views = [b[WIDGET_VIEW] for b in bundles(cases[("hvd", "tqdm.auto")]) if WIDGET_VIEW in b]
+    assert len(views) == 1, "one bar: rank 0's (rank 1's is disabled)"
+    [bar] = progress_models(cases["models"], views[0])
+    assert bar["value"] == bar["max"] == 5
+    assert text(cases[("hvd", "tqdm.auto")]).startswith("[rank 0]")
+
+
+def test_markdown_shows_rank_0s_and_names_the_ranks_not_shown(cases):
+    shown = [b["text/markdown"] for b in bundles(cases[("hvd", "markdown")]) if "text/markdown" in b]
+    assert shown == ["**hello from rank 0**"]
+    assert "1 output displayed by rank 1 not shown" in text(cases[("hvd", "markdown")])
+    every = [b["text/markdown"] for b in bundles(cases[("hvd", "markdown, every rank")]) if "text/markdown" in b]
+    assert sorted(every) == ["**hello from rank 0**", "**hello from rank 1**"]
+    px = [b["text/markdown"] for b in bundles(cases[("px", "markdown")]) if "text/markdown" in b]
+    assert sorted(px) == sorted(every)
+
+
+def test_figures_from_plt_show_and_from_the_end_of_a_cell(cases):
+    for case, rank in (("figure", 0), ("figure at the end", 1)):
+        shown = bundles(cases[("hvd", case)])
+        assert [b["text/plain"] for b in shown if "image/png" in b] == ["<Figure size 640x480 with 1 Axes>"], case
+        assert shown[0] == {"text/plain": f"[rank {rank}]"}, "a figure is labelled with its rank"
+
+
+def test_a_line_rewritten_with_carriage_returns_shows_its_last_state_per_rank(cases):
+    lines = text(cases[("hvd", "carriage returns")]).splitlines()
+    assert sorted(lines) == ["[rank 0] step 2", "[rank 1] step 2"], lines
+    assert "step 2" in text(cases[("px", "carriage returns")])
+
+
+def test_a_dataframe_result_is_an_html_table(cases):
+    [result] = [o for o in cases[("hvd", "dataframe")] if o.output_type == "execute_result"]
+    assert "<table" in result.data["text/html"]
+
+
+def test_a_display_updated_in_place_shows_its_last_value(cases):
+    assert bundles(cases[("hvd", "update in place")]) == [{"text/plain": "[rank 0]"}, {"text/plain": "'second'"},
+                                                          {"text/plain": "[hvd] 1 output displayed by rank 1 not "
+                                                           "shown: rich outputs come from rank 0 (--rank R shows "
+                                                           "rank R's, --all-displays every rank's)"}]
+
+
+def test_clear_output_in_a_loop_keeps_one_output_in_place(cases):
+    shown = [b["text/plain"] for b in bundles(cases[("hvd", "clear_output in a loop")])]
+    assert shown[:2] == ["[rank 0]", "'frame 2'"], shown
+
+
+def test_displays_keep_their_order_among_the_ranks_lines(cases):
+    shown = [b.get("text/markdown") or b["text/plain"] for b in bundles(cases[("hvd", "order")])]
+    rank0 = [s for s in shown if "rank 1" not in s and "[hvd]" not in s]
+    assert rank0 == ["[rank 0] before\n", "[rank 0]", "*middle*", "[rank 0] after\n"], shown
+
+
+def test_a_text_tqdm_bar_becomes_a_progress_bar_per_rank(cases):
+    shown = [b for b in bundles(cases[("hvd", "text tqdm")]) if WIDGET_VIEW in b]
+    assert [b["text/plain"][:18] for b in shown] == ["[rank 0] epoch: 10", "[rank 1] epoch: 10"]
+    for bundle in shown:
+        [bar] = progress_models(cases["models"], bundle[WIDGET_VIEW])
+        assert bar["value"] == 100 and bar["bar_style"] == "success"
+
+
+def test_a_widget_this_kernel_cannot_show_falls_back_to_its_text(cases):
+    shown = bundles(cases[("hvd", "unknown widget")])
+    assert {"text/plain": "a widget from nowhere"} in shown
+    assert not any(WIDGET_VIEW in b for b in shown)
+
+
+def test_an_unpicklable_result_keeps_its_rich_repr(cases):
+    [result] = [o for o in cases[("hvd", "unpicklable result")] if o.output_type == "execute_result"]
+    assert result.data["text/html"] == "<b>rich 0</b>"
+
+
+def test_progress_bars_update_while_the_cell_runs():
+    """A text tqdm on a rank moves its bar while the cell runs, at most 10 times a second."""
+    kernel = Kernel()
+    try:
+        kernel.execute("%load_ext jupyter_hvd")
+        reply, out = kernel.execute("%%hvd -np 2 --framework none\nimport time")
+        assert reply["status"] == "ok", out
+        values, began = [], time.monotonic()
+
+        def record(msg):
+            if msg["msg_type"] == "comm_msg":
+                state = msg["content"]["data"].get("state", {})
+                if "value" in state and isinstance(state["value"], float):
+                    values.append((time.monotonic(), state["value"]))
+
+        code = "%%hvd --rank 0\nfrom tqdm import tqdm\nfor i in tqdm(range(20)):\n    time.sleep(0.15)"
+        reply = kernel.kc.execute_interactive(code, timeout=120, output_hook=record)
+        ended = time.monotonic()
+        assert reply["content"]["status"] == "ok"
+        moving = sorted({v for _, v in values if 0 < v < 100})
+        print(f"\n{len(values)} bar updates in {ended - began:.1f}s: {moving}")
+        assert len(moving) >= 3, f"the bar moved only through {moving} while the cell ran"
+        per_second = max(sum(1 for t, _ in values if start <= t < start + 1) for start, _ in values)
+        assert per_second <= 10, f"{per_second} updates within one second"
+    finally:
+        kernel.close()
