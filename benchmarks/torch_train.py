@@ -5,10 +5,11 @@
 Cases, each rank with one compute thread (OMP_NUM_THREADS=1):
   cnn_train   a small CNN (2 conv + 2 dense) on synthetic 28x28 data, batch 64 per rank: hvd.DistributedOptimizer
               and DistributedDataParallel (gloo, CPU) at each rank count, run one after the other in each round
-              (their order alternating) so both see the same load; samples/s of the job, the ratio of the two, and
-              the scaling efficiency against one plain torch process (no library) measured in the same round.
-  op_latency  a 4-byte CPU tensor allreduce, one at a time, at np=2: jupyter_hvd.torch's allreduce_ against
-              MPI_Allreduce of the same 4 bytes (mpi4py), in the same job.
+              (their order alternating) so both see the same load; samples/s of the job, the median of the rounds'
+              ratios of the two, and the scaling efficiency against one plain torch process (no library) run in
+              the same round.
+  op_latency  a 4-byte CPU tensor allreduce, one at a time, at np=2: jupyter_hvd.torch's allreduce_, the core's
+              on a numpy array, and MPI_Allreduce of the same 4 bytes (mpi4py), in the same job.
 Prints a table and one JSON line per case; medians over the rounds.
 """
 import argparse
@@ -81,11 +82,13 @@ def train_worker(impl: str, steps: int, port: int) -> None:
 
 
 def latency_worker(iters: int) -> None:
-    """Median µs of one 4-byte allreduce: jupyter_hvd.torch's allreduce_, then raw MPI_Allreduce."""
+    """Median µs of one 4-byte allreduce: jupyter_hvd.torch's allreduce_, the core's on a numpy array (what the
+    torch layer adds is the difference), and raw MPI_Allreduce."""
     import numpy as np
     import torch
     from mpi4py import MPI
 
+    import jupyter_hvd
     import jupyter_hvd.torch as hvd
 
     hvd.init()
@@ -107,6 +110,9 @@ def latency_worker(iters: int) -> None:
     for _ in range(3):  # interleaved rounds: the same load for both
         results.setdefault("jupyter_hvd_us", []).append(timed(lambda: hvd.allreduce_(t, name="lat", op=hvd.Sum)))
         comm.Barrier()
+        results.setdefault("core_numpy_us", []).append(
+            timed(lambda: jupyter_hvd.allreduce_(buf, name="lat.np", op=hvd.Sum)))
+        comm.Barrier()
         results.setdefault("mpi_us", []).append(timed(lambda: comm.Allreduce(buf, out, op=MPI.SUM)))
         comm.Barrier()
     if comm.Get_rank() == 0:
@@ -120,14 +126,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(np_: int, args: list, timeout: float = 600) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+def launch(np_: int, args: list, env: dict | None = None, timeout: float = 600) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", **(env or {}))
     cmd = [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", "-np", str(np_), sys.executable, __file__, *args]
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
         raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     return json.loads(lines[-1])
+
+
+# What runs in each round at each rank count: (worker, environment). The engine thread's busy-polling after work
+# (JUPYTER_HVD_SPIN_US, 2000 us by default) takes CPU from the ranks' compute threads where they fill the cores:
+# the second row shows training without it.
+VARIANTS = {"jupyter_hvd": ("jupyter_hvd", {}), "jupyter_hvd spin 0": ("jupyter_hvd", {"JUPYTER_HVD_SPIN_US": "0"}),
+            "ddp": ("ddp", {})}
 
 
 def main() -> None:
@@ -148,28 +161,35 @@ def main() -> None:
 
     rates: dict = {}
     for r in range(args.repeat):
-        rates.setdefault(("plain", 1), []).append(launch(1, ["--worker", "plain", "--steps", str(args.steps)]))
+        rates.setdefault("plain", []).append(launch(1, ["--worker", "plain", "--steps", str(args.steps)]))
         for np_ in args.np:
-            impls = ["jupyter_hvd", "ddp"] if r % 2 == 0 else ["ddp", "jupyter_hvd"]
-            for impl in impls:
-                run = ["--worker", impl, "--steps", str(args.steps), "--port", str(free_port())]
-                rates.setdefault((impl, np_), []).append(launch(np_, run))
-    one = statistics.median(x["samples_per_s"] for x in rates["plain", 1])
-    print(f"{'case':<12}{'np':>4}{'impl':>14}{'samples/s':>12}{'efficiency':>12}{'vs DDP':>9}")
-    print(f"{'cnn_train':<12}{1:>4}{'plain torch':>14}{one:>12.0f}")
+            names = list(VARIANTS)
+            for name in names[r % len(names):] + names[:r % len(names)]:  # a different one first each round
+                worker, env = VARIANTS[name]
+                run = ["--worker", worker, "--steps", str(args.steps), "--port", str(free_port())]
+                rates.setdefault((name, np_), []).append(launch(np_, run, env)["samples_per_s"])
+    plain = [x["samples_per_s"] for x in rates["plain"]]
+    print(f"{'case':<12}{'np':>4}{'impl':>20}{'samples/s':>12}{'efficiency':>12}{'vs DDP':>9}")
+    print(f"{'cnn_train':<12}{1:>4}{'plain torch':>20}{statistics.median(plain):>12.0f}")
     for np_ in args.np:
-        med = {impl: statistics.median(x["samples_per_s"] for x in rates[impl, np_]) for impl in ("jupyter_hvd", "ddp")}
-        for impl in ("jupyter_hvd", "ddp"):
-            ratio = med[impl] / med["ddp"]
-            print(f"{'cnn_train':<12}{np_:>4}{impl:>14}{med[impl]:>12.0f}{med[impl] / (np_ * one):>12.1%}{ratio:>9.2f}")
-        print(json.dumps({"case": "cnn_train", "np": np_, "plain_1rank_samples_per_s": round(one),
-                          **{f"{i}_samples_per_s": round(v) for i, v in med.items()},
-                          **{f"{i}_scaling_efficiency": round(v / (np_ * one), 3) for i, v in med.items()},
-                          "ratio_vs_ddp": round(med["jupyter_hvd"] / med["ddp"], 3),
-                          "runs": {i: [round(x["samples_per_s"]) for x in rates[i, np_]] for i in med}}))
+        runs = {name: rates[name, np_] for name in VARIANTS}
+        # Each round ran every variant back to back: medians of per-round ratios are the least disturbed by the
+        # load changing between rounds. Efficiency: against the plain process of the same round.
+        ratio = {name: statistics.median(a / b for a, b in zip(v, runs["ddp"])) for name, v in runs.items()}
+        eff = {name: statistics.median(a / (np_ * b) for a, b in zip(v, plain)) for name, v in runs.items()}
+        for name, v in runs.items():
+            print(f"{'cnn_train':<12}{np_:>4}{name:>20}{statistics.median(v):>12.0f}{eff[name]:>12.1%}"
+                  f"{ratio[name]:>9.2f}")
+        print(json.dumps({"case": "cnn_train", "np": np_, "plain_1rank_samples_per_s": round(statistics.median(plain)),
+                          "samples_per_s": {n: round(statistics.median(v)) for n, v in runs.items()},
+                          "scaling_efficiency": {n: round(v, 3) for n, v in eff.items()},
+                          "ratio_vs_ddp": {n: round(v, 3) for n, v in ratio.items()},
+                          "runs": {n: [round(x) for x in v] for n, v in runs.items()},
+                          "plain_runs": [round(x) for x in plain]}))
     lat = launch(2, ["--worker", "latency"] + (["--quick"] if args.quick else []))
     print(f"{'op_latency':<12}{2:>4}  4-byte allreduce: jupyter_hvd.torch {lat['jupyter_hvd_us']:.1f} us, "
-          f"MPI {lat['mpi_us']:.1f} us, overhead {lat['jupyter_hvd_us'] - lat['mpi_us']:.1f} us")
+          f"core on numpy {lat['core_numpy_us']:.1f} us, MPI {lat['mpi_us']:.1f} us; "
+          f"overhead vs MPI {lat['jupyter_hvd_us'] - lat['mpi_us']:.1f} us")
     print(json.dumps({"case": "op_latency", "np": 2, "bytes": 4, **{k: round(v, 2) for k, v in lat.items()}}))
 
 

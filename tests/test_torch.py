@@ -1,6 +1,7 @@
 """jupyter_hvd.torch as a drop-in for horovod.torch: API surface here, behaviour on real MPI ranks."""
 import inspect
 import re
+import sys
 import textwrap
 
 import pytest
@@ -95,6 +96,19 @@ def test_mxnet_and_torch_load_in_one_process():
     import numpy as np
 
     assert torch.from_numpy(mx.nd.ones(3).asnumpy()).sum().item() == 3.0 and np.__version__
+
+
+def test_default_framework_is_the_one_the_kernel_imported(monkeypatch):
+    mx = pytest.importorskip("mxnet")
+    from jupyter_hvd.magic import frameworks
+
+    monkeypatch.delitem(sys.modules, "mxnet", raising=False)
+    assert frameworks.default_framework() == "torch"
+    monkeypatch.setitem(sys.modules, "mxnet", mx)
+    assert frameworks.default_framework() == "mxnet"  # both imported: MXNet, the older default
+    monkeypatch.delitem(sys.modules, "torch")
+    assert frameworks.default_framework() == "mxnet"
+    assert frameworks.unavailable_reason("torch") == "" and frameworks.unavailable_reason("none") == ""
 
 
 @pytest.mark.parametrize("np_", [2, 4])

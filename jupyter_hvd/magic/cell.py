@@ -173,8 +173,8 @@ def _pin_device(local_rank: int, local_size: int, cpu: bool, framework: str = "n
     """Give this rank the GPU of its local rank when GPUs exist, else share the host's cores; return the device.
 
     The GPU becomes the current CUDA device of the thread that runs the cells, so CuPy arrays made
-    in a cell live there (and, with torch, ``torch.device("cuda")`` tensors). Every GPU stays visible, as under Horovod, so scripts that pick their GPU
-    by ``hvd.local_rank()`` work unchanged.
+    in a cell live there (and, with torch, ``"cuda"`` tensors). Every GPU stays visible, as under
+    Horovod, so scripts that pick their GPU by ``hvd.local_rank()`` work unchanged.
     """
     gpus = [] if cpu else _visible_gpus()
     if gpus:

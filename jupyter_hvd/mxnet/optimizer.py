@@ -6,7 +6,7 @@ into the optimizer's gradient rescaling instead of spending a pass over every gr
 """
 import warnings
 from collections import OrderedDict, defaultdict
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import mxnet as mx
 

@@ -28,8 +28,8 @@ def check_tensors(tensors: Sequence[Any], what: str) -> None:
             raise TypeError(f"{what}: expected a torch.Tensor, got {type(t).__name__}")
 
 
-_DTYPES = {t: np.dtype(str(t).removeprefix("torch.")) for t in (torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16,
-                                          torch.float32, torch.float64, torch.bool)}
+_DTYPES = {t: np.dtype(str(t).removeprefix("torch.")) for t in (torch.uint8, torch.int8, torch.int32, torch.int64,
+                                                                 torch.float16, torch.float32, torch.float64, torch.bool)}
 if _BF16 is not None:
     _DTYPES[torch.bfloat16] = _BF16
 
