@@ -112,9 +112,14 @@ def test_default_framework_is_the_one_the_kernel_imported(monkeypatch):
 
 
 @pytest.mark.parametrize("np_", [2, 4])
-@pytest.mark.parametrize("module", ["rank_torch_ops.py", "rank_torch_errors.py", "rank_torch_training.py"])
+@pytest.mark.parametrize("module", ["rank_torch_ops.py", "rank_torch_training.py"])
 def test_on_ranks(np_, module):
     run_rank_tests(np_, module, timeout=200, env=ENV)
+
+
+def test_bad_input_on_ranks():
+    """Every rank gets the error (the core's tests cover error paths at 4 ranks and more)."""
+    run_rank_tests(2, "rank_torch_errors.py", timeout=200, env=ENV)
 
 
 def test_training_on_one_rank():
