@@ -114,7 +114,7 @@ def test_default_framework_is_the_one_the_kernel_imported(monkeypatch):
 @pytest.mark.parametrize("np_", [2, 4])
 @pytest.mark.parametrize("module", ["rank_torch_ops.py", "rank_torch_training.py"])
 def test_on_ranks(np_, module):
-    run_rank_tests(np_, module, timeout=200, env=ENV)
+    run_rank_tests(np_, module, timeout=280, env=ENV)
 
 
 def test_bad_input_on_ranks():
