@@ -182,6 +182,16 @@ pytest_run() {
   PATH="$VENV/bin:$PATH" "$VENV/bin/python" -m pytest -p no:cacheprovider -v -rs --color=no "$@"
 }
 
+torch_tests() {
+  if ! "$VENV/bin/python" -c 'import torch' 2> /dev/null; then
+    echo "SKIPPED: torch is not installed for $PYTHON"
+    return 0
+  fi
+  "$VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+    "devices", torch.cuda.device_count())'
+  pytest_run tests/test_torch_gpu.py && pytest_run -q tests/test_torch.py -k "on_ranks and 2"
+}
+
 bench() {
   PATH="$VENV/bin:$PATH" "$VENV/bin/python" -m jupyter_hvd.runner.hvdrun -np 1 "$VENV/bin/python" \
     benchmarks/gpu_bench.py "$@"
@@ -193,6 +203,9 @@ if step "environment" environment && step "build" build; then
   step "gpu_status" status
   # The simulated-device cases of tests/test_gpu.py run in CI; here only the real GPU's.
   step "GPU tests" pytest_run tests/test_gpu_runtime.py tests/test_gpu.py -k "not sim"
+  # PyTorch's (when python3 has torch: it is too big for the wheelhouse): CUDA tensors at 1 rank, 2 ranks sharing
+  # the GPU, training on cuda, stream ordering, a %%hvd cell on the GPU; then the CPU torch tests.
+  step "torch GPU tests" torch_tests
   [ "${SKIP_CPU_TESTS:-0}" = 1 ] || step "CPU engine tests" pytest_run -q tests/test_engine.py
   step "GPU benchmarks" bench
 fi

@@ -31,6 +31,19 @@ def _name(kind: str, name: Optional[str], set_id: int) -> str:
     return name
 
 
+def prefixed_name(kind: str, name: Optional[str]) -> Optional[str]:
+    """Horovod's naming in its framework APIs: the op kind prefixes a caller's name (``allreduce.w``);
+    None (or '') stays unnamed, for the core to number."""
+    return None if name is None or name == "" else f"{kind}.{name}"
+
+
+def op_names(kind: str, name: Optional[str], n: int, set_id: int) -> list:
+    """The engine names of ``n`` ops called together under ``name`` (``kind.name``, or ``kind.name.i`` in a
+    group); unnamed ones are numbered as the core numbers its own."""
+    given = prefixed_name(kind, name)
+    return [_name(kind, m, set_id) for m in ([given] if n == 1 else _group_names(given, n))]
+
+
 def resolve_op(average: Optional[bool], op: Optional[int], default: int = Average) -> int:
     """Horovod's op/average arguments to one reduce op; average= still works but warns."""
     if average is not None:

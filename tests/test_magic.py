@@ -229,22 +229,29 @@ def test_framework_defaults_to_mxnet_when_installed(ip):
 
 def test_a_missing_framework_is_a_usage_error(ip, monkeypatch):
     real_find_spec = importlib.util.find_spec
+    missing = {"mxnet"}
 
-    def without_mxnet(name, *args):
-        return None if name == "mxnet" else real_find_spec(name, *args)
+    def without(name, *args):
+        return None if name in missing else real_find_spec(name, *args)
 
-    monkeypatch.setattr(importlib.util, "find_spec", without_mxnet)
+    monkeypatch.setattr(importlib.util, "find_spec", without)
     fresh = HvdMagics(ip)
-    assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == "none"
+    torch_default = "torch" if real_find_spec("torch") else "none"  # no MXNet: PyTorch when installed
+    assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == torch_default
     with pytest.raises(UsageError, match="mxnet is not installed"):
         fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1 --framework mxnet"))
+    missing.add("torch")
+    assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == "none"
+    with pytest.raises(UsageError, match="torch is not installed"):
+        fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1 --framework torch"))
 
 
-def test_a_build_without_the_mxnet_bridge_defaults_to_the_numpy_api(ip, monkeypatch):
+def test_a_build_without_the_mxnet_bridge_defaults_to_another_api(ip, monkeypatch):
     from jupyter_hvd import _C
     monkeypatch.delattr(_C, "mxnet_push", raising=False)
     fresh = HvdMagics(ip)
-    assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == "none"
+    want = "torch" if importlib.util.find_spec("torch") else "none"  # PyTorch when installed, else the numpy API
+    assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == want
     with pytest.raises(UsageError, match="built without its MXNet bridge.*pip install --no-build-isolation"):
         fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1 --framework mxnet"))
 

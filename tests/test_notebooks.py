@@ -113,3 +113,21 @@ def test_interactive_loop_keeps_ranks_in_step():
     accuracies = final_accuracies(text)
     assert accuracies[0] == accuracies[1] >= 0.9, accuracies
     assert outputs[-1].endswith("[hvd] stopped the ranks\n")
+
+
+def test_pytorch_notebook_trains_plots_edits_and_trains_on():
+    pytest.importorskip("torch")
+    outputs, nb = run_notebook("03_pytorch.ipynb")
+    text = "".join(outputs)
+    assert "[hvd] started 2 ranks" in text
+    assert len(re.findall(r"^\[rank [01]\] epoch \d: test accuracy", text, re.MULTILINE)) == 12
+    plots = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs
+             if "image/png" in o.get("data", {})]
+    assert len(plots) == 1, "expected the loss plot"
+    assert "learning rate per rank: [0.025, 0.025]" in text
+    before = re.search(r"^\[rank 1\] checksums before the broadcast: \[(\S+), (\S+)\]$", text, re.MULTILINE)
+    after = re.search(r"^\[rank 1\] checksums after the broadcast:  \[(\S+), (\S+)\]$", text, re.MULTILINE)
+    assert before and after and before[1] != before[2] and after[1] == after[2] == before[1]
+    assert float(re.findall(r"^0\.\d+$", text, re.MULTILINE)[-1]) >= 0.9
+    assert outputs[-1].endswith("[hvd] stopped the ranks\n")
+    check_monitor_state(nb)

@@ -45,14 +45,14 @@ class RemoteRepr:
 
 def api_module(framework: str) -> str:
     """The module bound to ``hvd`` in the cells for ``framework``."""
-    return "jupyter_hvd.mxnet" if framework == "mxnet" else "jupyter_hvd"
+    return {"mxnet": "jupyter_hvd.mxnet", "torch": "jupyter_hvd.torch"}.get(framework, "jupyter_hvd")
 
 
 def setup_rank(framework: str, cpu: bool) -> dict[str, Any]:
     """Pin this rank to its device, init the engine and bind the framework's API to ``hvd`` for the cells."""
     local_rank = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
     local_size = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
-    _state["device"] = _pin_device(local_rank, local_size, cpu)
+    _state["device"] = _pin_device(local_rank, local_size, cpu, framework)
     rank_shell.use_inline_matplotlib()
     engine = _state["engine"] = importlib.import_module("jupyter_hvd")
     _state["api"] = _user_ns()["hvd"] = importlib.import_module(api_module(framework))
@@ -180,17 +180,17 @@ def _sendable(value: Any) -> Any:
     return value
 
 
-def _pin_device(local_rank: int, local_size: int, cpu: bool) -> str:
+def _pin_device(local_rank: int, local_size: int, cpu: bool, framework: str = "none") -> str:
     """Give this rank the GPU of its local rank when GPUs exist, else share the host's cores; return the device.
 
     The GPU becomes the current CUDA device of the thread that runs the cells, so CuPy arrays made
-    in a cell live there. Every GPU stays visible, as under Horovod, so scripts that pick their GPU
-    by ``hvd.local_rank()`` work unchanged.
+    in a cell live there (and, with torch, ``"cuda"`` tensors). Every GPU stays visible, as under
+    Horovod, so scripts that pick their GPU by ``hvd.local_rank()`` work unchanged.
     """
     gpus = [] if cpu else _visible_gpus()
     if gpus:
         index = local_rank % len(gpus)
-        _use_gpu(index)
+        _use_gpu(index, framework)
         return f"gpu:{gpus[index]}"
     if cpu:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
@@ -198,15 +198,19 @@ def _pin_device(local_rank: int, local_size: int, cpu: bool) -> str:
     return "cpu"
 
 
-def _use_gpu(index: int) -> None:
-    """Make visible GPU ``index`` current; where CUDA cannot be used here, say why and go on (ops on GPU
-    tensors then give the reason)."""
+def _use_gpu(index: int, framework: str) -> None:
+    """Make visible GPU ``index`` current (for torch as well, with ``--framework torch``); where CUDA cannot be
+    used here, say why and go on (ops on GPU tensors then give the reason)."""
     from jupyter_hvd import gpu
 
     if not gpu.cuda_available():
         return
     try:
         gpu.use_device(index)
+        if framework == "torch":
+            import torch
+
+            torch.cuda.set_device(index)
     except RuntimeError as e:
         print(f"[jupyter_hvd] WARNING: {e}", file=sys.stderr)
 

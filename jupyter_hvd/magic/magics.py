@@ -9,18 +9,15 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..basics import mxnet_unavailable_reason
 from ..monitor import Monitor, cell_key
 from ..runner.launch import parse_hosts
 from .cell import rank_status
 from .cluster import LaunchConfig, RankCluster
 from .execution import CellRun
 from .failures import RankError
+from .frameworks import FRAMEWORKS, default_framework, unavailable_reason
 from .job_channel import JobChannel
 from .monitor_display import MonitorDisplay, show_monitor
-
-FRAMEWORKS = ("mxnet", "none")
-
 
 @magics_class
 class HvdMagics(Magics):
@@ -58,7 +55,7 @@ class HvdMagics(Magics):
               help="show every rank's rich outputs (figures, HTML, widgets), not only rank 0's")
     @argument("-o", dest="output", metavar="NAME", help="store the list of per-rank values in NAME")
     @argument("--timeout", type=float, metavar="S", help="stop the cell on every rank after S seconds")
-    @argument("--framework", choices=FRAMEWORKS, help="API bound to hvd on the ranks (default: mxnet if installed)")
+    @argument("--framework", choices=FRAMEWORKS, help="API bound to hvd on the ranks (default: see README)")
     @argument("--no-monitor", action="store_true", help="do not show the training monitor")
     @argument("--baseline", type=float, metavar="SAMPLES_PER_S",
               help="one rank's samples/s, the reference for scaling efficiency")
@@ -200,7 +197,7 @@ class HvdMagics(Magics):
             raise UsageError("-np N is required to start the ranks, e.g. %%hvd -np 2")
         if args.np is not None and args.np < 1:
             raise UsageError(f"-np must be at least 1, got {args.np}")
-        base = LaunchConfig(np=args.np, framework=_default_framework()) if args.np is not None else self.launch
+        base = LaunchConfig(np=args.np, framework=default_framework()) if args.np is not None else self.launch
         changes = {k: getattr(args, k) for k in ("hosts", "hostfile", "framework") if getattr(args, k) is not None}
         if args.np is None and (args.hosts or args.hostfile):  # a new placement replaces the old one
             changes = {"hosts": None, "hostfile": None, **changes}
@@ -210,8 +207,8 @@ class HvdMagics(Magics):
             changes["env"] = _rank_env(args.env)
         config = LaunchConfig(**{**vars(base), **changes})
         _check_placement(config)
-        if config.framework == "mxnet" and (reason := mxnet_unavailable_reason()):
-            raise UsageError(f"--framework mxnet: {reason}")
+        if reason := unavailable_reason(config.framework):
+            raise UsageError(f"--framework {config.framework}: {reason}")
         return config
 
     def _new_monitor(self, cell: str, np: int, baseline: float | None) -> Monitor:
@@ -262,11 +259,6 @@ class HvdMagics(Magics):
         if self.cluster is None:
             raise UsageError("no ranks running: start them with %%hvd -np N")
         return self.cluster
-
-
-def _default_framework() -> str:
-    """mxnet when it is installed and this build has its bridge, else the framework-neutral API."""
-    return "none" if mxnet_unavailable_reason() else "mxnet"
 
 
 def _rank_env(items: list[str]) -> tuple[tuple[str, str], ...]:

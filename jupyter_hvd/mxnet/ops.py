@@ -16,7 +16,6 @@ from .. import ops as core
 from ..basics import is_initialized
 from ..dtypes import dtype_code
 from ..errors import HorovodInternalError
-from ..naming import auto_name
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, global_process_set, set_id
 from . import bridge
@@ -36,21 +35,6 @@ def mxnet_errors() -> Iterator[None]:
 def _require_init() -> None:
     if not is_initialized():
         raise ValueError("jupyter_hvd has not been initialized; use hvd.init().")
-
-
-def _op_names(kind: str, name: Optional[str], n: int, set_id: int) -> List[str]:
-    """Horovod's naming: the op kind prefixes a given name (``name.i`` within a group).
-
-    Unnamed ops are numbered in call order per process set, which matches across its ranks (see naming).
-    """
-    if name is None or name == "":
-        return [auto_name(f"mxnet.{kind}", set_id) for _ in range(n)]
-    return [f"{kind}.{name}"] if n == 1 else [f"{kind}.{name}.{i}" for i in range(n)]
-
-
-def _core_name(kind: str, name: Optional[str]) -> Optional[str]:
-    """The name to hand a core (synchronous) op: prefixed like the async ones, or None to number it."""
-    return None if name is None or name == "" else f"{kind}.{name}"
 
 
 def _dtype_code(tensor: NDArray, what: str) -> int:
@@ -76,7 +60,7 @@ def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, pr
         core._check_reduce(_dtype_code(t, "allreduce"), op, prescale, postscale, "allreduce", False)
     with mxnet_errors():
         pid = set_id(process_set)
-    bridge.push(core._ALLREDUCE, _op_names("allreduce", name, len(tensors), pid), tensors, pid, reduce=op,
+    bridge.push(core._ALLREDUCE, core.op_names("allreduce", name, len(tensors), pid), tensors, pid, reduce=op,
                 prescale=prescale, postscale=postscale, priority=priority)
 
 
@@ -89,7 +73,7 @@ def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, proces
     with mxnet_errors():
         pid = set_id(process_set)
         root = core._check_root(root_rank, process_set, "broadcast")
-    bridge.push(core._BROADCAST, _op_names("broadcast", name, 1, pid), [tensor], pid, root_rank=root,
+    bridge.push(core._BROADCAST, core.op_names("broadcast", name, 1, pid), [tensor], pid, root_rank=root,
                 priority=priority)
 
 
@@ -172,7 +156,7 @@ def allgather(tensor: NDArray, name: Optional[str] = None, priority: int = 0,
     """
     _require_init()
     with mxnet_errors():
-        out = core.allgather(_host(tensor, "allgather"), _core_name("allgather", name), process_set)
+        out = core.allgather(_host(tensor, "allgather"), core.prefixed_name("allgather", name), process_set)
     return _like(out, tensor)
 
 
@@ -182,7 +166,7 @@ def grouped_allgather(tensors: Sequence[NDArray], name: Optional[str] = None, pr
     _require_init()
     hosts = [_host(t, "grouped_allgather") for t in tensors]
     with mxnet_errors():
-        outs = core.grouped_allgather(hosts, _core_name("allgather", name), process_set)
+        outs = core.grouped_allgather(hosts, core.prefixed_name("allgather", name), process_set)
     return [_like(o, t) for o, t in zip(outs, tensors)]
 
 
@@ -197,7 +181,7 @@ def alltoall(tensor: NDArray, splits: Optional[Union[NDArray, Sequence[int]]] = 
     if isinstance(splits, NDArray):
         splits = splits.asnumpy()
     with mxnet_errors():
-        res = core.alltoall(_host(tensor, "alltoall"), splits, _core_name("alltoall", name), process_set)
+        res = core.alltoall(_host(tensor, "alltoall"), splits, core.prefixed_name("alltoall", name), process_set)
     if splits is None:
         return _like(res, tensor)
     out, received = res
@@ -215,8 +199,8 @@ def reducescatter(tensor: NDArray, op: int = Average, name: Optional[str] = None
     _check_ndarrays([tensor], "reducescatter")
     core.require_rows([tensor], "reducescatter")
     with mxnet_errors():
-        out = core.reducescatter(_host(tensor, "reducescatter"), op, _core_name("reducescatter", name), process_set,
-                                 prescale_factor, postscale_factor)
+        out = core.reducescatter(_host(tensor, "reducescatter"), op, core.prefixed_name("reducescatter", name),
+                                 process_set, prescale_factor, postscale_factor)
     return _like(out, tensor)
 
 
@@ -229,6 +213,6 @@ def grouped_reducescatter(tensors: Sequence[NDArray], op: int = Average, name: O
     core.require_rows(tensors, "grouped_reducescatter")
     hosts = [_host(t, "grouped_reducescatter") for t in tensors]
     with mxnet_errors():
-        outs = core.grouped_reducescatter(hosts, op, _core_name("reducescatter", name), process_set,
+        outs = core.grouped_reducescatter(hosts, op, core.prefixed_name("reducescatter", name), process_set,
                                           prescale_factor, postscale_factor)
     return [_like(o, t) for o, t in zip(outs, tensors)]

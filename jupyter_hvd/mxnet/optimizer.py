@@ -6,20 +6,15 @@ into the optimizer's gradient rescaling instead of spending a pass over every gr
 """
 import warnings
 from collections import OrderedDict, defaultdict
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import mxnet as mx
 
+from ..groups import split_list
 from ..monitor.samples import trainer_step
 from ..process_sets import ProcessSet, global_process_set
 from .compression import Compression, Compressor
 from .ops import Sum, _require_init, allreduce_, grouped_allreduce_
-
-
-def split_list(items: Sequence[Any], n: int) -> List[Sequence[Any]]:
-    """``items`` cut into ``n`` contiguous chunks whose sizes differ by at most one."""
-    d, r = divmod(len(items), n)
-    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
 
 
 def _average_factor(gradient_predivide_factor: float, process_set: ProcessSet) -> float:

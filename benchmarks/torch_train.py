@@ -1,0 +1,197 @@
+"""PyTorch data-parallel training throughput: jupyter_hvd.torch against torch's DistributedDataParallel (gloo).
+
+    python benchmarks/torch_train.py [--np 2 4] [--repeat 3] [--steps 60] [--quick]
+
+Cases, each rank with one compute thread (OMP_NUM_THREADS=1):
+  cnn_train   a small CNN (2 conv + 2 dense) on synthetic 28x28 data, batch 64 per rank: hvd.DistributedOptimizer
+              and DistributedDataParallel (gloo, CPU) at each rank count, run one after the other in each round
+              (their order alternating) so both see the same load; samples/s of the job, the median of the rounds'
+              ratios of the two, and the scaling efficiency against one plain torch process (no library) run in
+              the same round.
+  op_latency  a 4-byte CPU tensor allreduce, one at a time, at np=2: jupyter_hvd.torch's allreduce_, the core's
+              on a numpy array, and MPI_Allreduce of the same 4 bytes (mpi4py), in the same job.
+Prints a table and one JSON line per case; medians over the rounds.
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BATCH = 64
+
+
+def build(seed: int):
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 32, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(64 * 5 * 5, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+
+
+def train_worker(impl: str, steps: int, port: int) -> None:
+    """One rank's training loop; rank 0 prints the job's samples/s (every rank's samples over the slowest rank)."""
+    import torch
+    import torch.nn.functional as F
+    from mpi4py import MPI
+
+    torch.set_num_threads(1)
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    model = build(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if impl == "jupyter_hvd":
+        import jupyter_hvd.torch as hvd
+
+        hvd.init()
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    elif impl == "ddp":
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size)
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    g = torch.Generator().manual_seed(rank)
+    x, y = torch.rand(BATCH, 1, 28, 28, generator=g), torch.randint(0, 10, (BATCH,), generator=g)
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    for _ in range(5):
+        step()
+    comm.Barrier()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
+    if rank == 0:
+        print(json.dumps({"samples_per_s": size * steps * BATCH / elapsed}), flush=True)
+    if impl == "jupyter_hvd":
+        hvd.shutdown()
+    elif impl == "ddp":
+        dist.destroy_process_group()
+
+
+def latency_worker(iters: int) -> None:
+    """Median µs of one 4-byte allreduce: jupyter_hvd.torch's allreduce_, the core's on a numpy array (what the
+    torch layer adds is the difference), and raw MPI_Allreduce."""
+    import numpy as np
+    import torch
+    from mpi4py import MPI
+
+    import jupyter_hvd
+    import jupyter_hvd.torch as hvd
+
+    hvd.init()
+    comm = MPI.COMM_WORLD
+    t = torch.ones(1)
+    buf, out = np.ones(1, np.float32), np.empty(1, np.float32)
+
+    def timed(op) -> float:
+        for _ in range(200):
+            op()
+        samples = []
+        for _ in range(iters):
+            start = time.perf_counter()
+            op()
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples) * 1e6
+
+    results = {}
+    for _ in range(3):  # interleaved rounds: the same load for both
+        results.setdefault("jupyter_hvd_us", []).append(timed(lambda: hvd.allreduce_(t, name="lat", op=hvd.Sum)))
+        comm.Barrier()
+        results.setdefault("core_numpy_us", []).append(
+            timed(lambda: jupyter_hvd.allreduce_(buf, name="lat.np", op=hvd.Sum)))
+        comm.Barrier()
+        results.setdefault("mpi_us", []).append(timed(lambda: comm.Allreduce(buf, out, op=MPI.SUM)))
+        comm.Barrier()
+    if comm.Get_rank() == 0:
+        print(json.dumps({k: statistics.median(v) for k, v in results.items()}), flush=True)
+    hvd.shutdown()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(np_: int, args: list, env: dict | None = None, timeout: float = 600) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", **(env or {}))
+    cmd = [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", "-np", str(np_), sys.executable, __file__, *args]
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    return json.loads(lines[-1])
+
+
+# What runs in each round at each rank count: (worker, environment). The engine thread's busy-polling after work
+# (JUPYTER_HVD_SPIN_US, 2000 us by default) takes CPU from the ranks' compute threads where they fill the cores:
+# the second row shows training without it.
+VARIANTS = {"jupyter_hvd": ("jupyter_hvd", {}), "jupyter_hvd spin 0": ("jupyter_hvd", {"JUPYTER_HVD_SPIN_US": "0"}),
+            "ddp": ("ddp", {})}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--np", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--repeat", type=int, default=3, help="rounds; each runs every case once")
+    p.add_argument("--steps", type=int, default=60, help="timed steps per run")
+    p.add_argument("--quick", action="store_true", help="one round of 20 steps")
+    p.add_argument("--worker", choices=["plain", "jupyter_hvd", "ddp", "latency"], help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker == "latency":
+        return latency_worker(2000 if not args.quick else 300)
+    if args.worker:
+        return train_worker(args.worker, args.steps, args.port)
+    if args.quick:
+        args.repeat, args.steps = 1, 20
+
+    rates: dict = {}
+    for r in range(args.repeat):
+        rates.setdefault("plain", []).append(launch(1, ["--worker", "plain", "--steps", str(args.steps)]))
+        for np_ in args.np:
+            names = list(VARIANTS)
+            for name in names[r % len(names):] + names[:r % len(names)]:  # a different one first each round
+                worker, env = VARIANTS[name]
+                run = ["--worker", worker, "--steps", str(args.steps), "--port", str(free_port())]
+                rates.setdefault((name, np_), []).append(launch(np_, run, env)["samples_per_s"])
+    plain = [x["samples_per_s"] for x in rates["plain"]]
+    print(f"{'case':<12}{'np':>4}{'impl':>20}{'samples/s':>12}{'efficiency':>12}{'vs DDP':>9}")
+    print(f"{'cnn_train':<12}{1:>4}{'plain torch':>20}{statistics.median(plain):>12.0f}")
+    for np_ in args.np:
+        runs = {name: rates[name, np_] for name in VARIANTS}
+        # Each round ran every variant back to back: medians of per-round ratios are the least disturbed by the
+        # load changing between rounds. Efficiency: against the plain process of the same round.
+        ratio = {name: statistics.median(a / b for a, b in zip(v, runs["ddp"])) for name, v in runs.items()}
+        eff = {name: statistics.median(a / (np_ * b) for a, b in zip(v, plain)) for name, v in runs.items()}
+        for name, v in runs.items():
+            print(f"{'cnn_train':<12}{np_:>4}{name:>20}{statistics.median(v):>12.0f}{eff[name]:>12.1%}"
+                  f"{ratio[name]:>9.2f}")
+        print(json.dumps({"case": "cnn_train", "np": np_, "plain_1rank_samples_per_s": round(statistics.median(plain)),
+                          "samples_per_s": {n: round(statistics.median(v)) for n, v in runs.items()},
+                          "scaling_efficiency": {n: round(v, 3) for n, v in eff.items()},
+                          "ratio_vs_ddp": {n: round(v, 3) for n, v in ratio.items()},
+                          "runs": {n: [round(x) for x in v] for n, v in runs.items()},
+                          "plain_runs": [round(x) for x in plain]}))
+    lat = launch(2, ["--worker", "latency"] + (["--quick"] if args.quick else []))
+    print(f"{'op_latency':<12}{2:>4}  4-byte allreduce: jupyter_hvd.torch {lat['jupyter_hvd_us']:.1f} us, "
+          f"core on numpy {lat['core_numpy_us']:.1f} us, MPI {lat['mpi_us']:.1f} us; "
+          f"overhead vs MPI {lat['jupyter_hvd_us'] - lat['mpi_us']:.1f} us")
+    print(json.dumps({"case": "op_latency", "np": 2, "bytes": 4, **{k: round(v, 2) for k, v in lat.items()}}))
+
+
+if __name__ == "__main__":
+    main()

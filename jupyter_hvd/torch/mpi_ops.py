@@ -1,0 +1,500 @@
+"""Collectives on torch tensors with horovod.torch's names, arguments, defaults, results and gradients.
+
+The ``*_async`` calls queue an operation and return a handle for ``synchronize``/``poll``; the plain calls
+wait for it. allreduce, allgather, broadcast, alltoall and reducescatter (and their grouped forms) are
+autograd functions with Horovod's gradients. CPU tensors are read and written in their own memory; CUDA
+tensors go to the engine's NCCL path, ordered after the work queued on torch's current stream.
+"""
+import time
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from .. import ops as core
+from ..basics import rank
+from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
+from ..process_sets import ProcessSet, global_process_set
+from .compression import Compression, Compressor
+from .tensors import check_tensors, engine_array, to_torch
+
+
+class Handle:
+    """A queued operation on torch tensors; ``synchronize(handle)`` returns its result."""
+
+    __slots__ = ("_op", "_result")
+
+    def __init__(self, op: Any, result: Callable[[Any], Any]):
+        self._op = op  # the core handle (or, for sparse allreduce, anything with poll() and wait())
+        self._result = result  # the core result to what horovod.torch returns
+
+    def poll(self) -> bool:
+        """True once the operation has finished."""
+        return self._op.poll()
+
+    def wait(self) -> Any:
+        """Wait for the operation and return its result; raises its error."""
+        return self._result(self._op.wait())
+
+
+def synchronize(handle: Handle) -> Any:
+    """Wait for an async operation and return its output (a tensor, a list or a tuple of tensors)."""
+    if not isinstance(handle, Handle):
+        raise TypeError(f"synchronize: expected a handle from an *_async call, got {type(handle).__name__}")
+    return handle.wait()
+
+
+def poll(handle: Handle) -> bool:
+    """True when the async operation has completed, so synchronize() will not block."""
+    if not isinstance(handle, Handle):
+        raise TypeError(f"poll: expected a handle from an *_async call, got {type(handle).__name__}")
+    return handle.poll()
+
+
+def _as_tensors(result: Any, like: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+    return [to_torch(r, t) for r, t in zip(result, like)]
+
+
+# allreduce
+
+def _allreduce_async(tensors: Sequence[torch.Tensor], in_place: bool, group: bool, kind: str, name: Optional[str],
+                     op: int, prescale: float, postscale: float, process_set: ProcessSet) -> Handle:
+    check_tensors(tensors, kind)
+    if not in_place and any(t.is_cuda for t in tensors):
+        # The result lives in torch's allocator: a copy on the current stream, reduced in place after it.
+        tensors = [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors]
+        in_place = True
+    arrays = [engine_array(t, kind, in_place) for t in tensors]
+    name = core.prefixed_name("allreduce", name)
+    if group:
+        call = core.grouped_allreduce_async_ if in_place else core.grouped_allreduce_async
+        handle = call(arrays, None, name, op, prescale, postscale, process_set)
+    else:
+        call = core.allreduce_async_ if in_place else core.allreduce_async
+        handle = call(arrays[0], None, name, op, prescale, postscale, process_set)
+    if in_place:
+        return Handle(handle, (lambda _: list(tensors)) if group else (lambda _: tensors[0]))
+    return Handle(handle, (lambda r: _as_tensors(r, tensors)) if group else (lambda r: to_torch(r, tensors[0])))
+
+
+def allreduce_async(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
+                    op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                    process_set: ProcessSet = global_process_set) -> Handle:
+    """Start reducing ``tensor`` over the ranks into a new tensor (default op: Average)."""
+    return _allreduce_async([tensor], False, False, "allreduce", name, resolve_op(average, op), prescale_factor,
+                            postscale_factor, process_set)
+
+
+def allreduce_async_(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
+                     op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                     process_set: ProcessSet = global_process_set) -> Handle:
+    """Start reducing ``tensor`` in place."""
+    return _allreduce_async([tensor], True, False, "allreduce_", name, resolve_op(average, op), prescale_factor,
+                            postscale_factor, process_set)
+
+
+def allreduce_(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
+               op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+               process_set: ProcessSet = global_process_set) -> torch.Tensor:
+    """Reduce ``tensor`` in place and return it (not differentiable)."""
+    return allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set).wait()
+
+
+class HorovodAllreduce(torch.autograd.Function):
+    """allreduce as an autograd function: the gradient is the same allreduce of the output's gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, name: Optional[str], op: int, prescale_factor: float,
+                postscale_factor: float, process_set: ProcessSet) -> torch.Tensor:
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        return _allreduce_async([tensor], False, False, "allreduce", name, op, prescale_factor, postscale_factor,
+                                process_set).wait()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+        op, pre, post, ps = ctx.args
+        return (HorovodAllreduce.apply(grad, None, op, pre, post, ps),) + (None,) * 5
+
+
+def allreduce(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
+              compression: Compressor = Compression.none, op: Optional[int] = None, prescale_factor: float = 1.0,
+              postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> torch.Tensor:
+    """A new tensor: ``tensor`` reduced over the ranks (default op: Average), sent compressed; differentiable."""
+    op = resolve_op(average, op)
+    check_tensors([tensor], "allreduce")
+    sent, ctx = compression.compress(tensor)
+    reduced = HorovodAllreduce.apply(sent, name, op, prescale_factor, postscale_factor, process_set)
+    return compression.decompress(reduced, ctx)
+
+
+def grouped_allreduce_async(tensors: Sequence[torch.Tensor], average: Optional[bool] = None,
+                            name: Optional[str] = None, op: Optional[int] = None, prescale_factor: float = 1.0,
+                            postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> Handle:
+    """Start reducing a list of tensors as one group (negotiated and fused together) into new tensors."""
+    return _allreduce_async(list(tensors), False, True, "grouped_allreduce", name, resolve_op(average, op),
+                            prescale_factor, postscale_factor, process_set)
+
+
+def grouped_allreduce_async_(tensors: Sequence[torch.Tensor], average: Optional[bool] = None,
+                             name: Optional[str] = None, op: Optional[int] = None, prescale_factor: float = 1.0,
+                             postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> Handle:
+    """Start reducing a list of tensors in place, as one group."""
+    return _allreduce_async(list(tensors), True, True, "grouped_allreduce_", name, resolve_op(average, op),
+                            prescale_factor, postscale_factor, process_set)
+
+
+def grouped_allreduce_(tensors: Sequence[torch.Tensor], average: Optional[bool] = None,
+                       name: Optional[str] = None, op: Optional[int] = None, prescale_factor: float = 1.0,
+                       postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> list:
+    """Reduce a list of tensors in place, as one group; returns them (not differentiable)."""
+    return grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor,
+                                    process_set).wait()
+
+
+class HorovodGroupedAllreduce(torch.autograd.Function):
+    """grouped_allreduce as an autograd function: the gradients are reduced as one group too."""
+
+    @staticmethod
+    def forward(ctx: Any, name: Optional[str], op: int, prescale_factor: float, postscale_factor: float,
+                process_set: ProcessSet, *tensors: torch.Tensor) -> tuple:
+        ctx.args = (op, prescale_factor, postscale_factor, process_set)
+        return tuple(_allreduce_async(tensors, False, True, "grouped_allreduce", name, op, prescale_factor,
+                                      postscale_factor, process_set).wait())
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
+        op, pre, post, ps = ctx.args
+        return (None,) * 5 + tuple(HorovodGroupedAllreduce.apply(None, op, pre, post, ps, *grads))
+
+
+def grouped_allreduce(tensors: Sequence[torch.Tensor], average: Optional[bool] = None, name: Optional[str] = None,
+                      compression: Compressor = Compression.none, op: Optional[int] = None,
+                      prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                      process_set: ProcessSet = global_process_set) -> list:
+    """New tensors: each of ``tensors`` reduced over the ranks, as one group; differentiable."""
+    op = resolve_op(average, op)
+    if not tensors:
+        return []
+    check_tensors(tensors, "grouped_allreduce")
+    sent, ctxs = zip(*[compression.compress(t) for t in tensors])
+    reduced = HorovodGroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set, *sent)
+    return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
+
+
+class _Sparse:
+    """A sparse allreduce in flight: allgathers of its indices and values, assembled when waited for."""
+
+    def __init__(self, tensor: torch.Tensor, name: Optional[str], op: int, process_set: ProcessSet):
+        tensor = tensor.coalesce()
+        self._like, self._scale = tensor, (1.0 / process_set.size() if op == Average else 1.0)
+        self._indices = allgather_async(tensor.indices().t().contiguous(), f"{name}.indices" if name else None,
+                                        process_set)
+        self._values = allgather_async(tensor.values().contiguous(), f"{name}.values" if name else None, process_set)
+
+    def poll(self) -> bool:
+        return self._indices.poll() and self._values.poll()
+
+    def wait(self) -> torch.Tensor:
+        values, indices = self._values.wait() * self._scale, self._indices.wait()
+        return torch.sparse_coo_tensor(indices.t(), values, self._like.shape).coalesce()
+
+
+def sparse_allreduce_async(tensor: torch.Tensor, name: Optional[str], op: int,
+                           process_set: ProcessSet = global_process_set) -> Handle:
+    """Start reducing a sparse COO tensor by allgathering its indices and values (Sum or Average)."""
+    if op not in (Sum, Average):
+        raise ValueError("sparse_allreduce_async supports op=hvd.Sum or hvd.Average")
+    return Handle(_Sparse(tensor, name, op, process_set), lambda r: r)
+
+
+# allgather
+
+def _allgather_async(tensors: Sequence[torch.Tensor], group: bool, name: Optional[str],
+                     process_set: ProcessSet) -> Handle:
+    kind = "grouped_allgather" if group else "allgather"
+    check_tensors(tensors, kind)
+    arrays = [engine_array(t, kind) for t in tensors]
+    name = core.prefixed_name("allgather", name)
+    if group:
+        return Handle(core.grouped_allgather_async(arrays, name, process_set), lambda r: _as_tensors(r, tensors))
+    return Handle(core.allgather_async(arrays[0], name, process_set), lambda r: to_torch(r, tensors[0]))
+
+
+def allgather_async(tensor: torch.Tensor, name: Optional[str] = None,
+                    process_set: ProcessSet = global_process_set) -> Handle:
+    """Start concatenating every rank's ``tensor`` along dimension 0 (whose size may differ by rank)."""
+    return _allgather_async([tensor], False, name, process_set)
+
+
+def grouped_allgather_async(tensors: Sequence[torch.Tensor], name: Optional[str] = None,
+                            process_set: ProcessSet = global_process_set) -> Handle:
+    """Start allgathers of a list of tensors as one group."""
+    return _allgather_async(list(tensors), True, name, process_set)
+
+
+def _own_rows(grad: torch.Tensor, rows: int, process_set: ProcessSet) -> torch.Tensor:
+    """This rank's block of rows of a gradient gathered in set-rank order (blocks sized by each rank's rows)."""
+    counts = allgather(torch.tensor([rows], dtype=torch.int64), process_set=process_set)
+    offset = int(counts[:process_set.rank()].sum())
+    return grad.narrow(0, offset, rows)
+
+
+class HorovodAllgather(torch.autograd.Function):
+    """allgather as an autograd function: the gradient is this rank's rows of the averaged output gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, name: Optional[str], process_set: ProcessSet) -> torch.Tensor:
+        ctx.rows, ctx.process_set = tensor.shape[0] if tensor.dim() else 0, process_set
+        return _allgather_async([tensor], False, name, process_set).wait()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+        reduced = allreduce(grad, op=Average, process_set=ctx.process_set)
+        return _own_rows(reduced, ctx.rows, ctx.process_set), None, None
+
+
+def allgather(tensor: torch.Tensor, name: Optional[str] = None,
+              process_set: ProcessSet = global_process_set) -> torch.Tensor:
+    """Every rank's ``tensor`` concatenated along dimension 0, in rank order; differentiable."""
+    check_tensors([tensor], "allgather")
+    return HorovodAllgather.apply(tensor, name, process_set)
+
+
+class HorovodGroupedAllgather(torch.autograd.Function):
+    """grouped_allgather as an autograd function (each gradient as allgather's)."""
+
+    @staticmethod
+    def forward(ctx: Any, name: Optional[str], process_set: ProcessSet, *tensors: torch.Tensor) -> tuple:
+        ctx.rows = [t.shape[0] if t.dim() else 0 for t in tensors]
+        ctx.process_set = process_set
+        return tuple(_allgather_async(tensors, True, name, process_set).wait())
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
+        reduced = grouped_allreduce(list(grads), op=Average, process_set=ctx.process_set)
+        return (None, None) + tuple(_own_rows(g, r, ctx.process_set) for g, r in zip(reduced, ctx.rows))
+
+
+def grouped_allgather(tensors: Sequence[torch.Tensor], name: Optional[str] = None,
+                      process_set: ProcessSet = global_process_set) -> list:
+    """Allgather a list of tensors as one group; differentiable."""
+    if not tensors:
+        return []
+    check_tensors(tensors, "grouped_allgather")
+    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
+
+
+# broadcast
+
+def _broadcast_async(tensor: torch.Tensor, root_rank: int, name: Optional[str], process_set: ProcessSet,
+                     in_place: bool) -> Handle:
+    kind = "broadcast_" if in_place else "broadcast"
+    check_tensors([tensor], kind)
+    if not in_place and tensor.is_cuda:
+        tensor, in_place = tensor.detach().clone(memory_format=torch.contiguous_format), True
+    array = engine_array(tensor, kind, in_place)
+    name = core.prefixed_name("broadcast", name)
+    if in_place:
+        return Handle(core.broadcast_async_(array, root_rank, name, process_set), lambda _: tensor)
+    return Handle(core.broadcast_async(array, root_rank, name, process_set), lambda r: to_torch(r, tensor))
+
+
+def broadcast_async(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
+                    process_set: ProcessSet = global_process_set) -> Handle:
+    """Start a broadcast of ``root_rank``'s ``tensor`` into a new tensor on every rank."""
+    return _broadcast_async(tensor, root_rank, name, process_set, False)
+
+
+def broadcast_async_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
+                     process_set: ProcessSet = global_process_set) -> Handle:
+    """Start overwriting ``tensor`` with ``root_rank``'s value."""
+    return _broadcast_async(tensor, root_rank, name, process_set, True)
+
+
+def broadcast_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
+               process_set: ProcessSet = global_process_set) -> torch.Tensor:
+    """Overwrite ``tensor`` with ``root_rank``'s value and return it (not differentiable)."""
+    return broadcast_async_(tensor, root_rank, name, process_set).wait()
+
+
+class HorovodBroadcast(torch.autograd.Function):
+    """broadcast as an autograd function: the root gets the averaged gradient, the other ranks zeros."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, root_rank: int, name: Optional[str],
+                process_set: ProcessSet) -> torch.Tensor:
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return _broadcast_async(tensor, root_rank, name, process_set, False).wait()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+        reduced = allreduce(grad, op=Average, process_set=ctx.process_set)
+        if rank() != ctx.root_rank:
+            reduced = torch.zeros_like(reduced)
+        return reduced, None, None, None
+
+
+def broadcast(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
+              process_set: ProcessSet = global_process_set) -> torch.Tensor:
+    """A new tensor holding ``root_rank``'s ``tensor`` on every rank; differentiable."""
+    check_tensors([tensor], "broadcast")
+    return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
+
+
+# alltoall
+
+def _splits_list(splits: Any) -> Optional[Sequence[int]]:
+    if isinstance(splits, torch.Tensor):
+        return splits.detach().cpu().numpy()
+    return splits
+
+
+def alltoall_async(tensor: torch.Tensor, splits: Optional[Union[torch.Tensor, Sequence[int]]] = None,
+                   name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> Handle:
+    """Start an alltoall: rows ``splits[i]`` of ``tensor`` go to the i-th rank of the set (equal blocks without
+    splits). synchronize() returns (the gathered tensor, the int32 rows received from each rank)."""
+    check_tensors([tensor], "alltoall")
+    array = engine_array(tensor, "alltoall")
+    sizes, n = _splits_list(splits), process_set.size()
+    if sizes is None and array.ndim and n and array.shape[0] % n == 0:
+        sizes = [array.shape[0] // n] * n  # so the received splits come back too, as Horovod's handle returns them
+    handle = core.alltoall_async(array, sizes, core.prefixed_name("alltoall", name), process_set)
+
+    def result(r: Tuple[Any, np.ndarray]) -> Tuple[torch.Tensor, torch.Tensor]:
+        out, received = r
+        return to_torch(out, tensor), torch.from_numpy(np.asarray(received, dtype=np.int32))
+
+    return Handle(handle, result)
+
+
+class HorovodAlltoall(torch.autograd.Function):
+    """alltoall as an autograd function: gradients travel back by the alltoall the other way."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, splits: Any, name: Optional[str], process_set: ProcessSet) -> Any:
+        output, received = alltoall_async(tensor, splits, name, process_set).wait()
+        ctx.received, ctx.process_set = received, process_set
+        if splits is None:
+            return output
+        ctx.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple:
+        back, _ = alltoall_async(grad.contiguous(), ctx.received, None, ctx.process_set).wait()
+        return back, None, None, None
+
+
+def alltoall(tensor: torch.Tensor, splits: Optional[Union[torch.Tensor, Sequence[int]]] = None,
+             name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> Any:
+    """Scatter rows of ``tensor`` to every rank and gather theirs; with ``splits`` also returns the rows
+    received from each rank (an int32 tensor). Differentiable."""
+    check_tensors([tensor], "alltoall")
+    return HorovodAlltoall.apply(tensor, splits, name, process_set)
+
+
+# reducescatter
+
+def _reducescatter_async(tensors: Sequence[torch.Tensor], group: bool, name: Optional[str], op: int,
+                         process_set: ProcessSet, prescale: float, postscale: float) -> Handle:
+    kind = "grouped_reducescatter" if group else "reducescatter"
+    check_tensors(tensors, kind)
+    arrays = [engine_array(t, kind) for t in tensors]
+    name = core.prefixed_name("reducescatter", name)
+    if group:
+        handle = core.grouped_reducescatter_async(arrays, op, name, process_set, prescale, postscale)
+        return Handle(handle, lambda r: _as_tensors(r, tensors))
+    handle = core.reducescatter_async(arrays[0], op, name, process_set, prescale, postscale)
+    return Handle(handle, lambda r: to_torch(r, tensors[0]))
+
+
+def reducescatter_async(tensor: torch.Tensor, name: Optional[str] = None, op: int = Average,
+                        process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
+                        postscale_factor: float = 1.0) -> Handle:
+    """Start a reducescatter: reduce over the ranks, then rank i keeps the i-th block of rows."""
+    return _reducescatter_async([tensor], False, name, op, process_set, prescale_factor, postscale_factor)
+
+
+def grouped_reducescatter_async(tensors: Sequence[torch.Tensor], name: Optional[str] = None, op: int = Average,
+                                process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
+                                postscale_factor: float = 1.0) -> Handle:
+    """Start reducescatters of a list of tensors as one group."""
+    return _reducescatter_async(list(tensors), True, name, op, process_set, prescale_factor, postscale_factor)
+
+
+def _scatter_grad(grads: Sequence[torch.Tensor], op: int, scale: float, process_set: ProcessSet) -> list:
+    """Horovod's reducescatter gradient: the output gradients gathered (times the set's size for Sum), and times
+    the forward's prescale and postscale factors."""
+    gathered = grouped_allgather(list(grads), process_set=process_set)
+    factor = scale * (process_set.size() if op == Sum else 1)
+    return [g * factor if factor != 1 else g for g in gathered]
+
+
+class HorovodReducescatter(torch.autograd.Function):
+    """reducescatter as an autograd function."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, name: Optional[str], op: int, process_set: ProcessSet,
+                prescale_factor: float, postscale_factor: float) -> torch.Tensor:
+        ctx.args = (op, prescale_factor * postscale_factor, process_set)
+        return _reducescatter_async([tensor], False, name, op, process_set, prescale_factor,
+                                    postscale_factor).wait()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+        return (_scatter_grad([grad], *ctx.args)[0],) + (None,) * 5
+
+
+def reducescatter(tensor: torch.Tensor, name: Optional[str] = None, compression: Compressor = Compression.none,
+                  op: int = Average, process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
+                  postscale_factor: float = 1.0) -> torch.Tensor:
+    """``tensor`` reduced over the ranks (Average or Sum), this rank's block of rows of it; differentiable."""
+    check_tensors([tensor], "reducescatter")
+    sent, ctx = compression.compress(tensor)
+    out = HorovodReducescatter.apply(sent, name, op, process_set, prescale_factor, postscale_factor)
+    return compression.decompress(out, ctx)
+
+
+class HorovodGroupedReducescatter(torch.autograd.Function):
+    """grouped_reducescatter as an autograd function."""
+
+    @staticmethod
+    def forward(ctx: Any, name: Optional[str], op: int, process_set: ProcessSet, prescale_factor: float,
+                postscale_factor: float, *tensors: torch.Tensor) -> tuple:
+        ctx.args = (op, prescale_factor * postscale_factor, process_set)
+        return tuple(_reducescatter_async(tensors, True, name, op, process_set, prescale_factor,
+                                          postscale_factor).wait())
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
+        return (None,) * 5 + tuple(_scatter_grad(grads, *ctx.args))
+
+
+def grouped_reducescatter(tensors: Sequence[torch.Tensor], name: Optional[str] = None,
+                          compression: Compressor = Compression.none, op: int = Average,
+                          process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
+                          postscale_factor: float = 1.0) -> list:
+    """Reducescatter a list of tensors as one group; differentiable."""
+    if not tensors:
+        return []
+    check_tensors(tensors, "grouped_reducescatter")
+    sent, ctxs = zip(*[compression.compress(t) for t in tensors])
+    outs = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor, postscale_factor, *sent)
+    return [compression.decompress(t, c) for t, c in zip(outs, ctxs)]
+
+
+# synchronisation
+
+def barrier(process_set: ProcessSet = global_process_set) -> None:
+    """Return once every rank of ``process_set`` has called barrier()."""
+    core.barrier(process_set)
+
+
+def join(device: int = -1) -> int:
+    """Wait until every rank has called join(); returns the rank that called it last.
+
+    Unlike Horovod's, ranks that have joined do not stand in for the others' later allreduces: give every
+    rank the same number of steps. ``device`` is accepted for compatibility.
+    """
+    arrived = core.allgather(np.array([time.time()]), "join.arrived")
+    return int(np.argmax(arrived))

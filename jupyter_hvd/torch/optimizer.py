@@ -1,0 +1,270 @@
+"""DistributedOptimizer: averages gradients over the ranks while backward still runs.
+
+Each parameter's allreduce starts from a hook as soon as its gradient is accumulated, so communication
+overlaps the rest of the backward pass; step() waits for them, then lets the wrapped optimizer update.
+"""
+import warnings
+from contextlib import contextmanager
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from ..basics import size
+from ..monitor.samples import trainer_step
+from ..groups import split_list
+from ..ops import resolve_op
+from ..process_sets import ProcessSet, global_process_set
+from . import samples
+from .compression import Compression, Compressor
+from ..objects import broadcast_object
+from .mpi_ops import Average, Handle, allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async
+
+Group = Tuple[torch.Tensor, ...]
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    """The methods DistributedOptimizer adds to a copy of the wrapped optimizer's class."""
+
+    def __init__(self, params: Any, named_parameters: Optional[Iterable[Tuple[str, torch.Tensor]]],
+                 compression: Compressor, backward_passes_per_step: int, op: int, gradient_predivide_factor: float,
+                 groups: Optional[Union[int, List[List[torch.Tensor]]]], sparse_as_dense: bool,
+                 process_set: ProcessSet):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+        else:
+            named_parameters = [(f"allreduce.noname.{i}.{j}", p) for i, group in enumerate(self.param_groups)
+                                for j, p in enumerate(group["params"])]
+        if any(not isinstance(p, tuple) for p in named_parameters):
+            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), usually produced "
+                             "by model.named_parameters().")
+        names = [n for n, _ in named_parameters]
+        if dups := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"Parameter names in named_parameters must be unique. Found duplicates: {', '.join(dups)}")
+        named_ids = {id(p) for _, p in named_parameters}
+        unnamed = [id(p) for group in self.param_groups for p in group["params"] if id(p) not in named_ids]
+        if unnamed:
+            raise ValueError("named_parameters was specified, but one or more model parameters were not named. "
+                             f"Python object ids: {', '.join(map(str, unnamed))}")
+        self._parameter_names = {p: n for n, p in sorted(named_parameters, key=lambda item: item[0])}
+        self.backward_passes_per_step = backward_passes_per_step
+        self._allreduce_delay = {p: backward_passes_per_step for p in self._parameter_names}
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self.process_set = process_set
+        self._handles: Dict[Any, Tuple[Optional[Handle], Any]] = {}
+        self._requires_update: set = set()
+        self._hooks: list = []
+        self._synchronized = False
+        self._should_synchronize = True
+        self._groups = _check_groups(groups)
+        self._p_to_group: Dict[torch.Tensor, Group] = {}
+        self._group_counts: Dict[Group, int] = {}
+        if process_set.included() and size() > 1:
+            self._register_hooks()
+        samples.watch()
+
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        """Load the wrapped optimizer's state, forgetting any allreduces in flight."""
+        self._handles = {}
+        self._synchronized = False
+        self._should_synchronize = True
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        super(self.__class__, self).load_state_dict(*args, **kwargs)
+
+    def set_backward_passes_per_step(self, passes: int) -> None:
+        """Change how many backward passes accumulate before each allreduce."""
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+    def _register_hooks(self) -> None:
+        trainable = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
+        if self._groups is not None:
+            # Every rank forms the same groups: in rank 0's order of the parameters.
+            order = broadcast_object([self._parameter_names.get(p) for p in trainable], root_rank=0,
+                                     name="DistributedOptimizer.groups", process_set=self.process_set)
+            trainable.sort(key=lambda p: order.index(self._parameter_names.get(p)))
+            if isinstance(self._groups, list):
+                ids = {id(p) for p in trainable}
+                p_groups = [[p for p in g if id(p) in ids] for g in self._groups]
+                grouped = {id(p) for g in p_groups for p in g}
+                p_groups += [[p] for p in trainable if id(p) not in grouped]
+            else:
+                p_groups = split_list(trainable, self._groups)
+            for g in (tuple(g) for g in p_groups if g):
+                for p in g:
+                    self._p_to_group[p] = g
+                self._group_counts[g] = 0
+        for p in trainable:
+            self._requires_update.add(p)
+            self._hooks.append(p.register_post_accumulate_grad_hook(self._make_hook(p)))
+
+    def _allreduce_grad_async(self, p: torch.Tensor) -> Tuple[Handle, Any]:
+        if p.grad is None:  # not used in this rank's forward pass, but another rank's may have used it
+            p.grad = torch.zeros_like(p)
+        name = self._parameter_names.get(p)
+        tensor = p.grad
+        if tensor.is_sparse:
+            if not self.sparse_as_dense:
+                return sparse_allreduce_async(tensor, name=name, op=self.op, process_set=self.process_set), None
+            tensor = tensor.to_dense()
+        sent, ctx = self._compression.compress(tensor)
+        pre, post = _scale_factors(self.op, self.gradient_predivide_factor)
+        handle = allreduce_async_(sent, name=name, op=self.op, prescale_factor=pre, postscale_factor=post,
+                                  process_set=self.process_set)
+        return handle, ctx
+
+    def _grouped_allreduce_grad_async(self, group: Group) -> Tuple[Handle, Any]:
+        for p in group:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        sent, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
+        pre, post = _scale_factors(self.op, self.gradient_predivide_factor)
+        handle = grouped_allreduce_async_(list(sent), name=self._parameter_names.get(group[0]), op=self.op,
+                                          prescale_factor=pre, postscale_factor=post, process_set=self.process_set)
+        return handle, ctxs
+
+    def _make_hook(self, p: torch.Tensor) -> Any:
+        def hook(_: torch.Tensor) -> None:
+            if p in self._handles and self._handles[p][0] is not None and self._allreduce_delay[p] <= 0:
+                raise AssertionError("Gradients were computed more than backward_passes_per_step times before call "
+                                     "to step(). Increase backward_passes_per_step to accumulate gradients locally.")
+            handle, ctx = None, None
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] == 0:
+                if self._groups is not None:
+                    group = self._p_to_group[p]
+                    self._group_counts[group] += 1
+                    if self._group_counts[group] == len(group):
+                        self._handles[group] = self._grouped_allreduce_grad_async(group)
+                        for gp in group:
+                            self._handles.pop(gp, None)
+                        self._group_counts[group] = 0
+                        return
+                else:
+                    handle, ctx = self._allreduce_grad_async(p)
+            self._handles[p] = (handle, ctx)
+        return hook
+
+    def synchronize(self) -> None:
+        """Wait for every gradient's allreduce (starting those whose hooks did not run) and write the results
+        into the gradients."""
+        if not self.process_set.included():
+            self._synchronized = True
+            return
+        started = set()
+        for key in self._handles:
+            started.update(key) if isinstance(key, tuple) else started.add(key)
+        for p in self._requires_update - started:
+            self._handles[p] = self._allreduce_grad_async(p)
+        for p, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+        for key, (handle, ctx) in self._handles.items():
+            if isinstance(key, tuple):
+                for p, out, c in zip(key, handle.wait(), ctx):
+                    self._allreduce_delay[p] = self.backward_passes_per_step
+                    _write_grad(p, self._compression.decompress(out, c))
+                self._group_counts[key] = 0
+            else:
+                out = handle.wait()
+                self._allreduce_delay[key] = self.backward_passes_per_step
+                if self._groups is not None:
+                    self._group_counts[self._p_to_group[key]] = 0
+                if key.grad.is_sparse:
+                    reduced = out if ctx is None else self._compression.decompress(out, ctx)
+                    key.grad.zero_().add_(reduced if reduced.is_sparse else reduced.to_sparse())
+                else:
+                    _write_grad(key, self._compression.decompress(out, ctx))
+        self._handles.clear()
+        self._synchronized = True
+
+    @contextmanager
+    def skip_synchronize(self) -> Iterator[None]:
+        """Make step() skip synchronize(): for loops that call synchronize() themselves (e.g. to clip gradients)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure: Any = None) -> Any:
+        """Wait for the gradients' allreduces, update the parameters, and count the step for the monitor."""
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() context after "
+                              "optimizer.synchronize(). This can cause training slowdown. You may want to consider "
+                              "using optimizer.skip_synchronize() context if you use optimizer.synchronize() in "
+                              "your code.")
+            self.synchronize()
+        self._synchronized = False
+        loss = super(self.__class__, self).step(closure)
+        trainer_step(samples.take())
+        return loss
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the gradients; an error while their allreduces are still in flight."""
+        if self._handles:
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before optimizer.step() "
+                                 "or optimizer.synchronize(). This is prohibited as it can cause a race condition.")
+        return super(self.__class__, self).zero_grad(set_to_none)
+
+
+def _check_groups(groups: Any) -> Any:
+    if groups is None:
+        return None
+    if isinstance(groups, list):
+        seen = set()
+        for g in groups:
+            for p in g:
+                if not isinstance(p, torch.Tensor):
+                    raise ValueError("groups must consist of torch.Tensor.")
+                if id(p) in seen:
+                    raise ValueError("A parameter can only appear once in groups.")
+                seen.add(id(p))
+        return groups
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+        raise ValueError("groups should be a non-negative integer or a list of list of torch.Tensor.")
+    return groups
+
+
+def _scale_factors(op: int, predivide: float) -> Tuple[float, float]:
+    """Average splits its 1 / size around the sum: 1 / predivide before, predivide (and the engine's 1 / size)
+    after."""
+    return (1.0 / predivide, predivide) if op == Average else (1.0, 1.0)
+
+
+def _write_grad(p: torch.Tensor, reduced: torch.Tensor) -> None:
+    if reduced.data_ptr() != p.grad.data_ptr():
+        p.grad.copy_(reduced)
+
+
+def DistributedOptimizer(optimizer: torch.optim.Optimizer,
+                         named_parameters: Optional[Iterable[Tuple[str, torch.Tensor]]] = None,
+                         compression: Compressor = Compression.none, backward_passes_per_step: int = 1,
+                         op: int = Average, gradient_predivide_factor: float = 1.0, num_groups: int = 0,
+                         groups: Optional[Union[int, Sequence[Sequence[torch.Tensor]]]] = None,
+                         sparse_as_dense: bool = False,
+                         process_set: ProcessSet = global_process_set) -> torch.optim.Optimizer:
+    """``optimizer`` turned into one whose gradients are averaged (``op``) over the ranks of ``process_set``.
+
+    Returns an instance of a subclass of the optimizer's class over the same parameter groups; each gradient's
+    allreduce starts as soon as backward has produced it (after ``backward_passes_per_step`` passes), optionally
+    in float16 (``compression``) and in fused ``groups``; step() waits for them before updating.
+    """
+    resolve_op(None, op)  # Adasum: NotImplementedError; unknown ops: ValueError
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed in v0.23.0.",
+                      DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
+               gradient_predivide_factor, list(map(list, groups)) if isinstance(groups, (list, tuple)) else groups,
+               sparse_as_dense, process_set)

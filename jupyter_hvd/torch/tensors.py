@@ -1,0 +1,82 @@
+"""torch tensors as the engine reads them, and its results as torch tensors, without copies.
+
+A CPU tensor reaches the engine as a numpy view of its own memory; a CUDA tensor as a DeviceArray
+(its address) with torch's current stream on its device, so the engine starts after the work queued
+there so far. Results the engine allocates come back as tensors over the same memory.
+"""
+from typing import Any, Sequence, Union
+
+import numpy as np
+import torch
+
+from ..gpu import DeviceArray, GpuUnavailableError, cuda_available, gpu_status
+
+EngineArray = Union[np.ndarray, DeviceArray]
+
+try:  # numpy carries bfloat16 only through ml_dtypes
+    import ml_dtypes
+
+    _BF16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:
+    _BF16 = None
+
+
+def check_tensors(tensors: Sequence[Any], what: str) -> None:
+    """TypeError unless every item is a torch tensor (Horovod's ops take nothing else)."""
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{what}: expected a torch.Tensor, got {type(t).__name__}")
+
+
+_DTYPES = {t: np.dtype(str(t).removeprefix("torch.")) for t in (torch.uint8, torch.int8, torch.int32, torch.int64,
+                                                                 torch.float16, torch.float32, torch.float64, torch.bool)}
+if _BF16 is not None:
+    _DTYPES[torch.bfloat16] = _BF16
+
+
+def _numpy_dtype(t: torch.Tensor, what: str) -> np.dtype:
+    """The numpy dtype of the engine's type for ``t``; TypeError for types the engine does not reduce."""
+    try:
+        return _DTYPES[t.dtype]
+    except KeyError:
+        hint = " (install ml_dtypes for bfloat16)" if t.dtype == torch.bfloat16 else ""
+        names = ", ".join(str(d) for d in _DTYPES)
+        raise TypeError(f"{what}: unsupported dtype {t.dtype}{hint}; supported: {names}") from None
+
+
+def engine_array(t: torch.Tensor, what: str, in_place: bool = False) -> EngineArray:
+    """``t`` as the engine reads it: a contiguous tensor's own memory. A tensor written in place must be
+    contiguous (ValueError otherwise); one that is only read is made contiguous first when it is not."""
+    if t.is_sparse:
+        raise TypeError(f"{what}: sparse tensors are not supported here; use sparse_allreduce_async or to_dense()")
+    if not t.is_contiguous():
+        if in_place:
+            raise ValueError(f"{what}: Tensor is required to be contiguous.")
+        t = t.contiguous()
+    t = t.detach()
+    if t.is_cuda:
+        return _device_array(t, what)
+    if t.device.type != "cpu":
+        raise TypeError(f"{what}: tensors on {t.device.type} are not supported; use CPU or CUDA tensors")
+    dtype = _numpy_dtype(t, what)
+    if dtype is _BF16:
+        return t.view(torch.int16).numpy().view(dtype)
+    return t.numpy()
+
+
+def _device_array(t: torch.Tensor, what: str) -> DeviceArray:
+    if not cuda_available():
+        raise GpuUnavailableError(f"{what}: the tensor is on {t.device}, but jupyter_hvd cannot use CUDA in this "
+                                  f"process: {gpu_status()['reason']}")
+    device = t.device.index if t.device.index is not None else torch.cuda.current_device()
+    stream = torch.cuda.current_stream(device).cuda_stream
+    return DeviceArray(t, t.data_ptr() if t.numel() else 0, tuple(t.shape), _numpy_dtype(t, what), device, stream)
+
+
+def to_torch(result: Any, like: torch.Tensor) -> torch.Tensor:
+    """An engine result (numpy array, or a CUDA tensor) as a tensor of ``like``'s dtype, without a copy."""
+    if isinstance(result, torch.Tensor):
+        return result
+    if like.dtype == torch.bfloat16:
+        return torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(result)

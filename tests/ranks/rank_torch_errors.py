@@ -1,0 +1,65 @@
+"""Bad input to jupyter_hvd.torch: a clear exception on every rank, never a hang."""
+import pytest
+import torch
+
+import jupyter_hvd.torch as hvd
+
+
+def test_unsupported_dtype_non_tensor_and_layout():
+    with pytest.raises(TypeError, match="unsupported dtype torch.int16"):
+        hvd.allreduce(torch.ones(2, dtype=torch.int16))
+    with pytest.raises(TypeError, match="expected a torch.Tensor"):
+        hvd.allreduce([1.0, 2.0])
+    with pytest.raises(ValueError, match="contiguous"):
+        hvd.allreduce_(torch.ones(4, 4).t())
+    strided = torch.arange(8.0).reshape(2, 4).t()  # only read: a contiguous copy serves
+    assert torch.equal(hvd.allreduce(strided, op=hvd.Max), strided)
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        hvd.allreduce(torch.ones(2), op=hvd.Adasum)
+    with pytest.raises(TypeError, match="prescale"):
+        hvd.allreduce(torch.ones(2, dtype=torch.int32), prescale_factor=2.0)
+
+
+def test_shape_mismatch_fails_on_every_rank():
+    shape = (2 + hvd.rank(),)
+    with pytest.raises(hvd.TensorMismatchError, match="shape"):
+        hvd.allreduce(torch.ones(shape), name="mismatch")
+    with pytest.raises(hvd.HorovodInternalError):  # dtypes differ: the base class Horovod users catch
+        hvd.allreduce(torch.ones(2, dtype=torch.float32 if hvd.rank() else torch.float64), name="dtypes")
+    assert torch.equal(hvd.allreduce(torch.ones(2), name="after"), torch.ones(2))  # the engine goes on
+
+
+def test_bad_root_rank_and_splits():
+    with pytest.raises(ValueError, match="root_rank"):
+        hvd.broadcast(torch.ones(2), root_rank=hvd.size())
+    with pytest.raises(ValueError, match="splits"):
+        hvd.alltoall(torch.ones(3, 2), splits=[1] * (hvd.size() + 1))
+    with pytest.raises(ValueError, match="divisible"):
+        hvd.alltoall(torch.ones(2 * hvd.size() + 1))
+
+
+def test_optimizer_arguments():
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="gradient_predivide_factor"):
+        hvd.DistributedOptimizer(opt, model.named_parameters(), op=hvd.Sum, gradient_predivide_factor=2.0)
+    with pytest.raises(ValueError, match="unique"):
+        hvd.DistributedOptimizer(opt, [("w", model.weight), ("w", model.bias)])
+    with pytest.raises(ValueError, match="not named"):
+        hvd.DistributedOptimizer(opt, [("w", model.weight)])
+    with pytest.raises(ValueError, match="groups"):
+        hvd.DistributedOptimizer(opt, model.named_parameters(), groups=[[model.weight, model.weight]])
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        hvd.DistributedOptimizer(opt, model.named_parameters(), op=hvd.Adasum)
+
+
+def test_zero_grad_between_backward_and_step_is_an_error():
+    model = torch.nn.Linear(2, 2)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+    model(torch.ones(1, 2)).sum().backward()
+    with pytest.raises(AssertionError, match="zero_grad"):
+        opt.zero_grad()
+    opt.step()
+    opt.zero_grad()
+

@@ -1,0 +1,165 @@
+"""Training with jupyter_hvd.torch: N ranks with batch b reach the parameters one process reaches with batch N*b
+(plain, fp16 compression, gradient accumulation, groups), identical on every rank; SyncBatchNorm; the monitor."""
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import jupyter_hvd.torch as hvd
+from jupyter_hvd.monitor.samples import counted_since, snapshot
+
+PER_RANK = 8  # samples per rank and step
+STEPS = 4
+
+
+def cnn(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 4, 3), torch.nn.ReLU(),
+                               torch.nn.Flatten(), torch.nn.Linear(4 * 4 * 4, 16), torch.nn.ReLU(),
+                               torch.nn.Linear(16, 10))
+
+
+def batch(step: int):
+    """The whole job's batch for ``step`` (every rank can build it) and this rank's shard of it."""
+    g = torch.Generator().manual_seed(step)
+    x = torch.randn(PER_RANK * hvd.size(), 1, 8, 8, generator=g)
+    y = torch.randint(0, 10, (PER_RANK * hvd.size(),), generator=g)
+    shard = slice(hvd.rank() * PER_RANK, (hvd.rank() + 1) * PER_RANK)
+    return (x, y), (x[shard], y[shard])
+
+
+def flat(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def same_on_every_rank(values: torch.Tensor) -> bool:
+    everyone = hvd.allgather(values[None], name="check.same")
+    return all(torch.equal(everyone[0], row) for row in everyone)
+
+
+def train(passes: int, **kwargs):
+    """Reference (one process, whole batch) and distributed models after STEPS steps of SGD with momentum."""
+    ref, model = cnn(100), cnn(100 + hvd.rank())  # rank 0 starts where the reference does
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                                   named_parameters=model.named_parameters(), backward_passes_per_step=passes,
+                                   **kwargs)
+    assert isinstance(opt, torch.optim.SGD)
+    for step in range(STEPS):
+        (x, y), (xs, ys) = batch(step)
+        ref_opt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        ref_opt.step()
+        opt.zero_grad()
+        for part in range(passes):  # gradient accumulation: micro-batches whose losses add up to the batch's
+            rows = slice(part * PER_RANK // passes, (part + 1) * PER_RANK // passes)
+            (F.cross_entropy(model(xs[rows]), ys[rows]) / passes).backward()
+        opt.step()
+        assert same_on_every_rank(flat(model)), f"parameters differ between ranks after step {step}"
+    return flat(ref), flat(model)
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+@pytest.mark.parametrize("compression", ["none", "fp16"])
+def test_ranks_with_batch_b_match_one_process_with_batch_nb(compression, passes):
+    ref, got = train(passes, compression=getattr(hvd.Compression, compression))
+    tol = 2e-3 if compression == "fp16" and hvd.size() > 1 else 1e-5
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("kwargs", [{"groups": 2}, {"num_groups": 3}, {"gradient_predivide_factor": 2.0}],
+                         ids=["groups", "num_groups", "predivide"])
+def test_groups_and_predivide_factor_give_the_same_parameters(kwargs):
+    with pytest.warns(DeprecationWarning) if "num_groups" in kwargs else contextlib.nullcontext():
+        ref, got = train(1, **kwargs)
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_explicit_groups_of_tensors():
+    model = cnn(3)
+    layers = [m for m in model if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    groups = [[layers[0].weight, layers[0].bias], [layers[2].weight, layers[3].weight]]
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(),
+                                   groups=groups)
+    _, (xs, ys) = batch(0)
+    F.cross_entropy(model(xs), ys).backward()
+    opt.step()
+    assert same_on_every_rank(flat(model))
+
+
+def test_allreduces_start_during_backward():
+    """Each gradient's allreduce is queued by its hook as backward produces it, before step()."""
+    if hvd.size() == 1:
+        pytest.skip("one rank reduces nothing")
+    model = cnn(4)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+    _, (xs, ys) = batch(0)
+    F.cross_entropy(model(xs), ys).backward()
+    started = [h for h, _ in opt._handles.values()]
+    assert len(started) == len(list(model.parameters())) and all(h is not None for h in started)
+    opt.step()
+
+
+def test_unused_parameter_clip_and_too_many_passes():
+    model = torch.nn.ModuleDict({"used": torch.nn.Linear(3, 2), "spare": torch.nn.Linear(3, 2)})
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5), model.named_parameters())
+    x = torch.ones(4, 3) * (hvd.rank() + 1)
+    layer = model["spare"] if hvd.rank() == 0 else model["used"]  # each rank leaves a layer out
+    layer(x).sum().backward()
+    opt.synchronize()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    with opt.skip_synchronize():
+        opt.step()
+    assert same_on_every_rank(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
+    if hvd.size() > 1:
+        opt.zero_grad()
+        model["used"](x).sum().backward()
+        with pytest.raises(AssertionError, match="backward_passes_per_step"):
+            model["used"](x).sum().backward()
+        opt.synchronize()
+
+
+def test_sync_batch_norm_matches_batch_norm_on_the_whole_batch():
+    torch.manual_seed(5)
+    x_all = torch.randn(PER_RANK * hvd.size(), 3, 4, 4) * 3 + 2
+    ref = torch.nn.BatchNorm2d(3)
+    sync = hvd.SyncBatchNorm(3)
+    with torch.no_grad():
+        ref.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+        sync.weight.copy_(ref.weight)
+    g_all = torch.randn(x_all.shape)  # the loss's gradient with respect to the output
+    x_ref = x_all.clone().requires_grad_()
+    (ref(x_ref) * g_all).sum().backward()
+    shard = slice(hvd.rank() * PER_RANK, (hvd.rank() + 1) * PER_RANK)
+    x = x_all[shard].clone().requires_grad_()
+    out = sync(x)
+    (out * g_all[shard]).sum().backward()
+    ref_out = torch.nn.functional.batch_norm(x_all, None, None, ref.weight, ref.bias, True, 0.0, ref.eps)
+    torch.testing.assert_close(out.detach(), ref_out.detach()[shard], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(x.grad, x_ref.grad[shard], rtol=1e-4, atol=1e-5)
+    weight_grad = hvd.allreduce(sync.weight.grad, op=hvd.Sum)  # each rank's share of the weight's gradient
+    torch.testing.assert_close(weight_grad, ref.weight.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(sync.running_mean, ref.running_mean, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(sync.running_var, ref.running_var, rtol=1e-4, atol=1e-5)
+
+
+def test_step_counts_samples_for_the_monitor():
+    model = cnn(6)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(),
+                                   backward_passes_per_step=2)
+    origin = snapshot()
+    for step in range(3):
+        _, (xs, ys) = batch(step)
+        model.eval()
+        model(xs[:1])  # an evaluation pass is not a training sample
+        model.train()
+        for half in (xs[:PER_RANK // 2], xs[PER_RANK // 2:]):
+            F.cross_entropy(model(half), ys[:len(half)]).backward()
+        opt.step()
+        opt.zero_grad()
+    samples, steps, _ = counted_since(origin)
+    assert (samples, steps) == (3 * PER_RANK, 3)

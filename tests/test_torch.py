@@ -1,0 +1,180 @@
+"""jupyter_hvd.torch as a drop-in for horovod.torch: API surface here, behaviour on real MPI ranks."""
+import inspect
+import re
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import jupyter_hvd.torch as hvd  # noqa: E402
+from multirank import ROOT, run_rank_tests, run_ranks  # noqa: E402
+
+ENV = {"OMP_NUM_THREADS": "1"}  # one compute thread per rank: the test box has two cores for up to four ranks
+
+# Horovod 0.28.1's horovod.torch signatures: (parameter, default) in order; a bare name has no default.
+_ALLREDUCE = [("average", None), ("name", None), ("op", None), ("prescale_factor", 1.0), ("postscale_factor", 1.0),
+              ("process_set", "global_process_set")]
+_WITH_COMPRESSION = [("average", None), ("name", None), ("compression", "Compression.none"), ("op", None),
+                     ("prescale_factor", 1.0), ("postscale_factor", 1.0), ("process_set", "global_process_set")]
+_SCATTER = [("name", None), ("op", "Average"), ("process_set", "global_process_set"), ("prescale_factor", 1.0),
+            ("postscale_factor", 1.0)]
+HOROVOD_SIGNATURES = {
+    "allreduce": ["tensor"] + _WITH_COMPRESSION,
+    "allreduce_async": ["tensor"] + _ALLREDUCE,
+    "allreduce_": ["tensor"] + _ALLREDUCE,
+    "allreduce_async_": ["tensor"] + _ALLREDUCE,
+    "grouped_allreduce": ["tensors"] + _WITH_COMPRESSION,
+    "grouped_allreduce_async": ["tensors"] + _ALLREDUCE,
+    "grouped_allreduce_": ["tensors"] + _ALLREDUCE,
+    "grouped_allreduce_async_": ["tensors"] + _ALLREDUCE,
+    "allgather": ["tensor", ("name", None), ("process_set", "global_process_set")],
+    "allgather_async": ["tensor", ("name", None), ("process_set", "global_process_set")],
+    "grouped_allgather": ["tensors", ("name", None), ("process_set", "global_process_set")],
+    "grouped_allgather_async": ["tensors", ("name", None), ("process_set", "global_process_set")],
+    "broadcast": ["tensor", "root_rank", ("name", None), ("process_set", "global_process_set")],
+    "broadcast_async": ["tensor", "root_rank", ("name", None), ("process_set", "global_process_set")],
+    "broadcast_": ["tensor", "root_rank", ("name", None), ("process_set", "global_process_set")],
+    "broadcast_async_": ["tensor", "root_rank", ("name", None), ("process_set", "global_process_set")],
+    "alltoall": ["tensor", ("splits", None), ("name", None), ("process_set", "global_process_set")],
+    "alltoall_async": ["tensor", ("splits", None), ("name", None), ("process_set", "global_process_set")],
+    "reducescatter": ["tensor", ("name", None), ("compression", "Compression.none")] + _SCATTER[1:],
+    "reducescatter_async": ["tensor"] + _SCATTER,
+    "grouped_reducescatter": ["tensors", ("name", None), ("compression", "Compression.none")] + _SCATTER[1:],
+    "grouped_reducescatter_async": ["tensors"] + _SCATTER,
+    "sparse_allreduce_async": ["tensor", "name", "op", ("process_set", "global_process_set")],
+    "barrier": [("process_set", "global_process_set")],
+    "join": [("device", -1)],
+    "synchronize": ["handle"],
+    "poll": ["handle"],
+    "broadcast_parameters": ["params", "root_rank"],
+    "broadcast_optimizer_state": ["optimizer", "root_rank"],
+    "broadcast_object": ["obj", ("root_rank", 0), ("name", None), ("process_set", "global_process_set")],
+    "allgather_object": ["obj", ("name", None), ("process_set", "global_process_set")],
+    "DistributedOptimizer": ["optimizer", ("named_parameters", None), ("compression", "Compression.none"),
+                             ("backward_passes_per_step", 1), ("op", "Average"), ("gradient_predivide_factor", 1.0),
+                             ("num_groups", 0), ("groups", None), ("sparse_as_dense", False),
+                             ("process_set", "global_process_set")],
+    "SyncBatchNorm": ["num_features", ("eps", 1e-5), ("momentum", 0.1), ("affine", True),
+                      ("track_running_stats", True)],
+    "init": [("comm", None), ("process_sets", None)],
+    "start_timeline": ["file_path", ("mark_cycles", False)],
+}
+NAMED_DEFAULTS = {"global_process_set": hvd.global_process_set, "Average": hvd.Average,
+                  "Compression.none": hvd.Compression.none}
+EXPORTS = ("init shutdown is_initialized size local_size cross_size rank local_rank cross_rank mpi_threads_supported "
+           "mpi_enabled mpi_built gloo_enabled gloo_built nccl_built ddl_built ccl_built cuda_built rocm_built "
+           "start_timeline stop_timeline Average Sum Adasum Min Max Product ProcessSet global_process_set "
+           "add_process_set remove_process_set Compression HorovodInternalError").split()
+
+
+@pytest.mark.parametrize("name", sorted(HOROVOD_SIGNATURES))
+def test_signature_matches_horovod(name):
+    """Same parameters, order and defaults; extras (like prefix on broadcast_parameters) only after them."""
+    params = [p for p in inspect.signature(getattr(hvd, name)).parameters.values() if p.name != "self"]
+    specs = HOROVOD_SIGNATURES[name]
+    assert [p.name for p in params[:len(specs)]] == [s if isinstance(s, str) else s[0] for s in specs]
+    assert all(p.default is not inspect.Parameter.empty for p in params[len(specs):])
+    for p, spec in zip(params, specs):
+        if isinstance(spec, str):
+            assert p.default is inspect.Parameter.empty, p
+        else:
+            want = NAMED_DEFAULTS.get(spec[1], spec[1]) if isinstance(spec[1], str) else spec[1]
+            assert p.default is want or p.default == want, (p, want)
+
+
+def test_everything_else_horovod_exports_is_here():
+    assert all(hasattr(hvd, n) for n in EXPORTS)
+    assert set(hvd.__all__) <= set(dir(hvd))
+    assert issubclass(hvd.SyncBatchNorm, torch.nn.modules.batchnorm._BatchNorm)
+
+
+def test_mxnet_and_torch_load_in_one_process():
+    """Both frameworks live in one environment (MXNet pins numpy < 1.24)."""
+    mx = pytest.importorskip("mxnet")
+    import numpy as np
+
+    assert torch.from_numpy(mx.nd.ones(3).asnumpy()).sum().item() == 3.0 and np.__version__
+
+
+def test_default_framework_is_the_one_the_kernel_imported(monkeypatch):
+    mx = pytest.importorskip("mxnet")
+    from jupyter_hvd.magic import frameworks
+
+    monkeypatch.delitem(sys.modules, "mxnet", raising=False)
+    assert frameworks.default_framework() == "torch"
+    monkeypatch.setitem(sys.modules, "mxnet", mx)
+    assert frameworks.default_framework() == "mxnet"  # both imported: MXNet, the older default
+    monkeypatch.delitem(sys.modules, "torch")
+    assert frameworks.default_framework() == "mxnet"
+    assert frameworks.unavailable_reason("torch") == "" and frameworks.unavailable_reason("none") == ""
+
+
+@pytest.mark.parametrize("np_", [2, 4])
+@pytest.mark.parametrize("module", ["rank_torch_ops.py", "rank_torch_training.py"])
+def test_on_ranks(np_, module):
+    run_rank_tests(np_, module, timeout=280, env=ENV)
+
+
+def test_bad_input_on_ranks():
+    """Every rank gets the error (the core's tests cover error paths at 4 ranks and more)."""
+    run_rank_tests(2, "rank_torch_errors.py", timeout=200, env=ENV)
+
+
+def test_training_on_one_rank():
+    """One rank reduces nothing; results must still match plain torch."""
+    run_rank_tests(1, "rank_torch_training.py", timeout=120, env=ENV)
+
+
+def test_digits_example_reaches_90_percent_on_two_ranks():
+    out = run_ranks(2, ["examples/torch_mnist.py"], timeout=180, env=ENV).stdout
+    accuracy = float(re.search(r"final test accuracy: ([0-9.]+) on 2 rank", out).group(1))
+    assert accuracy >= 0.90, out[-3000:]
+    assert len(re.findall(r"\[rank 1\] epoch \d+/\d+: .* samples/s", out)) >= 1
+
+
+HOROVOD_SCRIPT = '''
+"""A horovod.torch training script in Horovod's own style (its pytorch_mnist example's structure)."""
+import torch
+import torch.nn.functional as F
+import horovod.torch as hvd
+
+hvd.init()
+torch.manual_seed(42)
+torch.set_num_threads(1)
+true_w = torch.randn(10, 3)
+x = torch.randn(512, 10)
+y = (x @ true_w).argmax(dim=1)
+x, y = x[hvd.rank()::hvd.size()], y[hvd.rank()::hvd.size()]
+model = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.ReLU(), torch.nn.Linear(32, 3))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05 * hvd.size(), momentum=0.9)
+hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+compression = hvd.Compression.fp16
+optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                     compression=compression, op=hvd.Average)
+for epoch in range(20):
+    for i in range(0, len(x), 16):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x[i:i + 16]), y[i:i + 16])
+        loss.backward()
+        optimizer.step()
+    acc = (model(x).argmax(dim=1) == y).float().mean()
+    acc = hvd.allreduce(acc, name="avg_accuracy")
+first = next(model.parameters()).detach()
+same = hvd.allgather(first[None])
+assert all(torch.equal(same[0], s) for s in same), "parameters differ between ranks"
+print("accuracy %.3f" % acc.item())
+print("rank", hvd.rank(), "of", hvd.size(), "done")
+'''
+
+
+def test_horovod_torch_script_runs_with_only_its_import_changed(tmp_path):
+    script = tmp_path / "train_hvd.py"
+    source = textwrap.dedent(HOROVOD_SCRIPT)
+    assert source.count("import horovod.torch as hvd") == 1
+    script.write_text(source.replace("import horovod.torch as hvd", "import jupyter_hvd.torch as hvd"))
+    out = run_ranks(2, [str(script)], timeout=150, env=dict(ENV, PYTHONPATH=str(ROOT))).stdout
+    assert "rank 0 of 2 done" in out and "rank 1 of 2 done" in out, out[-3000:]
+    assert float(re.search(r"accuracy ([0-9.]+)", out).group(1)) > 0.8, out[-3000:]
