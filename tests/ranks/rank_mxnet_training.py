@@ -207,7 +207,8 @@ def test_deprecated_average_in_a_training_step_still_works():
 
 class _Gate(mx.operator.CustomOp):
     """Passes data through; its backward, which the first layer's gradient waits for, first waits until the
-    later layers' gradients have been reduced (or 60 s), and records whether they were."""
+    last layer's allreduce has begun on this rank (or 60 s), and records whether it did. NEGOTIATE ends, per
+    tensor, where its collective begins; fused collectives are named after their first tensor only."""
 
     seen: list = []
 
@@ -218,7 +219,7 @@ class _Gate(mx.operator.CustomOp):
         deadline = time.monotonic() + 60
         reduced = False
         while not reduced and time.monotonic() < deadline:
-            reduced = any(e.phase == "COLLECTIVE" and e.name.startswith(f"allreduce.overlap.{_Gate.later}")
+            reduced = any(e.phase == "NEGOTIATE" and e.name == f"allreduce.overlap.{_Gate.later}"
                           for e in jupyter_hvd.drain_events(_Gate.since)[0])
             time.sleep(0.01)
         _Gate.seen.append(reduced)

@@ -16,8 +16,10 @@ def test_unsupported_dtype_non_tensor_and_layout():
     assert torch.equal(hvd.allreduce(strided, op=hvd.Max), strided)
     with pytest.raises(NotImplementedError, match="Adasum"):
         hvd.allreduce(torch.ones(2), op=hvd.Adasum)
-    with pytest.raises(TypeError, match="prescale"):
-        hvd.allreduce(torch.ones(2, dtype=torch.int32), prescale_factor=2.0)
+    with pytest.raises(TypeError, match="cannot scale bool"):
+        hvd.allreduce(torch.ones(2, dtype=torch.bool), op=hvd.Sum, prescale_factor=2.0)
+    scaled = hvd.allreduce(torch.full((2,), 3, dtype=torch.int32), op=hvd.Sum, prescale_factor=0.5)
+    assert torch.equal(scaled, torch.full((2,), hvd.size(), dtype=torch.int32))  # as Horovod: 1.5 -> 1 per rank
 
 
 def test_shape_mismatch_fails_on_every_rank():
