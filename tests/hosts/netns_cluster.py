@@ -1,0 +1,304 @@
+"""A cluster of hosts made of Linux namespaces on this machine, for the multi-host tests (run as root).
+
+    python tests/hosts/netns_cluster.py run [--hosts N] [--slurm] -- COMMAND...
+    python tests/hosts/netns_cluster.py check      # why namespaces cannot be made here, if they cannot
+    python tests/hosts/netns_cluster.py sweep      # end what a killed run left behind
+
+``run`` starts COMMAND on a login host, ``head`` (10.213.0.1), beside hosts ``h1``..``hN`` (10.213.0.11..),
+each with its own network, hostname, /tmp and /dev/shm, joined by a bridge, each running sshd with keys made
+for the run (and, with --slurm, munged and slurmd, with slurmctld on head). COMMAND finds the cluster
+described in the JSON file named by $JHVD_CLUSTER. Where namespaces cannot be made, COMMAND runs on this
+machine as it is, with the reason in $JHVD_CLUSTER_UNAVAILABLE, so that tests can skip (or fail) saying why.
+
+Nothing touches this machine's own network, routes, firewall, DNS or files: head is a network namespace of
+its own, everything runs in a new PID namespace, and the cluster's files live on a tmpfs mounted over /run in
+a private mount namespace. When the run ends, or is killed by any signal, the kernel ends every process in the
+PID namespace with it, and the network and mounts go with their last process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hosts_ssh  # noqa: E402
+
+STATE = Path("/run/jhvd-cluster")
+SUBNET = "10.213.0"
+PREFIX_LEN = 24
+HEAD = "head"
+HEAD_ADDR = f"{SUBNET}.1"
+BRIDGE = "jhvd0"
+INIT_MARK = "--cluster-init"  # in the command line of a cluster's first process (PID 1 of its namespace)
+UNSHARE = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--uts", "--mount",
+           "--propagation", "private"]
+READY_TIMEOUT_S = 60
+
+
+def host_addr(index: int) -> str:
+    """The address of host h<index> (1-based)."""
+    return f"{SUBNET}.{10 + index}"
+
+
+def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run a command quietly; a failure raises with its output."""
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip() or done.stdout.strip()}")
+    return done
+
+
+def nsenter(pid: int) -> list[str]:
+    """The command prefix that runs a program inside the host whose namespaces process ``pid`` holds."""
+    return ["nsenter", f"--target={pid}", "--net", "--uts", "--mount"]
+
+
+# -- outside: checks, sweeping, starting the namespaces ----------------------------------------------------
+
+
+def unavailable_reason() -> str | None:
+    """Why this machine cannot make the cluster's namespaces (None when it can)."""
+    if os.geteuid() != 0:
+        return "making network namespaces needs root"
+    for tool in ("unshare", "nsenter", "ip", "mount"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    for tool in (hosts_ssh.SSHD, "ssh", "ssh-keygen"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (Debian: apt-get install openssh-server)"
+    probe = (f"ip link add {BRIDGE} type bridge && ip link add jhvd-probe type veth peer name jhvd-peer "
+             f"&& ip link set jhvd-probe master {BRIDGE}")
+    done = subprocess.run([*UNSHARE, "sh", "-c", probe], capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"cannot make namespaces, a bridge or veth pairs here: {done.stderr.strip()}"
+    return None
+
+
+def sweep() -> list[int]:
+    """Kill the first process of any cluster whose run was killed before it could end it (the kernel then ends
+    everything in that cluster's namespaces); the pids killed."""
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if not (len(argv) > 2 and argv[2] == INIT_MARK.encode()):  # python netns_cluster.py --cluster-init
+                continue
+            status = dict(line.split(":", 1) for line in (entry / "status").read_text().splitlines())
+            if status["NSpid"].split()[-1] != "1":  # the cluster's PID 1, not the process it forked
+                continue
+            parent = int(status["PPid"])
+            parent_argv = Path(f"/proc/{parent}/cmdline").read_bytes().split(b"\0") if parent > 1 else []
+        except (OSError, ValueError, KeyError):
+            continue
+        if not (parent_argv and parent_argv[0].endswith(b"unshare")):
+            os.kill(int(entry.name), signal.SIGKILL)
+            killed.append(int(entry.name))
+    return killed
+
+
+def run(hosts: int, slurm: bool, command: list[str]) -> int:
+    """Build the cluster and run command on its head; without namespaces, run command here with the reason."""
+    for pid in sweep():
+        print(f"netns_cluster: ended a cluster left by a killed run (pid {pid})", file=sys.stderr)
+    reason = unavailable_reason()
+    if reason is None and slurm:
+        import hosts_slurm
+
+        reason = hosts_slurm.unavailable_reason()
+    if reason is not None:
+        print(f"netns_cluster: no namespace hosts: {reason}", file=sys.stderr)
+        os.execvpe(command[0], command, {**os.environ, "JHVD_CLUSTER_UNAVAILABLE": reason})
+    options = json.dumps({"hosts": hosts, "slurm": slurm, "command": command, "cwd": os.getcwd()})
+    os.execvp(UNSHARE[0], [*UNSHARE, sys.executable, os.path.abspath(__file__), INIT_MARK, options])
+    return 1  # not reached
+
+
+# -- inside: PID 1 of the cluster's namespaces ---------------------------------------------------------------
+
+
+def init(options: dict) -> int:
+    """PID 1 of the cluster: reaps every orphan while a child builds the cluster, runs the command and tears
+    the cluster down; returns the command's exit status. When PID 1 exits, the kernel kills all the rest."""
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            code = Cluster(options["hosts"], options["slurm"]).run(options["command"], options["cwd"])
+        except BaseException as exc:  # noqa: BLE001 - reported, then the namespace ends
+            print(f"netns_cluster: {type(exc).__name__}: {exc}", file=sys.stderr)
+        finally:
+            os._exit(code)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the command gets them from the terminal
+        signal.signal(signum, lambda *_: None)
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            return 1
+        except InterruptedError:
+            continue
+        if pid == child:
+            return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+class Host:
+    """One namespace host: a process that holds its network, hostname and mount namespaces."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.name = f"h{index}"
+        self.addr = host_addr(index)
+        self.link = f"jhvd-{self.name}"  # its veth end on head's bridge
+        self.root = STATE / self.name  # its private /tmp and daemon files
+        self.holder = subprocess.Popen(["unshare", "--net", "--uts", "--mount", "--propagation", "private",
+                                        "sleep", "infinity"])
+        self.daemons: list[tuple[str, list[str]]] = []  # what runs on it: (name, argv), to start again
+
+    def run(self, *argv: str) -> subprocess.CompletedProcess:
+        return sh(*nsenter(self.holder.pid), *argv)
+
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
+        """Start a daemon inside this host, its output in the host's log folder."""
+        self.daemons.append((name, argv))
+        with open(self.root / "log" / f"{name}.log", "ab") as out:
+            return subprocess.Popen([*nsenter(self.holder.pid), *argv], stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT)
+
+    def build(self) -> None:
+        """Give the host its name, its link on the bridge, a private /tmp and /dev/shm, and its own /run/munge."""
+        for sub in ("tmp", "munge", "log", "spool"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root / "tmp", 0o1777)
+        deadline = time.monotonic() + 10  # unshare needs a moment to enter the new namespaces
+        while os.readlink(f"/proc/{self.holder.pid}/ns/net") == os.readlink("/proc/self/ns/net"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name}: no namespace after 10 s")
+            time.sleep(0.01)
+        sh("ip", "link", "add", self.link, "type", "veth", "peer", "name", "eth0", "netns", str(self.holder.pid))
+        sh("ip", "link", "set", self.link, "master", BRIDGE, "up")
+        self.run("hostname", self.name)
+        self.run("ip", "link", "set", "lo", "up")
+        self.run("ip", "addr", "add", f"{self.addr}/{PREFIX_LEN}", "dev", "eth0")
+        self.run("ip", "link", "set", "eth0", "up")
+        self.run("mount", "--bind", str(self.root / "tmp"), "/tmp")
+        self.run("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/dev/shm")
+        self.run("mount", "--bind", str(self.root / "munge"), "/run/munge")
+
+    def describe(self) -> dict:
+        return {"name": self.name, "addr": self.addr, "pid": self.holder.pid, "link": self.link,
+                "tmp": str(self.root / "tmp"), "log": str(self.root / "log"), "nsenter": nsenter(self.holder.pid),
+                "daemons": self.daemons}
+
+
+class Cluster:
+    """head plus N hosts, their daemons, and the file that describes them to the command."""
+
+    def __init__(self, count: int, slurm: bool):
+        self.count = count
+        self.slurm = slurm
+        self.hosts: list[Host] = []
+        self.daemons: list[subprocess.Popen] = []
+
+    def run(self, command: list[str], cwd: str) -> int:
+        self.build_head()
+        self.hosts = [Host(i) for i in range(1, self.count + 1)]
+        for host in self.hosts:
+            host.build()
+        ssh = hosts_ssh.SshSetup(STATE / "ssh", [(h.name, h.addr) for h in self.hosts])
+        for host in self.hosts:
+            self.daemons.append(host.start("sshd", ssh.sshd_argv(host.name)))
+        ssh.wait_ready(READY_TIMEOUT_S)
+        info = {"head": {"name": HEAD, "addr": HEAD_ADDR, "bridge": BRIDGE}, "state": str(STATE),
+                "ssh": ssh.describe()}
+        env = {**os.environ, "JHVD_CLUSTER": str(STATE / "cluster.json")}
+        if self.slurm:
+            import hosts_slurm
+
+            slurm = hosts_slurm.SlurmSetup(STATE / "slurm", HEAD, HEAD_ADDR, [(h.name, h.addr) for h in self.hosts])
+            self.daemons += slurm.start_head()
+            for host in self.hosts:
+                self.daemons += [host.start(name, argv) for name, argv in slurm.host_daemons(host.name)]
+            slurm.wait_ready(READY_TIMEOUT_S)
+            info["slurm"] = slurm.describe()
+            env.update(slurm.client_env())
+        info["hosts"] = [h.describe() for h in self.hosts]
+        (STATE / "cluster.json").write_text(json.dumps(info, indent=1))
+        try:
+            return subprocess.call(command, cwd=cwd, env=env)
+        finally:
+            self.tear_down()
+
+    def build_head(self) -> None:
+        """head: its own /run (the cluster's files) and /tmp, its hostname, loopback, the bridge, /etc/hosts."""
+        sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run")
+        sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp")
+        sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/dev/shm")
+        for folder in (STATE, Path("/run/sshd"), Path("/run/munge")):
+            folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+        socket.sethostname(HEAD)
+        sh("ip", "link", "set", "lo", "up")
+        sh("ip", "link", "add", BRIDGE, "type", "bridge")
+        sh("ip", "addr", "add", f"{HEAD_ADDR}/{PREFIX_LEN}", "dev", BRIDGE)
+        sh("ip", "link", "set", BRIDGE, "up")
+        names = [f"{HEAD_ADDR}\t{HEAD}"] + [f"{host_addr(i)}\th{i}" for i in range(1, self.count + 1)]
+        hosts_file = STATE / "hosts"
+        hosts_file.write_text(Path("/etc/hosts").read_text() + "\n# namespace hosts\n" + "\n".join(names) + "\n")
+        sh("mount", "--bind", str(hosts_file), "/etc/hosts")
+
+    def tear_down(self) -> None:
+        """Stop the daemons, then every other process in the hosts, and remove the links (PID 1's exit would
+        end them all anyway; this is the orderly way)."""
+        for daemon in reversed(self.daemons):
+            daemon.terminate()
+        for daemon in self.daemons:
+            try:
+                daemon.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+        for host in self.hosts:
+            host.holder.kill()
+            host.holder.wait()
+            sh("ip", "link", "del", host.link, check=False)
+        sh("ip", "link", "del", BRIDGE, check=False)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == [INIT_MARK]:
+        return init(json.loads(argv[1]))
+    parser = argparse.ArgumentParser(prog="netns_cluster.py", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="action", required=True)
+    run_parser = sub.add_parser("run", help="build the cluster and run COMMAND on its head")
+    run_parser.add_argument("--hosts", type=int, default=3, help="how many hosts besides head (default 3)")
+    run_parser.add_argument("--slurm", action="store_true", help="also run munge and Slurm")
+    run_parser.add_argument("command", nargs=argparse.REMAINDER)
+    sub.add_parser("check", help="say why namespaces cannot be made here (exit 1), or nothing (exit 0)")
+    sub.add_parser("sweep", help="end clusters whose run was killed")
+    args = parser.parse_args(argv)
+    if args.action == "check":
+        reason = unavailable_reason()
+        if reason:
+            print(reason)
+        return 1 if reason else 0
+    if args.action == "sweep":
+        print(f"ended {len(sweep())} cluster(s)")
+        return 0
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given")
+    if not 1 <= args.hosts <= 9:
+        parser.error("--hosts must be between 1 and 9")
+    return run(args.hosts, args.slurm, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
