@@ -102,8 +102,8 @@ def test_mpiexec_command_session_dir(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("spec", "placement"),
     [
-        (LaunchSpec(np=8, hosts="h1:4, h2"), ["--host", "h1:4,h2:1"]),
-        (LaunchSpec(np=8, hostfile="hosts.txt"), ["--hostfile", "hosts.txt"]),
+        (LaunchSpec(np=8, hosts="h1:4, h2", listen="any"), ["--host", "h1:4,h2:1"]),
+        (LaunchSpec(np=8, hostfile="hosts.txt", listen="any"), ["--hostfile", "hosts.txt"]),
     ],
 )
 def test_mpiexec_command_placement(spec: LaunchSpec, placement: list[str]) -> None:
@@ -119,6 +119,7 @@ def test_mpiexec_command_placement(spec: LaunchSpec, placement: list[str]) -> No
         (LaunchSpec(np=2, hosts="a", hostfile="f"), ["prog"], "not both"),
         (LaunchSpec(np=2, hosts="a:0"), ["prog"], "bad host entry"),
         (LaunchSpec(np=2), [], "no command"),
+        (LaunchSpec(np=2, hosts="no-such-host.invalid"), ["prog"], "cannot tell which network leads to no-such-host"),
     ],
 )
 def test_mpiexec_command_rejects_bad_specs(spec: LaunchSpec, argv: list[str], message: str) -> None:
@@ -182,7 +183,7 @@ def test_single_host_jobs_leave_out_libfabric_unless_the_user_chose_transports()
 
 def test_multi_host_jobs_keep_open_mpis_transports(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(BTL_VAR, raising=False)
-    for spec in (LaunchSpec(np=2, hosts="h1,h2"), LaunchSpec(np=2, hostfile="hosts.txt")):
+    for spec in (LaunchSpec(np=2, hosts="h1,h2", listen="eth0"), LaunchSpec(np=2, hostfile="hosts.txt", listen="eth0")):
         assert BTL_VAR not in mpiexec_command(spec, ["true"])[1]
 
 

@@ -176,15 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def mpiexec_options(args: argparse.Namespace) -> list[str]:
-    """mpiexec options from hvdrun's SSH, network-interface and --mpi-args flags."""
+    """mpiexec options from hvdrun's SSH and --mpi-args flags."""
     opts = []
     ssh = [*(["-p", str(args.ssh_port)] if args.ssh_port else []),
            *(["-i", args.ssh_identity_file] if args.ssh_identity_file else [])]
     if ssh:
         opts += ["--prtemca", "plm_ssh_args", shlex.join(ssh)]
-    if args.network_interface:
-        opts += ["--mca", "btl_tcp_if_include", args.network_interface,
-                 "--prtemca", "prte_if_include", args.network_interface]
     if args.mpi_args:
         opts += shlex.split(args.mpi_args)
     return opts
@@ -210,7 +207,7 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
             forward.append(name)
     return LaunchSpec(
         np=args.np, hosts=args.hosts, hostfile=args.hostfile, env=env, forward=forward, session_dir=session_dir,
-        mpi_args=mpiexec_options(args),
+        mpi_args=mpiexec_options(args), listen=args.network_interface,
     )
 
 

@@ -6,12 +6,15 @@ Open MPI (for example a notebook magic).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from .networks import hostfile_hosts, reaching_networks
 
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # Where mpiexec keeps its session files. Under the default, $TMPDIR/ompi.<mpiexec pid>, the files a killed
@@ -22,6 +25,16 @@ SESSION_DIR_VAR = "PRTE_MCA_prte_tmpdir_base"
 # uses it (shared memory carries everything), so single-host launches leave it out unless the user chose
 # the transports themselves.
 BTL_VAR, SINGLE_HOST_BTL = "OMPI_MCA_btl", "^ofi"
+# A process that starts MPI without a launcher (python train.py) talks to no other process: Open MPI's own
+# transport is all it needs, and without the TCP one it opens no listening socket.
+LONE_PROCESS_BTL = "self"
+# Open MPI, its launcher (PRRTE) and PMIx bind their listening sockets to every address, with no option to
+# choose; libjhvd_listen.so (csrc/listen_address.cc), preloaded into mpiexec, its daemons and the ranks, binds
+# them where LISTEN_VAR says instead: loopback for a job on one host, the interfaces or networks that reach the
+# other hosts for a job on several. LISTEN_ANY (the user's choice) leaves Open MPI as it is.
+LISTEN_VAR, LISTEN_LOOPBACK, LISTEN_ANY = "JUPYTER_HVD_LISTEN", "loopback", "any"
+LISTEN_LIBRARY = "libjhvd_listen.so"
+IF_INCLUDE_VARS = ("OMPI_MCA_btl_tcp_if_include", "PRTE_MCA_prte_if_include")
 FORWARD_NAMES = ("PYTHONPATH", "PYTHONUNBUFFERED")
 FORWARD_PREFIXES = ("HOROVOD_", "JUPYTER_HVD_")
 
@@ -39,6 +52,7 @@ class LaunchSpec:
     forward: list[str] = field(default_factory=list)
     session_dir: str | None = None  # a folder for mpiexec's session files, unless the user set SESSION_DIR_VAR
     mpi_args: list[str] = field(default_factory=list)  # more mpiexec options, after the placement
+    listen: str | None = None  # interfaces or networks to use and listen on (hvdrun --network-interface)
 
 
 def find_mpiexec() -> str:
@@ -73,6 +87,41 @@ def default_forward(environ: Mapping[str, str]) -> list[str]:
     ]
 
 
+def find_listen_library() -> str:
+    """The path of libjhvd_listen.so, installed beside the package's extension."""
+    spec = importlib.util.find_spec("jupyter_hvd._C")
+    path = os.path.join(os.path.dirname(spec.origin), LISTEN_LIBRARY) if spec and spec.origin else LISTEN_LIBRARY
+    if not os.path.isfile(path):
+        raise RuntimeError(f"{path} is missing: reinstall jupyter-hvd (or set {LISTEN_VAR}={LISTEN_ANY})")
+    return path
+
+
+def job_hosts(spec: LaunchSpec) -> list[str]:
+    """The hosts spec places ranks on; empty for this host alone."""
+    if spec.hosts:
+        return [host for host, _ in parse_hosts(spec.hosts)]
+    if spec.hostfile:
+        return hostfile_hosts(spec.hostfile)
+    return []
+
+
+def listen_where(spec: LaunchSpec, env: Mapping[str, str]) -> str:
+    """Where the job's Open MPI sockets listen: --network-interface, else the user's LISTEN_VAR, else loopback
+    for a job on this host alone and the networks that reach the other hosts for a job on several."""
+    chosen = spec.listen or env.get(LISTEN_VAR)
+    if chosen:
+        return chosen
+    hosts = job_hosts(spec)
+    if not hosts:
+        return LISTEN_LOOPBACK
+    networks, unknown = reaching_networks(hosts)
+    if unknown:
+        raise ValueError(f"cannot tell which network leads to {', '.join(unknown)} (not a name this host resolves): "
+                         f"give the interface (hvdrun --network-interface, or {LISTEN_VAR}=eth0), or let Open MPI "
+                         f"listen on every address ({LISTEN_VAR}={LISTEN_ANY})")
+    return ",".join(networks) or LISTEN_LOOPBACK  # no network: every host is this one
+
+
 def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[str, str]]:
     """Return the mpiexec argv for running argv as spec's ranks, and the environment to run it in.
 
@@ -88,12 +137,33 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
         env.setdefault(SESSION_DIR_VAR, spec.session_dir)
     if not spec.hosts and not spec.hostfile:
         env.setdefault(BTL_VAR, SINGLE_HOST_BTL)
-    cmd = [find_mpiexec(), "-np", str(spec.np), "--bind-to", "none", "--oversubscribe"]
-    cmd += _host_args(spec) + spec.mpi_args
-    for name in dict.fromkeys([*spec.env, *spec.forward]):
+    cmd = [find_mpiexec(), "-np", str(spec.np), "--bind-to", "none", "--oversubscribe", *_host_args(spec)]
+    listen_args, exported = _listen_args(spec, env)
+    cmd += listen_args + spec.mpi_args
+    for name in dict.fromkeys([*spec.env, *spec.forward, *exported]):
         if name in env:
             cmd += ["-x", name]
     return cmd + list(argv), env
+
+
+def _listen_args(spec: LaunchSpec, env: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Preload libjhvd_listen.so where the job's sockets are bound (env is updated); the mpiexec options that
+    start the other hosts' daemons with it and keep Open MPI to the same interfaces, and the variables the
+    ranks need."""
+    where = listen_where(spec, env)
+    if where == LISTEN_ANY:
+        return [], []
+    library = find_listen_library()
+    env[LISTEN_VAR] = where
+    env["LD_PRELOAD"] = ":".join(filter(None, [library, env.get("LD_PRELOAD")]))
+    if where == LISTEN_LOOPBACK:
+        return [], []
+    args = []
+    if not any(name in env for name in IF_INCLUDE_VARS):
+        args += ["--mca", "btl_tcp_if_include", where, "--prtemca", "prte_if_include", where]
+    if "PRTE_MCA_prte_launch_agent" not in env:
+        args += ["--prtemca", "prte_launch_agent", f"env LD_PRELOAD={library} {LISTEN_VAR}={where} prted"]
+    return args, [LISTEN_VAR, "LD_PRELOAD"]
 
 
 def _host_args(spec: LaunchSpec) -> list[str]:
