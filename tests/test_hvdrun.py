@@ -18,6 +18,7 @@ from jupyter_hvd.runner import child as child_process
 from jupyter_hvd.runner import hvdrun, session_folder
 from jupyter_hvd.runner.launch import (
     BTL_VAR,
+    LOCAL_SESSION_DIR_VAR,
     SESSION_DIR_VAR,
     LaunchSpec,
     default_forward,
@@ -95,6 +96,8 @@ def test_mpiexec_command_session_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     assert SESSION_DIR_VAR not in mpiexec_command(LaunchSpec(np=1), ["true"])[1]
     cmd, env = mpiexec_command(LaunchSpec(np=1, session_dir="/tmp/jhvd.x"), ["true"])
     assert env[SESSION_DIR_VAR] == "/tmp/jhvd.x" and SESSION_DIR_VAR not in cmd  # mpiexec's, not the ranks'
+    several = mpiexec_command(LaunchSpec(np=2, hosts="h1,h2", listen="any", session_dir="/tmp/jhvd.x"), ["true"])[1]
+    assert several[LOCAL_SESSION_DIR_VAR] == "/tmp/jhvd.x" and SESSION_DIR_VAR not in several  # this host's alone
     monkeypatch.setenv(SESSION_DIR_VAR, "/scratch/mine")  # the user's choice is kept
     assert mpiexec_command(LaunchSpec(np=1, session_dir="/tmp/jhvd.x"), ["true"])[1][SESSION_DIR_VAR] == "/scratch/mine"
 

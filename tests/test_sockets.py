@@ -6,7 +6,7 @@ import time
 import psutil
 import pytest
 from hvdrun_cli import clean_env, hvdrun_argv
-from listening import listening, outside, tree
+from listening import Sock, listening, outside, tree
 
 from jupyter_hvd.runner.launch import LISTEN_VAR
 
@@ -26,7 +26,7 @@ WAITING_RANK = (
 )
 
 
-def sockets_of_running_job(env: dict[str, str]) -> list[tuple[int, str, str, int]]:
+def sockets_of_running_job(env: dict[str, str]) -> list[Sock]:
     """Start 2 ranks under hvdrun; once both are ready, the listening sockets of every process of the job."""
     proc = subprocess.Popen(hvdrun_argv("-np", "2", sys.executable, "-c", WAITING_RANK), env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -55,7 +55,7 @@ def test_hvdrun_job_listens_on_loopback_only():
 def test_the_user_may_let_open_mpi_listen_everywhere():
     """JUPYTER_HVD_LISTEN=any keeps Open MPI's own choice: every address (this is what the test above guards)."""
     found = sockets_of_running_job(clean_env(**{LISTEN_VAR: "any"}))
-    assert {name for _, name, _, _ in outside(found, set())} >= {"prterun", "python"}, found
+    assert {s.name for s in outside(found, set())} >= {"prterun", "python"}, found
 
 
 def test_hvd_cell_job_listens_on_loopback_only(ip):

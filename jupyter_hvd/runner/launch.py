@@ -21,6 +21,10 @@ ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"
 # mpiexec left behind stop a later one that gets the same pid ("The PMIx server's listener thread failed to
 # start"); a folder of the launch's own avoids that.
 SESSION_DIR_VAR = "PRTE_MCA_prte_tmpdir_base"
+# A job on several hosts names the folder for this host's mpiexec only: the daemons on the other hosts would
+# make one of that name there too and leave it behind, so they keep their session files where they usually do.
+LOCAL_SESSION_DIR_VAR = "PRTE_MCA_prte_local_tmpdir_base"
+SESSION_DIR_VARS = (SESSION_DIR_VAR, LOCAL_SESSION_DIR_VAR, "PRTE_MCA_prte_remote_tmpdir_base")
 # Open MPI's libfabric transport took a second to start in every rank here, and a job on one host never
 # uses it (shared memory carries everything), so single-host launches leave it out unless the user chose
 # the transports themselves.
@@ -50,7 +54,7 @@ class LaunchSpec:
     hostfile: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     forward: list[str] = field(default_factory=list)
-    session_dir: str | None = None  # a folder for mpiexec's session files, unless the user set SESSION_DIR_VAR
+    session_dir: str | None = None  # a folder for mpiexec's session files, unless the user set SESSION_DIR_VARS
     mpi_args: list[str] = field(default_factory=list)  # more mpiexec options, after the placement
     listen: str | None = None  # interfaces or networks to use and listen on (hvdrun --network-interface)
 
@@ -133,8 +137,8 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
     if not argv:
         raise ValueError("no command to run")
     env = {**os.environ, **(ROOT_ENV if os.geteuid() == 0 else {}), **spec.env}
-    if spec.session_dir:
-        env.setdefault(SESSION_DIR_VAR, spec.session_dir)
+    if spec.session_dir and not any(name in env for name in SESSION_DIR_VARS):
+        env[LOCAL_SESSION_DIR_VAR if spec.hosts or spec.hostfile else SESSION_DIR_VAR] = spec.session_dir
     if not spec.hosts and not spec.hostfile:
         env.setdefault(BTL_VAR, SINGLE_HOST_BTL)
     cmd = [find_mpiexec(), "-np", str(spec.np), "--bind-to", "none", "--oversubscribe", *_host_args(spec)]

@@ -17,9 +17,12 @@ REPO = Path(__file__).resolve().parents[2]
 @dataclass
 class Host:
     name: str
-    addr: str
+    addr: str  # what its name resolves to
+    addrs: list[str]  # one on each of the cluster's networks
     pid: int  # holds the host's namespaces
-    link: str  # its veth end on head's bridge
+    keep: list[int]  # the processes that make the host, not what runs on it
+    links: list[str]  # its veth ends on head's bridges
+    clock_ahead_s: int  # how far its monotonic clock is ahead of head's
     tmp: Path  # its /tmp, as head sees it
     log: Path  # its daemons' logs, as head sees it
     nsenter: list[str]
@@ -33,7 +36,7 @@ class Host:
         found, mine = [], self.netns()
         for process in psutil.process_iter():
             try:
-                if process.pid != self.pid and os.readlink(f"/proc/{process.pid}/ns/net") == mine \
+                if process.pid not in self.keep and os.readlink(f"/proc/{process.pid}/ns/net") == mine \
                         and process.status() != psutil.STATUS_ZOMBIE:
                     found.append(process)
             except (OSError, psutil.Error):
@@ -51,8 +54,9 @@ class ClusterInfo:
     def __init__(self, info: dict):
         self.info = info
         self.head = info["head"]
-        self.hosts = [Host(h["name"], h["addr"], h["pid"], h["link"], Path(h["tmp"]), Path(h["log"]), h["nsenter"],
-                           h["daemons"]) for h in info["hosts"]]
+        self.hosts = [Host(h["name"], h["addr"], h["addrs"], h["pid"], h["keep"], h["links"], h["clock_ahead_s"],
+                           Path(h["tmp"]), Path(h["log"]), h["nsenter"], h["daemons"]) for h in info["hosts"]]
+        self.networks = info["networks"]
         self.ssh = info["ssh"]
         self.slurm = info.get("slurm")
 
@@ -72,7 +76,8 @@ class ClusterInfo:
         peer hears its connections close; then every process on it is killed. The pids killed."""
         host = self.host(name)
         if link_down:
-            subprocess.run(["ip", "link", "set", host.link, "down"], check=True)
+            for link in host.links:
+                subprocess.run(["ip", "link", "set", link, "down"], check=True)
         victims = host.processes()
         for process in victims:
             try:
@@ -85,7 +90,8 @@ class ClusterInfo:
     def revive(self, name: str, timeout: float = 60) -> None:
         """Bring a host taken down by kill_host back: its link up, its daemons started again, ssh answering."""
         host = self.host(name)
-        subprocess.run(["ip", "link", "set", host.link, "up"], check=True)
+        for link in host.links:
+            subprocess.run(["ip", "link", "set", link, "up"], check=True)
         for daemon, argv in host.daemons:
             with open(host.log / f"{daemon}.log", "ab") as log:
                 subprocess.Popen([*host.nsenter, *argv], stdin=subprocess.DEVNULL, stdout=log, stderr=log,

@@ -5,8 +5,10 @@
     python tests/hosts/netns_cluster.py sweep      # end what a killed run left behind
 
 ``run`` starts COMMAND on a login host, ``head`` (10.213.0.1), beside hosts ``h1``..``hN`` (10.213.0.11..),
-each with its own network, hostname, /tmp and /dev/shm, joined by a bridge, each running sshd with keys made
-for the run (and, with --slurm, munged and slurmd, with slurmctld on head). COMMAND finds the cluster
+each with its own network stack, hostname, /tmp, /dev/shm and monotonic clock (h<i>'s runs i hours ahead, as
+on machines booted at different times), each running sshd with keys made for the run (and, with --slurm,
+munged and slurmd, with slurmctld on head). Two networks join them, each a bridge on head: 10.213.0.0/24
+(the hosts' eth0, which their names resolve to) and 10.214.0.0/24 (eth1). COMMAND finds the cluster
 described in the JSON file named by $JHVD_CLUSTER. Where namespaces cannot be made, COMMAND runs on this
 machine as it is, with the reason in $JHVD_CLUSTER_UNAVAILABLE, so that tests can skip (or fail) saying why.
 
@@ -32,20 +34,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hosts_ssh  # noqa: E402
 
 STATE = Path("/run/jhvd-cluster")
-SUBNET = "10.213.0"
+NETWORKS = [("10.213.0", "jhvd0", "eth0"), ("10.214.0", "jhvd1", "eth1")]  # (/24 prefix, head's bridge, hosts' link)
 PREFIX_LEN = 24
 HEAD = "head"
-HEAD_ADDR = f"{SUBNET}.1"
-BRIDGE = "jhvd0"
+HEAD_ADDR = f"{NETWORKS[0][0]}.1"
+BRIDGE = NETWORKS[0][1]
+CLOCK_STEP_S = 3600  # h<i>'s monotonic clock runs i * CLOCK_STEP_S ahead of head's
 INIT_MARK = "--cluster-init"  # in the command line of a cluster's first process (PID 1 of its namespace)
 UNSHARE = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--uts", "--mount",
            "--propagation", "private"]
 READY_TIMEOUT_S = 60
 
 
-def host_addr(index: int) -> str:
-    """The address of host h<index> (1-based)."""
-    return f"{SUBNET}.{10 + index}"
+def host_addr(index: int, network: int = 0) -> str:
+    """The address of host h<index> (1-based) on one of NETWORKS."""
+    return f"{NETWORKS[network][0]}.{10 + index}"
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -58,7 +61,7 @@ def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
 
 def nsenter(pid: int) -> list[str]:
     """The command prefix that runs a program inside the host whose namespaces process ``pid`` holds."""
-    return ["nsenter", f"--target={pid}", "--net", "--uts", "--mount"]
+    return ["nsenter", f"--target={pid}", "--net", "--uts", "--mount", "--time"]
 
 
 # -- outside: checks, sweeping, starting the namespaces ----------------------------------------------------
@@ -152,26 +155,30 @@ def init(options: dict) -> int:
 
 
 class Host:
-    """One namespace host: a process that holds its network, hostname and mount namespaces."""
+    """One namespace host: a process that holds its network, hostname, mount and time namespaces."""
 
     def __init__(self, index: int):
         self.index = index
         self.name = f"h{index}"
         self.addr = host_addr(index)
-        self.link = f"jhvd-{self.name}"  # its veth end on head's bridge
+        self.links = [f"jhvd{n}-{self.name}" for n in range(len(NETWORKS))]  # its veth ends on head's bridges
         self.root = STATE / self.name  # its private /tmp and daemon files
-        self.holder = subprocess.Popen(["unshare", "--net", "--uts", "--mount", "--propagation", "private",
-                                        "sleep", "infinity"])
+        ahead = str(index * CLOCK_STEP_S)
+        # A new time namespace holds the children of the process that makes it: unshare forks the holder.
+        self.unshare = subprocess.Popen(["unshare", "--net", "--uts", "--mount", "--propagation", "private", "--time",
+                                         "--monotonic", ahead, "--boottime", ahead, "--fork", "--kill-child",
+                                         "sleep", "infinity"])
+        self.pid = 0  # the holder's, once it runs
         self.daemons: list[tuple[str, list[str]]] = []  # what runs on it: (name, argv), to start again
 
     def run(self, *argv: str) -> subprocess.CompletedProcess:
-        return sh(*nsenter(self.holder.pid), *argv)
+        return sh(*nsenter(self.pid), *argv)
 
     def start(self, name: str, argv: list[str]) -> subprocess.Popen:
         """Start a daemon inside this host, its output in the host's log folder."""
         self.daemons.append((name, argv))
         with open(self.root / "log" / f"{name}.log", "ab") as out:
-            return subprocess.Popen([*nsenter(self.holder.pid), *argv], stdin=subprocess.DEVNULL, stdout=out,
+            return subprocess.Popen([*nsenter(self.pid), *argv], stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT)
 
     def build(self) -> None:
@@ -179,25 +186,34 @@ class Host:
         for sub in ("tmp", "munge", "log", "spool"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.root / "tmp", 0o1777)
-        deadline = time.monotonic() + 10  # unshare needs a moment to enter the new namespaces
-        while os.readlink(f"/proc/{self.holder.pid}/ns/net") == os.readlink("/proc/self/ns/net"):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name}: no namespace after 10 s")
-            time.sleep(0.01)
-        sh("ip", "link", "add", self.link, "type", "veth", "peer", "name", "eth0", "netns", str(self.holder.pid))
-        sh("ip", "link", "set", self.link, "master", BRIDGE, "up")
+        self.pid = self._holder()
         self.run("hostname", self.name)
         self.run("ip", "link", "set", "lo", "up")
-        self.run("ip", "addr", "add", f"{self.addr}/{PREFIX_LEN}", "dev", "eth0")
-        self.run("ip", "link", "set", "eth0", "up")
+        for n, ((_, bridge, device), link) in enumerate(zip(NETWORKS, self.links)):
+            sh("ip", "link", "add", link, "type", "veth", "peer", "name", device, "netns", str(self.pid))
+            sh("ip", "link", "set", link, "master", bridge, "up")
+            self.run("ip", "addr", "add", f"{host_addr(self.index, n)}/{PREFIX_LEN}", "dev", device)
+            self.run("ip", "link", "set", device, "up")
         self.run("mount", "--bind", str(self.root / "tmp"), "/tmp")
         self.run("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/dev/shm")
         self.run("mount", "--bind", str(self.root / "munge"), "/run/munge")
 
+    def _holder(self) -> int:
+        """The pid of the process unshare forked into the new namespaces, once it is there."""
+        deadline = time.monotonic() + 10
+        while True:
+            children = Path(f"/proc/{self.unshare.pid}/task/{self.unshare.pid}/children").read_text().split()
+            if children and os.readlink(f"/proc/{children[0]}/ns/time") != os.readlink("/proc/self/ns/time"):
+                return int(children[0])
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name}: no namespaces after 10 s")
+            time.sleep(0.01)
+
     def describe(self) -> dict:
-        return {"name": self.name, "addr": self.addr, "pid": self.holder.pid, "link": self.link,
-                "tmp": str(self.root / "tmp"), "log": str(self.root / "log"), "nsenter": nsenter(self.holder.pid),
-                "daemons": self.daemons}
+        return {"name": self.name, "addr": self.addr, "addrs": [host_addr(self.index, n) for n in range(len(NETWORKS))],
+                "pid": self.pid, "keep": [self.unshare.pid, self.pid], "links": self.links,
+                "clock_ahead_s": self.index * CLOCK_STEP_S, "tmp": str(self.root / "tmp"),
+                "log": str(self.root / "log"), "nsenter": nsenter(self.pid), "daemons": self.daemons}
 
 
 class Cluster:
@@ -218,7 +234,8 @@ class Cluster:
         for host in self.hosts:
             self.daemons.append(host.start("sshd", ssh.sshd_argv(host.name)))
         ssh.wait_ready(READY_TIMEOUT_S)
-        info = {"head": {"name": HEAD, "addr": HEAD_ADDR, "bridge": BRIDGE}, "state": str(STATE),
+        info = {"head": {"name": HEAD, "addr": HEAD_ADDR, "addrs": [f"{net}.1" for net, _, _ in NETWORKS]},
+                "networks": [f"{net}.0/{PREFIX_LEN}" for net, _, _ in NETWORKS], "state": str(STATE),
                 "ssh": ssh.describe()}
         env = {**os.environ, "JHVD_CLUSTER": str(STATE / "cluster.json")}
         if self.slurm:
@@ -247,9 +264,10 @@ class Cluster:
             folder.mkdir(mode=0o755, parents=True, exist_ok=True)
         socket.sethostname(HEAD)
         sh("ip", "link", "set", "lo", "up")
-        sh("ip", "link", "add", BRIDGE, "type", "bridge")
-        sh("ip", "addr", "add", f"{HEAD_ADDR}/{PREFIX_LEN}", "dev", BRIDGE)
-        sh("ip", "link", "set", BRIDGE, "up")
+        for net, bridge, _ in NETWORKS:
+            sh("ip", "link", "add", bridge, "type", "bridge")
+            sh("ip", "addr", "add", f"{net}.1/{PREFIX_LEN}", "dev", bridge)
+            sh("ip", "link", "set", bridge, "up")
         names = [f"{HEAD_ADDR}\t{HEAD}"] + [f"{host_addr(i)}\th{i}" for i in range(1, self.count + 1)]
         hosts_file = STATE / "hosts"
         hosts_file.write_text(Path("/etc/hosts").read_text() + "\n# namespace hosts\n" + "\n".join(names) + "\n")
@@ -266,10 +284,12 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 daemon.kill()
         for host in self.hosts:
-            host.holder.kill()
-            host.holder.wait()
-            sh("ip", "link", "del", host.link, check=False)
-        sh("ip", "link", "del", BRIDGE, check=False)
+            host.unshare.kill()  # and, with it, the holder (--kill-child)
+            host.unshare.wait()
+            for link in host.links:
+                sh("ip", "link", "del", link, check=False)
+        for _, bridge, _ in NETWORKS:
+            sh("ip", "link", "del", bridge, check=False)
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,7 @@
 """The namespace hosts themselves: each has its own name, address and /tmp, and takes ssh logins only with
 the run's keys."""
 import socket
+import time
 import uuid
 
 import pytest
@@ -8,17 +9,20 @@ import pytest
 pytestmark = pytest.mark.timeout(120)
 
 
-def test_each_host_has_its_own_name_address_and_tmp(cluster):
+def test_each_host_has_its_own_name_addresses_tmp_and_clock(cluster):
     assert socket.gethostname() == cluster.head["name"]
     mark = f"only-here-{uuid.uuid4().hex}"
     first = cluster.hosts[0]
     (first.tmp / mark).write_text("x")
     for host in cluster.hosts:
-        done = cluster.ssh_run(host.name, f"hostname; hostname -I; ls /tmp; ls /tmp/{mark} 2>/dev/null || true")
+        done = cluster.ssh_run(host.name, "hostname; hostname -I; cut -d' ' -f1 /proc/uptime; ls /tmp")
+        here = time.monotonic()
         assert done.returncode == 0, done.stderr
-        name, addrs, *files = done.stdout.split("\n")
-        assert name == host.name and addrs.split() == [host.addr]
+        name, addrs, uptime, *files = done.stdout.split("\n")
+        assert name == host.name and addrs.split() == host.addrs
+        assert abs(float(uptime) - here - host.clock_ahead_s) < 600, (uptime, here)  # booted hours apart
         assert (mark in files) == (host is first), f"{host.name}'s /tmp: {files}"
+    (first.tmp / mark).unlink()
     pids = [{p.pid for p in host.processes()} for host in cluster.hosts]
     assert all(pids) and len(set.union(*pids)) == sum(map(len, pids)), "hosts share processes"
 
