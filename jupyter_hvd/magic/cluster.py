@@ -5,6 +5,7 @@ import asyncio
 import atexit
 import logging
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -21,7 +22,8 @@ import psutil
 from ipyparallel.cluster.launcher import MPIEngineSetLauncher
 from traitlets import Any as AnyTrait
 
-from ..runner.launch import LaunchSpec, default_forward, mpiexec_command
+from ..runner.launch import LISTEN_VAR, LaunchSpec, default_forward, job_hosts, mpiexec_command
+from ..runner.networks import listen_address
 from .cell import api_module, setup_rank
 from .failures import RankError, without_runner_frames
 from .reaper import alive, descendants
@@ -121,6 +123,7 @@ class RankCluster:
         self._client: ipyparallel.Client | None = None
         self._reaper: subprocess.Popen | None = None
         self._profile_dir = tempfile.mkdtemp(prefix="jupyter-hvd-")
+        listen_args, self._controller_env = _controller_listening(config)
         self._cluster = ipyparallel.Cluster(
             engine_launcher_class=_RankLauncher,
             n=config.np,
@@ -128,8 +131,7 @@ class RankCluster:
             load_profile=False,
             shutdown_atexit=False,
             profile_dir=self._profile_dir,
-            controller_args=CONTROLLER_ARGS,
-            controller_ip="*" if config.hosts or config.hostfile else "",
+            controller_args=CONTROLLER_ARGS + listen_args,
             log=_quiet_log(),
             parent=None,
             # On this host the ranks start with the controller and read its connection file; ranks on other
@@ -145,7 +147,8 @@ class RankCluster:
         deadline = began + self.start_timeout
         atexit.register(self.stop)
         try:
-            self._run_until(self._cluster.start_controller(), deadline, "the controller")
+            self._run_until(self._cluster.start_controller(environment=self._controller_env), deadline,
+                            "the controller")
             spec = LaunchSpec(
                 np=self.config.np,
                 hosts=self.config.hosts,
@@ -346,6 +349,24 @@ class RankCluster:
         if tail:
             message += "\nprocess output (last lines):\n" + "\n".join(tail)
         return RankError(message)
+
+
+def _controller_listening(config: LaunchConfig) -> tuple[list[str], dict[str, str]]:
+    """The controller's options and environment for where it listens: on loopback alone (its default) for ranks
+    on this host; for ranks on other hosts, the engines' ports on the address that reaches them (or that
+    JUPYTER_HVD_LISTEN names), the kernel's on loopback, and every message encrypted with CurveZMQ and still
+    signed (ipyparallel turns signing off with CurveZMQ unless the controller is given a key: in its
+    environment, not on its command line)."""
+    hosts = job_hosts(LaunchSpec(np=config.np, hosts=config.hosts, hostfile=config.hostfile))
+    if not hosts:
+        return [], {}
+    try:
+        address = listen_address(hosts, dict(config.env).get(LISTEN_VAR, os.environ.get(LISTEN_VAR)))
+    except ValueError as exc:
+        raise RankError(f"could not start {config.np} ranks: {exc}") from None
+    return ([f"--IPController.engine_ip={address}", "--IPController.client_ip=127.0.0.1",
+             "--IPController.monitor_ip=127.0.0.1", "--IPController.enable_curve=True"],
+            {"IPP_SESSION_KEY": secrets.token_hex(32)})
 
 
 def _rank_cmd(framework: str, engine_file: str, timeout_s: float) -> list[str]:

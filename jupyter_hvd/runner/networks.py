@@ -49,3 +49,30 @@ def reaching_networks(hosts: list[str]) -> tuple[list[str], list[str]]:
             network = network_of(source)
             networks.append(network) if network else unknown.append(host)
     return list(dict.fromkeys(networks)), unknown
+
+
+def listen_address(hosts: list[str], listen: str | None) -> str:
+    """The one address of this host for a server that the processes on ``hosts`` connect to (the notebook's
+    controller): loopback when they all are this host, an address in ``listen`` (interface names or CIDR
+    networks, "any" for every address) when given, else the address that reaches them. ValueError when
+    that is not one address."""
+    if listen == "any":
+        return "*"
+    if listen and listen != "loopback":
+        rules = listen.split(",")
+        for name, addrs in psutil.net_if_addrs().items():
+            for addr in addrs:
+                if addr.family == socket.AF_INET and any(
+                        rule == name or ("/" in rule and ipaddress.ip_address(addr.address) in
+                                         ipaddress.ip_network(rule, strict=False)) for rule in rules):
+                    return addr.address
+        raise ValueError(f"no address of this host is on {listen}")
+    sources = {host: source_address(host) for host in dict.fromkeys(hosts)}
+    unknown = [host for host, source in sources.items() if source is None]
+    if unknown:
+        raise ValueError(f"cannot tell which address of this host reaches {', '.join(unknown)} (not a name it resolves)")
+    remote = sorted({source for source in sources.values() if not ipaddress.ip_address(source).is_loopback})
+    if len(remote) > 1:
+        raise ValueError(f"the hosts are reached through different addresses of this host ({', '.join(remote)}); "
+                         "choose one with JUPYTER_HVD_LISTEN (an interface or a network)")
+    return remote[0] if remote else "127.0.0.1"
