@@ -26,6 +26,7 @@ from ..runner.launch import LISTEN_VAR, LaunchSpec, default_forward, job_hosts, 
 from ..runner.networks import listen_address
 from .cell import api_module, setup_rank
 from .failures import RankError, without_runner_frames
+from .host_report import loss_message, lost_from
 from .reaper import alive, descendants
 
 POLL_S = 0.05
@@ -33,10 +34,11 @@ STOP_TIMEOUT_S = 15.0
 # The hub pings engines every HEARTBEAT_MS and registers a new engine at its first reply,
 # so a short period makes registration fast; 20 misses still tolerate 10 s of silence.
 HEARTBEAT_MS = 500
+HEARTBEAT_MISSES = 20
 CONTROLLER_ARGS = [
     "--usethreads",
     f"--HeartMonitor.period={HEARTBEAT_MS}",
-    "--HeartMonitor.max_heartmonitor_misses=20",
+    f"--HeartMonitor.max_heartmonitor_misses={HEARTBEAT_MISSES}",
     "--log-level=WARN",
 ]
 ENGINE_ARGS = ["--IPEngine.enable_nanny=False", "--log-level=WARN"]
@@ -120,6 +122,7 @@ class RankCluster:
         self.ranks: list[RankInfo] = []
         self.cold_start_s: float | None = None
         self.stopped = False
+        self.lost_hosts: list[str] = []  # other hosts lost with the job, once it died of it
         self._client: ipyparallel.Client | None = None
         self._reaper: subprocess.Popen | None = None
         self._profile_dir = tempfile.mkdtemp(prefix="jupyter-hvd-")
@@ -237,17 +240,25 @@ class RankCluster:
     # -- health and signals ----------------------------------------------------------------------
 
     def dead_ranks(self) -> list[RankInfo]:
-        """Ranks whose process is gone; every rank when mpiexec itself is gone."""
-        dead = [r for r in self.ranks if not r.alive()]
+        """Ranks whose process is gone, or, on other hosts, whose engine the controller dropped for want of
+        heartbeats; every rank when mpiexec itself is gone."""
+        registered = set(self._client.ids) if self._client is not None else set()
+        dead = [r for r in self.ranks if not r.alive() or (r.process is None and r.engine_id not in registered)]
         if not dead and self.ranks and not self._mpiexec_alive():
             return list(self.ranks)
         return dead
 
     def raise_if_dead(self) -> None:
-        """If any rank died, stop the whole job and raise a RankError naming the dead ranks."""
+        """If any rank died, stop the whole job and raise a RankError naming the dead ranks, or the lost hosts."""
         dead = self.dead_ranks()
         if dead:
+            output = None if self._mpiexec_alive() else self._output()  # read before stop() removes the logs
+            silence_s = HEARTBEAT_MS * HEARTBEAT_MISSES / 1000
+            lost, how = lost_from(self.ranks, dead, output, socket.gethostname(), silence_s)
             self.stop()
+            self.lost_hosts = lost
+            if lost:
+                raise RankError(loss_message(self.ranks, lost, how), tuple(r.rank for r in dead))
             names = "; ".join(f"rank {r.rank} (pid {r.pid} on {r.host}) died" for r in dead)
             message = f"{names}. The job was stopped; the next %%hvd cell starts new ranks."
             raise RankError(message, tuple(r.rank for r in dead))

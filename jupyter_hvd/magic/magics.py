@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -11,7 +12,8 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ..basics import mxnet_unavailable_reason
 from ..monitor import Monitor, cell_key
-from ..runner.launch import parse_hosts
+from ..runner.host_loss import hosts_left
+from ..runner.launch import LaunchSpec, parse_hosts, placement
 from .cell import rank_status
 from .cluster import LaunchConfig, RankCluster
 from .execution import CellRun
@@ -35,6 +37,7 @@ class HvdMagics(Magics):
         self._baselines: dict[str, float] = {}  # cell key -> samples/s of its last 1-rank run
         self._reinit = False  # an earlier cell failed: ranks re-initialise the engine before the next one
         self._cells = 0
+        self._lost_hosts: set[str] = set()  # hosts lost with an earlier job, left out of the next one
         self.job = JobChannel(self)  # the JupyterLab job panel's comm target, when in a kernel
         self.job.register(shell)
 
@@ -42,6 +45,7 @@ class HvdMagics(Magics):
     def cluster(self) -> RankCluster | None:
         """The running ranks, or None (a job stopped after a crash counts as not running)."""
         if self._cluster is not None and self._cluster.stopped:
+            self._lost_hosts.update(self._cluster.lost_hosts)
             self._cluster = None
         return self._cluster
 
@@ -211,10 +215,31 @@ class HvdMagics(Magics):
         if args.env is not None:
             changes["env"] = _rank_env(args.env)
         config = LaunchConfig(**{**vars(base), **changes})
+        if args.np is not None or args.hosts or args.hostfile:
+            self._lost_hosts.clear()  # the cell says where to run
+        elif self.cluster is None and self._lost_hosts:  # a job lost hosts and stopped
+            config = self._without_lost_hosts(config)
         _check_placement(config)
         if config.framework == "mxnet" and (reason := mxnet_unavailable_reason()):
             raise UsageError(f"--framework mxnet: {reason}")
         return config
+
+    def _without_lost_hosts(self, config: LaunchConfig) -> LaunchConfig:
+        """The job config on the hosts left after a host was lost, when they have a slot for every rank; a
+        UsageError saying why not, and what to run instead, when they do not."""
+        hosts = placement(LaunchSpec(np=config.np, hosts=config.hosts, hostfile=config.hostfile))
+        left = hosts_left(hosts, self._lost_hosts)
+        if left == hosts:
+            return config
+        lost = ", ".join(sorted(self._lost_hosts))
+        slots = sum(n for _, n in left)
+        listing = ",".join(f"{host}:{n}" for host, n in left)
+        if slots < config.np:
+            instead = f"run %%hvd -np {slots} --hosts {listing} to go on there, or " if left else ""
+            raise UsageError(f"host {lost} was lost, and the hosts left ({listing or 'none'}) have {slots} slots for "
+                             f"{config.np} ranks: {instead}give --hosts with hosts that are up")
+        print(f"[hvd] host {lost} was lost: starting {config.np} ranks on the hosts left, {listing}")
+        return replace(config, hosts=listing, hostfile=None)
 
     def _new_monitor(self, cell: str, np: int, baseline: float | None) -> Monitor:
         """A monitor for this cell, with the baseline given, or measured on one rank earlier in the session."""

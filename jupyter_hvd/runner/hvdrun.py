@@ -13,7 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
 from jupyter_hvd.runner.child import die_with_parent, wait_relaying
-from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command
+from jupyter_hvd.runner.host_loss import describe, lost_hosts, ranks_by_host
+from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command, placement
+from jupyter_hvd.runner.output_relay import OutputRelay
 from jupyter_hvd.runner.session_folder import session_folder
 
 EXIT_USAGE = 2
@@ -211,12 +213,22 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
     )
 
 
-def run(cmd: list[str], env: dict[str, str]) -> int:
-    """Run mpiexec, relaying signals; return its exit code, or 128+signum if a signal killed it.
+def run(cmd: list[str], env: dict[str, str], ranks: dict[str, list[int]] | None = None) -> int:
+    """Run mpiexec, relaying signals and output; return its exit code, or 128+signum if a signal killed it.
 
-    mpiexec gets SIGTERM if hvdrun dies, even by SIGKILL, so no job outlives its launcher."""
+    mpiexec gets SIGTERM if hvdrun dies, even by SIGKILL, so no job outlives its launcher. A host lost in the
+    middle of the job is named with its ranks (``ranks``: each host's), and fails the job even where mpiexec
+    exits 0 after one."""
     die = functools.partial(die_with_parent, signal.SIGTERM) if sys.platform == "linux" else None
-    return wait_relaying(subprocess.Popen(cmd, env=env, preexec_fn=die))
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=die, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = OutputRelay(proc.stdout, sys.stdout.fileno()), OutputRelay(proc.stderr, sys.stderr.fileno())
+    code = wait_relaying(proc)
+    lost = lost_hosts(out.tail() + err.tail())
+    if lost:
+        how = "Open MPI's launcher lost contact with it (see above)"
+        print(f"hvdrun: {describe(lost, ranks or {}, how)}", file=sys.stderr, flush=True)
+        return code or 1
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -238,7 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    *command]
     with session_folder() as session_dir:
         try:
-            cmd, env = mpiexec_command(launch_spec(args, os.environ, session_dir), command)
+            spec = launch_spec(args, os.environ, session_dir)
+            cmd, env = mpiexec_command(spec, command)
         except ValueError as exc:
             parser.error(str(exc))
         except RuntimeError as exc:
@@ -246,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_NOT_FOUND
         if args.verbose:
             print(shlex.join(cmd), file=sys.stderr)
-        return run(cmd, env)
+        return run(cmd, env, ranks_by_host(placement(spec), spec.np))
 
 
 if __name__ == "__main__":

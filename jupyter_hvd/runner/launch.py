@@ -14,7 +14,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .networks import hostfile_hosts, reaching_networks
+from .host_loss import KEEPALIVE
+from .networks import reaching_networks
 
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # Where mpiexec keeps its session files. Under the default, $TMPDIR/ompi.<mpiexec pid>, the files a killed
@@ -43,6 +44,7 @@ FORWARD_NAMES = ("PYTHONPATH", "PYTHONUNBUFFERED")
 FORWARD_PREFIXES = ("HOROVOD_", "JUPYTER_HVD_")
 
 _HOST_RE = re.compile(r"([A-Za-z0-9_.-]+)(?::([1-9][0-9]*))?")
+_SLOTS_RE = re.compile(r"slots\s*=\s*([0-9]+)")
 
 
 @dataclass
@@ -100,13 +102,34 @@ def find_listen_library() -> str:
     return path
 
 
+def parse_hostfile(path: str) -> list[tuple[str, int]]:
+    """The hosts and slots of an Open MPI hostfile ("h1 slots=4" lines, # comments; slots default to 1)."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise ValueError(f"cannot read the hostfile {path}: {exc.strerror}") from None
+    hosts = []
+    for line in lines:
+        words = line.split("#", 1)[0].split()
+        if words:
+            slots = _SLOTS_RE.search(" ".join(words[1:]))
+            hosts.append((words[0], int(slots.group(1)) if slots else 1))
+    return hosts
+
+
+def placement(spec: LaunchSpec) -> list[tuple[str, int]]:
+    """The hosts and slots spec places ranks on, in order; empty for this host alone."""
+    if spec.hosts:
+        return parse_hosts(spec.hosts)
+    if spec.hostfile:
+        return parse_hostfile(spec.hostfile)
+    return []
+
+
 def job_hosts(spec: LaunchSpec) -> list[str]:
     """The hosts spec places ranks on; empty for this host alone."""
-    if spec.hosts:
-        return [host for host, _ in parse_hosts(spec.hosts)]
-    if spec.hostfile:
-        return hostfile_hosts(spec.hostfile)
-    return []
+    return [host for host, _ in placement(spec)]
 
 
 def listen_where(spec: LaunchSpec, env: Mapping[str, str]) -> str:
@@ -141,6 +164,9 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
         env[LOCAL_SESSION_DIR_VAR if spec.hosts or spec.hostfile else SESSION_DIR_VAR] = spec.session_dir
     if not spec.hosts and not spec.hostfile:
         env.setdefault(BTL_VAR, SINGLE_HOST_BTL)
+    else:
+        for name, value in KEEPALIVE.items():  # a host that goes silent is noticed in seconds (host_loss)
+            env.setdefault(name, value)
     cmd = [find_mpiexec(), "-np", str(spec.np), "--bind-to", "none", "--oversubscribe", *_host_args(spec)]
     listen_args, exported = _listen_args(spec, env)
     cmd += listen_args + spec.mpi_args

@@ -9,13 +9,6 @@ import psutil
 _PROBE_PORT = 9  # UDP "connect" only picks a route and a source address: nothing is sent
 
 
-def hostfile_hosts(path: str) -> list[str]:
-    """The host names in an Open MPI hostfile ("h1 slots=4" lines; # starts a comment)."""
-    with open(path) as f:
-        lines = [line.split("#", 1)[0].split() for line in f]
-    return [words[0] for words in lines if words]
-
-
 def source_address(host: str) -> str | None:
     """The address of this host that packets to ``host`` leave from (IPv4), or None when ``host`` does not
     resolve here or no route reaches it."""

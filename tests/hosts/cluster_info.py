@@ -84,7 +84,6 @@ class ClusterInfo:
                 process.send_signal(signal.SIGKILL)
             except psutil.Error:
                 continue
-        psutil.wait_procs(victims, timeout=10)
         return [p.pid for p in victims]
 
     def revive(self, name: str, timeout: float = 60) -> None:
