@@ -67,7 +67,7 @@ hosts-packages:
 		|| [ "$$(id -u)" != 0 ] || ! command -v apt-get > /dev/null || tests/hosts/install_packages.sh
 
 test-hosts: setup hosts-packages
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tests/hosts/netns_cluster.py run --hosts 3 -- \
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tests/hosts/netns_cluster.py run --hosts 3 --slurm -- \
 		$(PY) -m pytest -q -p no:cacheprovider tests/hosts
 
 # The core package (engine, ops, monitor) under NumPy 2, in a venv of its own: the extension built by

@@ -56,6 +56,13 @@ class LaunchConfig:
     cpu: bool = False
     framework: str = "none"
     env: tuple[tuple[str, str], ...] = ()  # variables set on the ranks (%%hvd -x), sorted by name
+    allocation: str = ""  # the Slurm job whose hosts these are, when the cell gave none
+
+    def where(self) -> str:
+        """Where the ranks run, as %%hvd reports it."""
+        if self.allocation:
+            return f"Slurm allocation {self.allocation} ({self.hosts})"
+        return self.hosts or self.hostfile or "this host"
 
 
 @dataclass

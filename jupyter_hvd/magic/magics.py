@@ -14,6 +14,7 @@ from ..basics import mxnet_unavailable_reason
 from ..monitor import Monitor, cell_key
 from ..runner.host_loss import hosts_left
 from ..runner.launch import LaunchSpec, parse_hosts, placement
+from ..runner.slurm import allocation
 from .cell import rank_status
 from .cluster import LaunchConfig, RankCluster
 from .execution import CellRun
@@ -149,7 +150,7 @@ class HvdMagics(Magics):
         except RankError as exc:
             return f"[hvd] {exc}"
         config = cluster.config
-        where = config.hosts or config.hostfile or "this host"
+        where = config.where()
         env = "".join(f", {name}={value}" for name, value in config.env)
         lines = [
             f"[hvd] {config.np} ranks on {where}, API {cluster.ranks[0].api}{env}, "
@@ -185,7 +186,8 @@ class HvdMagics(Magics):
             self._cluster = cluster
             self._reinit = False
             self.job.publish("idle")
-            print(f"[hvd] started {config.np} ranks in {cluster.cold_start_s:.1f}s")
+            inside = f" in {config.where()}" if config.allocation else ""
+            print(f"[hvd] started {config.np} ranks{inside} in {cluster.cold_start_s:.1f}s")
         return self.cluster
 
     def _restart_reason(self, config: LaunchConfig) -> str:
@@ -193,7 +195,7 @@ class HvdMagics(Magics):
         assert self.cluster is not None
         if config != self.cluster.config:
             changed = [k for k in vars(config) if getattr(config, k) != getattr(self.cluster.config, k)]
-            flags = {"np": "-np", "env": "-x"}
+            flags = {"np": "-np", "env": "-x", "allocation": "the Slurm allocation"}
             return "changed " + ", ".join(flags.get(k, f"--{k}") for k in changed)
         dead = self.cluster.dead_ranks()
         if dead:
@@ -210,11 +212,20 @@ class HvdMagics(Magics):
         changes = {k: getattr(args, k) for k in ("hosts", "hostfile", "framework") if getattr(args, k) is not None}
         if args.np is None and (args.hosts or args.hostfile):  # a new placement replaces the old one
             changes = {"hosts": None, "hostfile": None, **changes}
+        if args.hosts or args.hostfile:
+            changes["allocation"] = ""
         if args.cpu:
             changes["cpu"] = True
         if args.env is not None:
             changes["env"] = _rank_env(args.env)
         config = LaunchConfig(**{**vars(base), **changes})
+        if not config.hosts and not config.hostfile:  # in a Slurm allocation: its hosts, as mpiexec would
+            try:
+                slurm = allocation(os.environ)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            if slurm:
+                config = replace(config, hosts=slurm.listing(), allocation=slurm.job_id)
         if args.np is not None or args.hosts or args.hostfile:
             self._lost_hosts.clear()  # the cell says where to run
         elif self.cluster is None and self._lost_hosts:  # a job lost hosts and stopped

@@ -16,6 +16,7 @@ from jupyter_hvd.runner.child import die_with_parent, wait_relaying
 from jupyter_hvd.runner.host_loss import describe, lost_hosts, ranks_by_host
 from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command, placement
 from jupyter_hvd.runner.output_relay import OutputRelay
+from jupyter_hvd.runner.slurm import allocation
 from jupyter_hvd.runner.session_folder import session_folder
 
 EXIT_USAGE = 2
@@ -207,9 +208,10 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
             env[name] = value
         else:
             forward.append(name)
+    in_slurm = None if args.hosts or args.hostfile else allocation(environ)
     return LaunchSpec(
         np=args.np, hosts=args.hosts, hostfile=args.hostfile, env=env, forward=forward, session_dir=session_dir,
-        mpi_args=mpiexec_options(args), listen=args.network_interface,
+        mpi_args=mpiexec_options(args), listen=args.network_interface, allocation=in_slurm,
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from .host_loss import KEEPALIVE
 from .networks import reaching_networks
+from .slurm import Allocation
 
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # Where mpiexec keeps its session files. Under the default, $TMPDIR/ompi.<mpiexec pid>, the files a killed
@@ -59,6 +60,7 @@ class LaunchSpec:
     session_dir: str | None = None  # a folder for mpiexec's session files, unless the user set SESSION_DIR_VARS
     mpi_args: list[str] = field(default_factory=list)  # more mpiexec options, after the placement
     listen: str | None = None  # interfaces or networks to use and listen on (hvdrun --network-interface)
+    allocation: Allocation | None = None  # the Slurm allocation mpiexec places ranks on, without hosts given
 
 
 def find_mpiexec() -> str:
@@ -124,7 +126,7 @@ def placement(spec: LaunchSpec) -> list[tuple[str, int]]:
         return parse_hosts(spec.hosts)
     if spec.hostfile:
         return parse_hostfile(spec.hostfile)
-    return []
+    return list(spec.allocation.hosts) if spec.allocation else []
 
 
 def job_hosts(spec: LaunchSpec) -> list[str]:
@@ -160,9 +162,10 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
     if not argv:
         raise ValueError("no command to run")
     env = {**os.environ, **(ROOT_ENV if os.geteuid() == 0 else {}), **spec.env}
+    several_hosts = bool(placement(spec))
     if spec.session_dir and not any(name in env for name in SESSION_DIR_VARS):
-        env[LOCAL_SESSION_DIR_VAR if spec.hosts or spec.hostfile else SESSION_DIR_VAR] = spec.session_dir
-    if not spec.hosts and not spec.hostfile:
+        env[LOCAL_SESSION_DIR_VAR if several_hosts else SESSION_DIR_VAR] = spec.session_dir
+    if not several_hosts:
         env.setdefault(BTL_VAR, SINGLE_HOST_BTL)
     else:
         for name, value in KEEPALIVE.items():  # a host that goes silent is noticed in seconds (host_loss)

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_info import ClusterInfo
-
-REQUIRE = "JUPYTER_HVD_REQUIRE_HOSTS"
+from cluster_info import REQUIRE, ClusterInfo
 
 
 def _absent_reason() -> str | None:

@@ -14,12 +14,13 @@ machine as it is, with the reason in $JHVD_CLUSTER_UNAVAILABLE, so that tests ca
 
 Nothing touches this machine's own network, routes, firewall, DNS or files: head is a network namespace of
 its own, everything runs in a new PID namespace, and the cluster's files live on a tmpfs mounted over /run in
-a private mount namespace. When the run ends, or is killed by any signal, the kernel ends every process in the
-PID namespace with it, and the network and mounts go with their last process.
+a private mount namespace. When the run ends, or this script is killed (SIGTERM, SIGHUP, even SIGKILL), the
+kernel ends every process in the PID namespace, and the network and mounts go with their last process.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import shutil
@@ -40,7 +41,8 @@ HEAD = "head"
 HEAD_ADDR = f"{NETWORKS[0][0]}.1"
 BRIDGE = NETWORKS[0][1]
 CLOCK_STEP_S = 3600  # h<i>'s monotonic clock runs i * CLOCK_STEP_S ahead of head's
-INIT_MARK = "--cluster-init"  # in the command line of a cluster's first process (PID 1 of its namespace)
+INIT_MARK = "--cluster-init"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h  # in the command line of a cluster's first process (PID 1 of its namespace)
 UNSHARE = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--uts", "--mount",
            "--propagation", "private"]
 READY_TIMEOUT_S = 60
@@ -117,13 +119,22 @@ def run(hosts: int, slurm: bool, command: list[str]) -> int:
     if reason is None and slurm:
         import hosts_slurm
 
-        reason = hosts_slurm.unavailable_reason()
+        if slurm_reason := hosts_slurm.unavailable_reason():
+            print(f"netns_cluster: no Slurm on the namespace hosts: {slurm_reason}", file=sys.stderr)
+            slurm = False
     if reason is not None:
         print(f"netns_cluster: no namespace hosts: {reason}", file=sys.stderr)
         os.execvpe(command[0], command, {**os.environ, "JHVD_CLUSTER_UNAVAILABLE": reason})
     options = json.dumps({"hosts": hosts, "slurm": slurm, "command": command, "cwd": os.getcwd()})
-    os.execvp(UNSHARE[0], [*UNSHARE, sys.executable, os.path.abspath(__file__), INIT_MARK, options])
-    return 1  # not reached
+    # unshare ignores SIGTERM while it waits, and outlives a parent killed with SIGKILL: this process stays its
+    # parent, and ends it (and with it, PID 1 of the namespaces and so everything in them) when either happens.
+    cluster = subprocess.Popen([*UNSHARE, sys.executable, os.path.abspath(__file__), INIT_MARK, options],
+                               preexec_fn=lambda: ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL))
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda *_: cluster.kill())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command, in the same process group, gets it and ends
+    code = cluster.wait()
+    return code if code >= 0 else 128 - code
 
 
 # -- inside: PID 1 of the cluster's namespaces ---------------------------------------------------------------

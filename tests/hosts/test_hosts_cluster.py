@@ -4,6 +4,7 @@ import socket
 import time
 import uuid
 
+import psutil
 import pytest
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,8 +38,12 @@ def test_logins_need_the_runs_keys(cluster):
 
 def test_a_host_taken_down_stops_answering_and_comes_back(cluster):
     host = cluster.hosts[-1]
-    assert cluster.kill_host(host.name, link_down=True)
-    assert not host.processes()
-    assert cluster.ssh_run(host.name, "true", options=("-o", "ConnectTimeout=2")).returncode != 0
-    cluster.revive(host.name)
+    try:
+        killed = cluster.kill_host(host.name, link_down=True)
+        assert killed
+        psutil.wait_procs(killed, timeout=10)
+        assert not host.processes()
+        assert cluster.ssh_run(host.name, "true", options=("-o", "ConnectTimeout=2")).returncode != 0
+    finally:
+        cluster.revive(host.name)
     assert cluster.ssh_run(host.name, "hostname").stdout.strip() == host.name
