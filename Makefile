@@ -13,7 +13,7 @@ FRONTEND_OUT := jupyter_hvd/labextension/package.json
 FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*/*.ts) $(FRONTEND)/style/panel.css $(FRONTEND)/package.json
 
 .PHONY: setup demo test engine-build test-cpp sim-gpu test-ts test-py test-numpy2 browser hosts-packages test-hosts \
-	bench gpu-wheels gpu-ptx clean
+	bench bench-hosts gpu-wheels gpu-ptx clean
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -94,6 +94,10 @@ test: test-cpp test-ts test-py test-numpy2 test-hosts
 
 bench: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) benchmarks/allreduce_bench.py
+
+# Jobs across the namespace hosts (as root): 64 MiB allreduce vs raw MPI, and how long a lost host takes.
+bench-hosts: setup hosts-packages
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tests/hosts/netns_cluster.py run --hosts 3 -- $(PY) benchmarks/hosts_bench.py
 
 # Wheels for benchmarks/gpu_check.sh on a GPU machine that has CuPy and NCCL but no network, Open MPI or
 # IPython: downloaded here for its Python (GPU_PYTHON) into wheelhouse/, which the script installs from.
