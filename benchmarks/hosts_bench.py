@@ -11,7 +11,6 @@ real network.
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 

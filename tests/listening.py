@@ -63,12 +63,13 @@ def sockets(process: psutil.Process) -> list[Sock]:
 def listening(processes: list[psutil.Process]) -> list[Sock]:
     """The TCP sockets in the LISTEN state, and the unconnected UDP ones, that these processes hold."""
     return [s for p in dict.fromkeys(processes) for s in sockets(p)
-            if (s.kind.startswith("tcp") and s.state == LISTEN) or (s.kind.startswith("udp") and s.state == UNCONNECTED)]
+            if s.state == (LISTEN if s.kind.startswith("tcp") else UNCONNECTED)]
 
 
 def connected(processes: list[psutil.Process]) -> list[Sock]:
     """The established TCP connections of these processes."""
-    return [s for p in dict.fromkeys(processes) for s in sockets(p) if s.kind.startswith("tcp") and s.state == ESTABLISHED]
+    return [s for p in dict.fromkeys(processes) for s in sockets(p)
+            if s.kind.startswith("tcp") and s.state == ESTABLISHED]
 
 
 def loopback(addr: str) -> bool:

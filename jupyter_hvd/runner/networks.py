@@ -63,7 +63,8 @@ def listen_address(hosts: list[str], listen: str | None) -> str:
     sources = {host: source_address(host) for host in dict.fromkeys(hosts)}
     unknown = [host for host, source in sources.items() if source is None]
     if unknown:
-        raise ValueError(f"cannot tell which address of this host reaches {', '.join(unknown)} (not a name it resolves)")
+        raise ValueError(f"cannot tell which address of this host reaches {', '.join(unknown)} "
+                         "(not a name it resolves)")
     remote = sorted({source for source in sources.values() if not ipaddress.ip_address(source).is_loopback})
     if len(remote) > 1:
         raise ValueError(f"the hosts are reached through different addresses of this host ({', '.join(remote)}); "

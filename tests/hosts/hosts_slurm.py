@@ -77,13 +77,15 @@ class SlurmSetup:
 
     def munged_argv(self, name: str) -> list[str]:
         return [MUNGED, "--foreground", "--force", f"--key-file={self.key}", f"--socket={MUNGE_SOCKET}",
-                f"--pid-file={self.folder / 'munge' / f'{name}.pid'}", f"--log-file={self.folder / 'munge' / f'{name}.log'}",
+                f"--pid-file={self.folder / 'munge' / f'{name}.pid'}",
+                f"--log-file={self.folder / 'munge' / f'{name}.log'}",
                 f"--seed-file={self.folder / 'munge' / f'{name}.seed'}"]
 
     def start_head(self) -> list[subprocess.Popen]:
         """munged and slurmctld on head (this process's namespaces), their output in the log folder."""
         started = []
-        for name, argv in (("munged", self.munged_argv(self.head)), ("slurmctld", [SLURMCTLD, "-D", "-f", str(self.conf)])):
+        ctld = [SLURMCTLD, "-D", "-f", str(self.conf)]
+        for name, argv in (("munged", self.munged_argv(self.head)), ("slurmctld", ctld)):
             with open(self.folder / "log" / f"{name}-{self.head}.out", "ab") as out:
                 started.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT))
             if name == "munged":

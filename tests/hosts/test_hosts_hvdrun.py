@@ -27,7 +27,8 @@ def tmp_contents(cluster) -> dict[str, set[str]]:
 
 def left_behind(cluster, before: dict[str, set[str]]) -> dict[str, list[str]]:
     """What appeared in the hosts' /tmp since ``before``, but a timeline file a job was asked for."""
-    new = {name: sorted(n for n in now - before[name] if not n.startswith("tl-")) for name, now in tmp_contents(cluster).items()}
+    new = {name: sorted(n for n in now - before[name] if not n.startswith("tl-"))
+           for name, now in tmp_contents(cluster).items()}
     return {name: names for name, names in new.items() if names}
 
 

@@ -64,8 +64,8 @@ def test_an_allocations_job_listens_on_the_hosts_network_only(slurm, job_name):
     """srun, which mpiexec starts to start its daemons, is Slurm's: it listens for Slurm's step daemons on every
     address (slurm.conf's SrunPortRange chooses its ports), as in every Slurm job. The job's own processes, here
     too, listen only on the hosts' network and loopback."""
-    proc = subprocess.Popen([*salloc(job_name), sys.executable, "-m", "jupyter_hvd.runner.hvdrun", "-np", "4", sys.executable,
-                             "-c", WAITING_RANK], env=slurm.env(), cwd=REPO, stdin=subprocess.PIPE,
+    hvdrun = [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", "-np", "4", sys.executable, "-c", WAITING_RANK]
+    proc = subprocess.Popen([*salloc(job_name), *hvdrun], env=slurm.env(), cwd=REPO, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output = JobOutput(proc)
@@ -87,8 +87,8 @@ def test_an_allocations_job_listens_on_the_hosts_network_only(slurm, job_name):
 
 
 def test_a_notebook_in_an_allocation_runs_its_cells_on_its_hosts(slurm, job_name):
-    done = subprocess.run([*salloc(job_name), sys.executable, "tests/hosts/slurm_notebook.py"], env=slurm.env(), cwd=REPO,
-                          capture_output=True, text=True, timeout=280)
+    done = subprocess.run([*salloc(job_name), sys.executable, "tests/hosts/slurm_notebook.py"], env=slurm.env(),
+                          cwd=REPO, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     cells = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [c["status"] for c in cells] == ["ok"] * 3, cells
