@@ -15,11 +15,11 @@ from typing import NoReturn
 from jupyter_hvd.runner.child import die_with_parent, wait_relaying
 from jupyter_hvd.runner.host_loss import describe, lost_hosts, ranks_by_host
 from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command, placement
-from jupyter_hvd.runner.output_relay import OutputRelay
 from jupyter_hvd.runner.slurm import allocation
 from jupyter_hvd.runner.session_folder import session_folder
 
 EXIT_USAGE = 2
+RELAY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "output_relay.py")
 EXIT_NOT_FOUND = 127
 
 
@@ -216,16 +216,25 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
 
 
 def run(cmd: list[str], env: dict[str, str], ranks: dict[str, list[int]] | None = None) -> int:
-    """Run mpiexec, relaying signals and output; return its exit code, or 128+signum if a signal killed it.
+    """Run mpiexec, relaying signals; return its exit code, or 128+signum if a signal killed it.
 
-    mpiexec gets SIGTERM if hvdrun dies, even by SIGKILL, so no job outlives its launcher. A host lost in the
-    middle of the job is named with its ranks (``ranks``: each host's), and fails the job even where mpiexec
-    exits 0 after one."""
+    mpiexec gets SIGTERM if hvdrun dies, even by SIGKILL, so no job outlives its launcher. Its output goes
+    through output_relay.py, so that a host lost in the middle of the job can be named with its ranks
+    (``ranks``: each host's), and fail the job even where mpiexec exits 0 after one."""
     die = functools.partial(die_with_parent, signal.SIGTERM) if sys.platform == "linux" else None
-    proc = subprocess.Popen(cmd, env=env, preexec_fn=die, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = OutputRelay(proc.stdout, sys.stdout.fileno()), OutputRelay(proc.stderr, sys.stderr.fileno())
+    (out_r, out_w), (err_r, err_w), (tail_r, tail_w) = os.pipe(), os.pipe(), os.pipe()
+    try:
+        proc = subprocess.Popen(cmd, env=env, preexec_fn=die, stdout=out_w, stderr=err_w)
+        relay = subprocess.Popen([sys.executable, RELAY, str(out_r), str(err_r), str(tail_w), str(proc.pid)],
+                                 pass_fds=(out_r, err_r, tail_w), stdin=subprocess.DEVNULL)
+    finally:
+        for fd in (out_r, out_w, err_r, err_w, tail_w):
+            os.close(fd)
     code = wait_relaying(proc)
-    lost = lost_hosts(out.tail() + err.tail())
+    with os.fdopen(tail_r, "rb") as tail:
+        output = tail.read().decode(errors="replace")
+    relay.wait()
+    lost = lost_hosts(output)
     if lost:
         how = "Open MPI's launcher lost contact with it (see above)"
         print(f"hvdrun: {describe(lost, ranks or {}, how)}", file=sys.stderr, flush=True)
@@ -254,6 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             spec = launch_spec(args, os.environ, session_dir)
             cmd, env = mpiexec_command(spec, command)
+            ranks = ranks_by_host(placement(spec), spec.np)
         except ValueError as exc:
             parser.error(str(exc))
         except RuntimeError as exc:
@@ -261,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_NOT_FOUND
         if args.verbose:
             print(shlex.join(cmd), file=sys.stderr)
-        return run(cmd, env, ranks_by_host(placement(spec), spec.np))
+        return run(cmd, env, ranks)
 
 
 if __name__ == "__main__":

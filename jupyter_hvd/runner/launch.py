@@ -162,7 +162,7 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
     if not argv:
         raise ValueError("no command to run")
     env = {**os.environ, **(ROOT_ENV if os.geteuid() == 0 else {}), **spec.env}
-    several_hosts = bool(placement(spec))
+    several_hosts = bool(spec.hosts or spec.hostfile or spec.allocation)
     if spec.session_dir and not any(name in env for name in SESSION_DIR_VARS):
         env[LOCAL_SESSION_DIR_VAR if several_hosts else SESSION_DIR_VAR] = spec.session_dir
     if not several_hosts:
