@@ -60,10 +60,10 @@ test-py: setup sim-gpu browser
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest -q -p no:cacheprovider --ignore=tests/hosts
 
 # The multi-host suite (tests/hosts) on hosts made of Linux namespaces on this machine (tests/hosts/netns_cluster.py;
-# needs root). Debian's sshd, Slurm and munge are installed here when missing and this is a root Debian box; without
+# needs root). Debian's ip, sshd, Slurm and munge are installed here when missing and this is a root Debian box; without
 # them, or without namespaces, the suite skips with the reason (fails with JUPYTER_HVD_REQUIRE_HOSTS=1).
 hosts-packages:
-	@[ -x /usr/sbin/sshd ] && command -v slurmd > /dev/null && command -v munged > /dev/null \
+	@command -v ip > /dev/null && [ -x /usr/sbin/sshd ] && command -v slurmd > /dev/null && command -v munged > /dev/null \
 		|| [ "$$(id -u)" != 0 ] || ! command -v apt-get > /dev/null || tests/hosts/install_packages.sh
 
 test-hosts: setup hosts-packages

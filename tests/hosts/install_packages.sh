@@ -1,5 +1,5 @@
 #!/bin/sh
-# Install what the namespace hosts run (Debian's sshd, Slurm and munge), without starting their services:
+# Install what the namespace hosts need (Debian's ip, sshd, Slurm and munge), without starting any service:
 # a policy-rc.d that refuses every start is put in place for the install when the machine has none.
 set -eu
 policy=/usr/sbin/policy-rc.d
@@ -9,4 +9,4 @@ if [ ! -e "$policy" ]; then
 fi
 trap '[ -z "$made" ] || rm -f "$policy"' EXIT
 apt-get update -q > /dev/null
-DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server slurm-wlm munge > /dev/null
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends iproute2 openssh-server slurm-wlm munge > /dev/null
