@@ -6,6 +6,7 @@ import json
 import os
 import time
 
+import psutil
 import pytest
 from hosts_jobs import job_processes
 from listening import listening, loopback
@@ -41,6 +42,13 @@ def kernel(kernel_env):
     k.close()
 
 
+def command_line(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:  # it ended meanwhile
+        return ""
+
+
 def host_state(cluster) -> dict:
     """Each host's processes (but its sshd) and /tmp entries."""
     return {h.name: ({p.pid for p in h.processes() if p.name() != "sshd"}, {e.name for e in h.tmp.iterdir()})
@@ -69,9 +77,13 @@ def test_the_controller_listens_for_engines_on_their_network_only_and_encrypts(k
     engine_side = {s.addr for s in from_controller if not loopback(s.addr)}
     assert engine_side == {cluster.head["addr"]}, from_controller  # the kernel's ports are on loopback
     assert any(loopback(s.addr) for s in from_controller), from_controller
-    reply, out = kernel.execute("%%hvd\nimport os, json\ninfo = json.loads(os.environ['IPP_CONNECTION_INFO'])\n"
-                                "bool(info.get('curve_serverkey')), len(info['key'])")
-    assert reply["status"] == "ok" and out.strip().endswith("(True, 64)"), out  # encrypted, and signed
+    reply, out = kernel.execute("%%hvd --rank 0\nimport os, json\ninfo = json.loads(os.environ['IPP_CONNECTION_INFO'])\n"
+                                "print(info['key'], info['curve_serverkey'])")
+    assert reply["status"] == "ok", out
+    key, server_key = out.split()[-2:]
+    assert len(key) == 64 and len(server_key) == 40, out  # signed, and encrypted
+    everywhere = head_processes + [p for h in cluster.hosts for p in h.processes()]
+    assert not [p.pid for p in everywhere if key in command_line(p)], "the signing key on a command line"
 
 
 def test_the_monitor_puts_every_rank_on_one_time_axis(kernel, cluster):
