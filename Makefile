@@ -12,7 +12,8 @@ NPM_STAMP := $(FRONTEND)/node_modules/.installed
 FRONTEND_OUT := jupyter_hvd/labextension/package.json
 FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*/*.ts) $(FRONTEND)/style/panel.css $(FRONTEND)/package.json
 
-.PHONY: setup demo test engine-build test-cpp sim-gpu test-ts test-py test-numpy2 browser bench gpu-wheels gpu-ptx clean
+.PHONY: setup demo test engine-build test-cpp sim-gpu test-ts test-py test-numpy2 browser hosts-packages test-hosts \
+	bench bench-hosts gpu-wheels gpu-ptx clean
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -56,7 +57,18 @@ browser:
 		|| (apt-get update -q > /dev/null && apt-get install -y -q chromium > /dev/null)
 
 test-py: setup sim-gpu browser
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest -q -p no:cacheprovider
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest -q -p no:cacheprovider --ignore=tests/hosts
+
+# The multi-host suite (tests/hosts) on hosts made of Linux namespaces on this machine (tests/hosts/netns_cluster.py;
+# needs root). Debian's ip, sshd, Slurm and munge are installed here when missing and this is a root Debian box; without
+# them, or without namespaces, the suite skips with the reason (fails with JUPYTER_HVD_REQUIRE_HOSTS=1).
+hosts-packages:
+	@command -v ip > /dev/null && [ -x /usr/sbin/sshd ] && command -v slurmd > /dev/null && command -v munged > /dev/null \
+		|| [ "$$(id -u)" != 0 ] || ! command -v apt-get > /dev/null || tests/hosts/install_packages.sh
+
+test-hosts: setup hosts-packages
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tests/hosts/netns_cluster.py run --hosts 3 --slurm -- \
+		$(PY) -m pytest -q -p no:cacheprovider tests/hosts
 
 # The core package (engine, ops, monitor) under NumPy 2, in a venv of its own: the extension built by
 # setup, in a copy of the package (on the venv's path) beside a copy of the tests, so the source tree's
@@ -78,10 +90,14 @@ test-numpy2: setup $(NP2)/.deps-installed
 	cd $(NP2)/tree && PATH=$(CURDIR)/$(NP2)/venv/bin:$$PATH ../venv/bin/python -m pytest -q -p no:cacheprovider \
 		tests/test_engine.py tests/test_monitor.py
 
-test: test-cpp test-ts test-py test-numpy2
+test: test-cpp test-ts test-py test-numpy2 test-hosts
 
 bench: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) benchmarks/allreduce_bench.py
+
+# Jobs across the namespace hosts (as root): 64 MiB allreduce vs raw MPI, and how long a lost host takes.
+bench-hosts: setup hosts-packages
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tests/hosts/netns_cluster.py run --hosts 3 -- $(PY) benchmarks/hosts_bench.py
 
 # Wheels for benchmarks/gpu_check.sh on a GPU machine that has CuPy and NCCL but no network, Open MPI or
 # IPython: downloaded here for its Python (GPU_PYTHON) into wheelhouse/, which the script installs from.

@@ -10,7 +10,7 @@ from .errors import raise_for_status
 from .handles import release_orphans
 from .naming import restart as restart_auto_names
 from .gpu import cuda_available, nccl_available
-from .runner.launch import BTL_VAR, SINGLE_HOST_BTL
+from .runner.launch import BTL_VAR, LONE_PROCESS_BTL
 
 _atexit_registered = False
 LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")  # set by an MPI launcher for its ranks
@@ -29,7 +29,7 @@ def mxnet_unavailable_reason() -> str:
 def _comm_handle(comm: Any) -> int:
     """The C handle of an mpi4py communicator, or of a new one over a list of world ranks."""
     if "mpi4py.MPI" not in sys.modules and not any(v in os.environ for v in LAUNCHER_VARS):
-        os.environ.setdefault(BTL_VAR, SINGLE_HOST_BTL)  # a lone process is a one-host job (see runner.launch)
+        os.environ.setdefault(BTL_VAR, LONE_PROCESS_BTL)  # see runner.launch
     from mpi4py import MPI  # initialises MPI with MPI_THREAD_MULTIPLE (mpi4py's default)
 
     if comm is None:

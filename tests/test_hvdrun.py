@@ -18,6 +18,7 @@ from jupyter_hvd.runner import child as child_process
 from jupyter_hvd.runner import hvdrun, session_folder
 from jupyter_hvd.runner.launch import (
     BTL_VAR,
+    LOCAL_SESSION_DIR_VAR,
     SESSION_DIR_VAR,
     LaunchSpec,
     default_forward,
@@ -95,6 +96,8 @@ def test_mpiexec_command_session_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     assert SESSION_DIR_VAR not in mpiexec_command(LaunchSpec(np=1), ["true"])[1]
     cmd, env = mpiexec_command(LaunchSpec(np=1, session_dir="/tmp/jhvd.x"), ["true"])
     assert env[SESSION_DIR_VAR] == "/tmp/jhvd.x" and SESSION_DIR_VAR not in cmd  # mpiexec's, not the ranks'
+    several = mpiexec_command(LaunchSpec(np=2, hosts="h1,h2", listen="any", session_dir="/tmp/jhvd.x"), ["true"])[1]
+    assert several[LOCAL_SESSION_DIR_VAR] == "/tmp/jhvd.x" and SESSION_DIR_VAR not in several  # this host's alone
     monkeypatch.setenv(SESSION_DIR_VAR, "/scratch/mine")  # the user's choice is kept
     assert mpiexec_command(LaunchSpec(np=1, session_dir="/tmp/jhvd.x"), ["true"])[1][SESSION_DIR_VAR] == "/scratch/mine"
 
@@ -102,8 +105,8 @@ def test_mpiexec_command_session_dir(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("spec", "placement"),
     [
-        (LaunchSpec(np=8, hosts="h1:4, h2"), ["--host", "h1:4,h2:1"]),
-        (LaunchSpec(np=8, hostfile="hosts.txt"), ["--hostfile", "hosts.txt"]),
+        (LaunchSpec(np=8, hosts="h1:4, h2", listen="any"), ["--host", "h1:4,h2:1"]),
+        (LaunchSpec(np=8, hostfile="hosts.txt", listen="any"), ["--hostfile", "hosts.txt"]),
     ],
 )
 def test_mpiexec_command_placement(spec: LaunchSpec, placement: list[str]) -> None:
@@ -119,6 +122,7 @@ def test_mpiexec_command_placement(spec: LaunchSpec, placement: list[str]) -> No
         (LaunchSpec(np=2, hosts="a", hostfile="f"), ["prog"], "not both"),
         (LaunchSpec(np=2, hosts="a:0"), ["prog"], "bad host entry"),
         (LaunchSpec(np=2), [], "no command"),
+        (LaunchSpec(np=2, hosts="no-such-host.invalid"), ["prog"], "cannot tell which network leads to no-such-host"),
     ],
 )
 def test_mpiexec_command_rejects_bad_specs(spec: LaunchSpec, argv: list[str], message: str) -> None:
@@ -182,7 +186,7 @@ def test_single_host_jobs_leave_out_libfabric_unless_the_user_chose_transports()
 
 def test_multi_host_jobs_keep_open_mpis_transports(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(BTL_VAR, raising=False)
-    for spec in (LaunchSpec(np=2, hosts="h1,h2"), LaunchSpec(np=2, hostfile="hosts.txt")):
+    for spec in (LaunchSpec(np=2, hosts="h1,h2", listen="eth0"), LaunchSpec(np=2, hostfile="hosts.txt", listen="eth0")):
         assert BTL_VAR not in mpiexec_command(spec, ["true"])[1]
 
 

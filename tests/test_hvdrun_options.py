@@ -13,6 +13,7 @@ import pytest
 from hvdrun_cli import PRINT_ENV, RUN_TIMEOUT_S, clean_env, hvdrun_argv, rank_lines, run_hvdrun, running
 
 from jupyter_hvd.runner import hvdrun
+from jupyter_hvd.runner.launch import IF_INCLUDE_VARS, LISTEN_VAR, mpiexec_command
 from jupyter_hvd.runner.rank_output import rank_folder
 
 pytestmark = pytest.mark.timeout(120)
@@ -107,8 +108,6 @@ def parse(*argv: str):
         ([], []),
         (["-p", "2222"], ["--prtemca", "plm_ssh_args", "-p 2222"]),
         (["-p", "2222", "-i", "/keys/id rsa"], ["--prtemca", "plm_ssh_args", "-p 2222 -i '/keys/id rsa'"]),
-        (["--network-interface", "eth1,ib0"],
-         ["--mca", "btl_tcp_if_include", "eth1,ib0", "--prtemca", "prte_if_include", "eth1,ib0"]),
         (["--mpi-args=--map-by ppr:2:node --report-bindings"], ["--map-by", "ppr:2:node", "--report-bindings"]),
     ],
 )
@@ -116,10 +115,16 @@ def test_mpiexec_options(argv: list[str], options: list[str]) -> None:
     assert hvdrun.mpiexec_options(parse("-np", "2", *argv)) == options
 
 
-def test_network_interface_also_names_ncclsocket() -> None:
-    spec = hvdrun.launch_spec(parse("-np", "2", "--network-interface", "eth1"), {})
-    assert spec.env["NCCL_SOCKET_IFNAME"] == "eth1"
-    assert spec.mpi_args[:3] == ["--mca", "btl_tcp_if_include", "eth1"]
+def test_network_interface_is_where_mpi_and_nccl_connect_and_listen(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*IF_INCLUDE_VARS, LISTEN_VAR, "PRTE_MCA_prte_launch_agent"):
+        monkeypatch.delenv(name, raising=False)
+    spec = hvdrun.launch_spec(parse("-np", "2", "-H", "h1:1,h2:1", "--network-interface", "eth1,ib0"), {})
+    assert spec.env["NCCL_SOCKET_IFNAME"] == "eth1,ib0"
+    cmd, env = mpiexec_command(spec, ["prog"])
+    assert env[LISTEN_VAR] == "eth1,ib0" and env["LD_PRELOAD"].split(":")[0].endswith("libjhvd_listen.so")
+    joined = " ".join(cmd)
+    assert "--mca btl_tcp_if_include eth1,ib0 --prtemca prte_if_include eth1,ib0" in joined
+    assert f"{LISTEN_VAR}=eth1,ib0 prted" in joined  # the other hosts' daemons listen there too
 
 
 def default_route_interface() -> str | None:

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "clock.h"
+#include "clock_sync.h"
 #include "collectives.h"
 #include "comm_pool.h"
 #include "gpu/gpu_collectives.h"
@@ -52,6 +53,7 @@ Engine::Engine(MPI_Comm comm, Config config)
   MPI_Comm_split(admin_, topo_.local_rank, topo_.rank, &cross);
   MPI_Comm_rank(cross, &topo_.cross_rank);
   MPI_Comm_size(cross, &topo_.cross_size);
+  const int64_t clock_offset_us = clock_offset_to_rank0(local, cross, topo_.local_rank);
   MPI_Comm_free(&local);
   MPI_Comm_free(&cross);
   log::configure(config_.log_level, topo_.rank, !config_.log_hide_time);
@@ -102,9 +104,12 @@ Engine::Engine(MPI_Comm comm, Config config)
     metrics_.autotuning = tuner_ && tuner_->tuning();
   }
   apply({config_.fusion_threshold, config_.cycle_time_ms});
-  // A common time origin for the trace: rank 0's clock, shared by every process on a host.
-  origin_us_ = now_us();
-  MPI_Bcast(&origin_us_, 1, MPI_INT64_T, 0, admin_);
+  // A common time origin for the trace: now on rank 0's clock, and where that is on each rank's own clock.
+  int64_t origin_us = now_us();
+  MPI_Bcast(&origin_us, 1, MPI_INT64_T, 0, admin_);
+  origin_us -= clock_offset_us;
+  if (topo_.rank == 0) origins_us_.resize(topo_.size);
+  MPI_Gather(&origin_us, 1, MPI_INT64_T, origins_us_.data(), 1, MPI_INT64_T, 0, admin_);
   if (!config_.timeline_path.empty()) {
     try {
       start_timeline(config_.timeline_path, config_.timeline_mark_cycles);
@@ -323,7 +328,7 @@ void Engine::start_timeline(const std::string& path, bool mark_cycles) {
   forwarded_seq_ = ring_.next_seq();
   if (topo_.rank == 0) {
     writer_.reset();
-    writer_ = std::make_unique<TraceWriter>(path, origin_us_);
+    writer_ = std::make_unique<TraceWriter>(path, origins_us_);
     log::write(log::Level::Info, "timeline: writing " + path);
   } else {
     forwarding_ = true;

@@ -143,7 +143,7 @@ class Engine {
   bool forwarding_ = false;               // other ranks: send events to rank 0
   std::atomic<bool> mark_cycles_{false};
   uint64_t forwarded_seq_ = 0;
-  int64_t origin_us_ = 0;
+  std::vector<int64_t> origins_us_;  // rank 0: each rank's trace origin, on that rank's own clock
 
   std::thread thread_;
 };

@@ -20,8 +20,8 @@ std::string escape(const std::string& s) {
 
 }  // namespace
 
-TraceWriter::TraceWriter(const std::string& path, int64_t origin_us)
-    : path_(path), origin_us_(origin_us), file_(create_output_file(path, "timeline file")) {
+TraceWriter::TraceWriter(const std::string& path, std::vector<int64_t> origins_us)
+    : path_(path), origins_us_(std::move(origins_us)), file_(create_output_file(path, "timeline file")) {
   FILE* f = file_.get();
   std::setvbuf(f, nullptr, _IONBF, 0);  // each append reaches the file as one write
   std::fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", f);
@@ -80,6 +80,11 @@ int TraceWriter::lane(int32_t rank, const std::string& name, std::string* meta) 
   return tid;
 }
 
+int64_t TraceWriter::origin(int32_t rank) const {
+  if (origins_us_.empty()) return 0;
+  return rank >= 0 && static_cast<size_t>(rank) < origins_us_.size() ? origins_us_[rank] : origins_us_[0];
+}
+
 void TraceWriter::write(const std::vector<Event>& events) {
   std::string out;
   for (const Event& e : events) {
@@ -90,7 +95,7 @@ void TraceWriter::write(const std::vector<Event>& events) {
     out += (first_ ? "\n" : ",\n");
     first_ = false;
     out += "{\"name\": \"" + escape(label) + "\", \"ph\": \"" + (e.dur_us > 0 ? "X" : "i") +
-           "\", \"ts\": " + std::to_string(e.start_us - origin_us_) +
+           "\", \"ts\": " + std::to_string(e.start_us - origin(e.rank)) +
            (e.dur_us > 0 ? ", \"dur\": " + std::to_string(e.dur_us) : std::string(", \"s\": \"t\"")) +
            ", \"pid\": " + std::to_string(e.rank) + ", \"tid\": " + std::to_string(tid) +
            ", \"args\": {\"tensor\": \"" + escape(e.name) + "\", \"bytes\": " +

@@ -17,8 +17,9 @@ namespace hvd {
 
 class TraceWriter {
  public:
-  // Throws std::runtime_error when the file cannot be created.
-  TraceWriter(const std::string& path, int64_t origin_us);
+  // origins_us[r]: the trace's time 0 on rank r's clock (hosts' clocks differ). Throws std::runtime_error
+  // when the file cannot be created.
+  TraceWriter(const std::string& path, std::vector<int64_t> origins_us);
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
@@ -31,9 +32,10 @@ class TraceWriter {
   void run();
   void write(const std::vector<Event>& events);
   int lane(int32_t rank, const std::string& name, std::string* meta);
+  int64_t origin(int32_t rank) const;
 
   std::string path_;
-  int64_t origin_us_;
+  std::vector<int64_t> origins_us_;
   OutputFile file_;
   long end_ = 0;  // offset of the closing bracket
   bool first_ = true;

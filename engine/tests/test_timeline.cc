@@ -57,13 +57,32 @@ static bool balanced_json_object(const std::string& s) {
   return depth == 0 && !in_str;
 }
 
+TEST(trace_puts_every_rank_on_one_time_axis) {
+  // Rank 1's clock reads 200 us more than rank 0's: its origin is 200 us later on its own clock, so events
+  // at the same moment (1000 on rank 0's clock, 1200 on rank 1's) get the same trace time.
+  char tmpl[] = "/tmp/trace_testXXXXXX";
+  int fd = mkstemp(tmpl);
+  close(fd);
+  std::string path = tmpl;
+  {
+    TraceWriter w(path, {400, 600});
+    Event late = ev(1, "b");
+    late.start_us = 1200;
+    w.add({ev(0, "a"), late});
+  }  // the writer writes what it was given before it closes
+  std::string out = slurp(path);
+  CHECK(out.find("\"ts\": 600, \"dur\": 5, \"pid\": 0") != std::string::npos);
+  CHECK(out.find("\"ts\": 600, \"dur\": 5, \"pid\": 1") != std::string::npos);
+  unlink(path.c_str());
+}
+
 TEST(trace_file_is_complete_json_after_every_write) {
   char tmpl[] = "/tmp/trace_testXXXXXX";
   int fd = mkstemp(tmpl);
   close(fd);
   std::string path = tmpl;
   {
-    TraceWriter w(path, 0);
+    TraceWriter w(path, {0, 0});
     CHECK(balanced_json_object(slurp(path)));
     w.add({ev(0, "grad\"quoted\""), ev(1, "b", Phase::Negotiate)});
     usleep(300000);

@@ -5,6 +5,7 @@ import asyncio
 import atexit
 import logging
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -20,10 +21,12 @@ import psutil
 from ipyparallel.cluster.launcher import MPIEngineSetLauncher
 from traitlets import Any as AnyTrait
 
-from ..runner.launch import LaunchSpec, default_forward, mpiexec_command
+from ..runner.launch import LISTEN_VAR, LaunchSpec, default_forward, job_hosts, mpiexec_command
+from ..runner.networks import listen_address
 from .cell import api_module, setup_rank
 from .failures import RankError, without_runner_frames
 from .by_value import TransferError, load, pack, pack_names, unpack
+from .host_report import loss_message, lost_from
 from .reaper import TAG, alive, descendants, tagged
 from .sweeper import new_job_folder, sweep
 
@@ -32,10 +35,11 @@ STOP_TIMEOUT_S = 15.0
 # The hub pings engines every HEARTBEAT_MS and registers a new engine at its first reply,
 # so a short period makes registration fast; 20 misses still tolerate 10 s of silence.
 HEARTBEAT_MS = 500
+HEARTBEAT_MISSES = 20
 CONTROLLER_ARGS = [
     "--usethreads",
     f"--HeartMonitor.period={HEARTBEAT_MS}",
-    "--HeartMonitor.max_heartmonitor_misses=20",
+    f"--HeartMonitor.max_heartmonitor_misses={HEARTBEAT_MISSES}",
     "--log-level=WARN",
 ]
 ENGINE_ARGS = ["--IPEngine.enable_nanny=False", "--log-level=WARN"]
@@ -53,6 +57,13 @@ class LaunchConfig:
     cpu: bool = False
     framework: str = "none"
     env: tuple[tuple[str, str], ...] = ()  # variables set on the ranks (%%hvd -x), sorted by name
+    allocation: str = ""  # the Slurm job whose hosts these are, when the cell gave none
+
+    def where(self) -> str:
+        """Where the ranks run, as %%hvd reports it."""
+        if self.allocation:
+            return f"Slurm allocation {self.allocation} ({self.hosts})"
+        return self.hosts or self.hostfile or "this host"
 
 
 @dataclass
@@ -119,11 +130,13 @@ class RankCluster:
         self.ranks: list[RankInfo] = []
         self.cold_start_s: float | None = None
         self.stopped = False
+        self.lost_hosts: list[str] = []  # other hosts lost with the job, once it died of it
         self._client: ipyparallel.Client | None = None
         self._reaper: subprocess.Popen | None = None
         self._heart: list[psutil.Process] = []  # the controller's heart monitor, a process of its own
         sweep()  # what jobs of kernels that are gone left behind
         self._profile_dir = new_job_folder()
+        listen_args, self._controller_env = _controller_listening(config)
         self._cluster = ipyparallel.Cluster(
             engine_launcher_class=_RankLauncher,
             n=config.np,
@@ -131,8 +144,7 @@ class RankCluster:
             load_profile=False,
             shutdown_atexit=False,
             profile_dir=self._profile_dir,
-            controller_args=CONTROLLER_ARGS,
-            controller_ip="*" if config.hosts or config.hostfile else "",
+            controller_args=CONTROLLER_ARGS + listen_args,
             log=_quiet_log(),
             parent=None,
             # On this host the ranks start with the controller and read its connection file; ranks on other
@@ -150,7 +162,8 @@ class RankCluster:
         self._start_reaper()  # first: a kernel killed during start-up leaves nothing behind either
         tag = {TAG: self._profile_dir}  # inherited by every process of the job, orphans included
         try:
-            self._run_until(self._cluster.start_controller(environment=tag), deadline, "the controller")
+            self._run_until(self._cluster.start_controller(environment={**self._controller_env, **tag}), deadline,
+                            "the controller")
             spec = LaunchSpec(
                 np=self.config.np,
                 hosts=self.config.hosts,
@@ -247,8 +260,10 @@ class RankCluster:
     # -- health and signals ----------------------------------------------------------------------
 
     def dead_ranks(self) -> list[RankInfo]:
-        """Ranks whose process is gone."""
-        return [r for r in self.ranks if not r.alive()]
+        """Ranks whose process is gone, or, on other hosts, whose engine the controller dropped for want of
+        heartbeats."""
+        registered = set(self._client.ids) if self._client is not None else set()
+        return [r for r in self.ranks if not r.alive() or (r.process is None and r.engine_id not in registered)]
 
     def what_died(self) -> str:
         """What of the job has died (ranks, mpiexec, the controller or its heart monitor), or '' if nothing."""
@@ -263,13 +278,22 @@ class RankCluster:
                      for p in self._heart if not alive(p)), "")
 
     def raise_if_dead(self) -> None:
-        """If any part of the job died, stop the whole job and raise a RankError saying what died."""
+        """If any part of the job died, stop the whole job and raise a RankError saying what died, or which
+        hosts were lost with their ranks."""
         died = self.what_died()
-        if died:
-            dead = self.dead_ranks()
-            self.stop()
-            raise RankError(f"{died}. The job was stopped; the next %%hvd cell starts new ranks.",
-                            tuple(r.rank for r in dead))
+        if not died:
+            return
+        mpiexec_alive = self._mpiexec_alive()
+        dead = self.dead_ranks() or ([] if mpiexec_alive else list(self.ranks))
+        output = None if mpiexec_alive else self._output()  # read before stop() removes the logs
+        silence_s = HEARTBEAT_MS * HEARTBEAT_MISSES / 1000
+        lost, how = lost_from(self.ranks, dead, output, socket.gethostname(), silence_s)
+        self.stop()
+        self.lost_hosts = lost
+        if lost:
+            raise RankError(loss_message(self.ranks, lost, how), tuple(r.rank for r in dead))
+        raise RankError(f"{died}. The job was stopped; the next %%hvd cell starts new ranks.",
+                        tuple(r.rank for r in dead))
 
     def signal_ranks(self, signum: int) -> list[int]:
         """Send a signal to every rank process on this host; return the ranks signalled."""
@@ -382,6 +406,24 @@ class RankCluster:
 def _pid(launcher: Any) -> str:
     process = getattr(launcher, "process", None)
     return str(process.pid) if process is not None else "?"
+
+
+def _controller_listening(config: LaunchConfig) -> tuple[list[str], dict[str, str]]:
+    """The controller's options and environment for where it listens: on loopback alone (its default) for ranks
+    on this host; for ranks on other hosts, the engines' ports on the address that reaches them (or that
+    JUPYTER_HVD_LISTEN names), the kernel's on loopback, and every message encrypted with CurveZMQ and still
+    signed (ipyparallel turns signing off with CurveZMQ unless the controller is given a key: in its
+    environment, not on its command line)."""
+    hosts = job_hosts(LaunchSpec(np=config.np, hosts=config.hosts, hostfile=config.hostfile))
+    if not hosts:
+        return [], {}
+    try:
+        address = listen_address(hosts, dict(config.env).get(LISTEN_VAR, os.environ.get(LISTEN_VAR)))
+    except ValueError as exc:
+        raise RankError(f"could not start {config.np} ranks: {exc}") from None
+    return ([f"--IPController.engine_ip={address}", "--IPController.client_ip=127.0.0.1",
+             "--IPController.monitor_ip=127.0.0.1", "--IPController.enable_curve=True"],
+            {"IPP_SESSION_KEY": secrets.token_hex(32)})
 
 
 def _rank_cmd(framework: str, engine_file: str, timeout_s: float) -> list[str]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -10,7 +11,9 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..monitor import Monitor, cell_key
-from ..runner.launch import parse_hosts
+from ..runner.host_loss import hosts_left
+from ..runner.launch import LaunchSpec, parse_hosts, placement
+from ..runner.slurm import allocation
 from .cell import rank_status
 from .cluster import LaunchConfig, RankCluster
 from .execution import CellRun
@@ -32,6 +35,7 @@ class HvdMagics(Magics):
         self._baselines: dict[str, float] = {}  # cell key -> samples/s of its last 1-rank run
         self._reinit = False  # an earlier cell failed: ranks re-initialise the engine before the next one
         self._cells = 0
+        self._lost_hosts: set[str] = set()  # hosts lost with an earlier job, left out of the next one
         self.job = JobChannel(self)  # the JupyterLab job panel's comm target, when in a kernel
         self.job.register(shell)
 
@@ -39,6 +43,7 @@ class HvdMagics(Magics):
     def cluster(self) -> RankCluster | None:
         """The running ranks, or None (a job stopped after a crash counts as not running)."""
         if self._cluster is not None and self._cluster.stopped:
+            self._lost_hosts.update(self._cluster.lost_hosts)
             self._cluster = None
         return self._cluster
 
@@ -143,7 +148,7 @@ class HvdMagics(Magics):
         except RankError as exc:
             return f"[hvd] {exc}"
         config = cluster.config
-        where = config.hosts or config.hostfile or "this host"
+        where = config.where()
         env = "".join(f", {name}={value}" for name, value in config.env)
         lines = [
             f"[hvd] {config.np} ranks on {where}, API {cluster.ranks[0].api}{env}, "
@@ -179,7 +184,8 @@ class HvdMagics(Magics):
             self._cluster = cluster
             self._reinit = False
             self.job.publish("idle")
-            print(f"[hvd] started {config.np} ranks in {cluster.cold_start_s:.1f}s")
+            inside = f" in {config.where()}" if config.allocation else ""
+            print(f"[hvd] started {config.np} ranks{inside} in {cluster.cold_start_s:.1f}s")
         return self.cluster
 
     def _restart_reason(self, config: LaunchConfig) -> str:
@@ -187,7 +193,7 @@ class HvdMagics(Magics):
         assert self.cluster is not None
         if config != self.cluster.config:
             changed = [k for k in vars(config) if getattr(config, k) != getattr(self.cluster.config, k)]
-            flags = {"np": "-np", "env": "-x"}
+            flags = {"np": "-np", "env": "-x", "allocation": "the Slurm allocation"}
             return "changed " + ", ".join(flags.get(k, f"--{k}") for k in changed)
         return self.cluster.what_died()
 
@@ -201,15 +207,45 @@ class HvdMagics(Magics):
         changes = {k: getattr(args, k) for k in ("hosts", "hostfile", "framework") if getattr(args, k) is not None}
         if args.np is None and (args.hosts or args.hostfile):  # a new placement replaces the old one
             changes = {"hosts": None, "hostfile": None, **changes}
+        if args.hosts or args.hostfile:
+            changes["allocation"] = ""
         if args.cpu:
             changes["cpu"] = True
         if args.env is not None:
             changes["env"] = _rank_env(args.env)
         config = LaunchConfig(**{**vars(base), **changes})
+        if not config.hosts and not config.hostfile:  # in a Slurm allocation: its hosts, as mpiexec would
+            try:
+                slurm = allocation(os.environ)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            if slurm:
+                config = replace(config, hosts=slurm.listing(), allocation=slurm.job_id)
+        if args.np is not None or args.hosts or args.hostfile:
+            self._lost_hosts.clear()  # the cell says where to run
+        elif self.cluster is None and self._lost_hosts:  # a job lost hosts and stopped
+            config = self._without_lost_hosts(config)
         _check_placement(config)
         if reason := unavailable_reason(config.framework):
             raise UsageError(f"--framework {config.framework}: {reason}")
         return config
+
+    def _without_lost_hosts(self, config: LaunchConfig) -> LaunchConfig:
+        """The job config on the hosts left after a host was lost, when they have a slot for every rank; a
+        UsageError saying why not, and what to run instead, when they do not."""
+        hosts = placement(LaunchSpec(np=config.np, hosts=config.hosts, hostfile=config.hostfile))
+        left = hosts_left(hosts, self._lost_hosts)
+        if left == hosts:
+            return config
+        lost = ", ".join(sorted(self._lost_hosts))
+        slots = sum(n for _, n in left)
+        listing = ",".join(f"{host}:{n}" for host, n in left)
+        if slots < config.np:
+            instead = f"run %%hvd -np {slots} --hosts {listing} to go on there, or " if left else ""
+            raise UsageError(f"host {lost} was lost, and the hosts left ({listing or 'none'}) have {slots} slots for "
+                             f"{config.np} ranks: {instead}give --hosts with hosts that are up")
+        print(f"[hvd] host {lost} was lost: starting {config.np} ranks on the hosts left, {listing}")
+        return replace(config, hosts=listing, hostfile=None)
 
     def _new_monitor(self, cell: str, np: int, baseline: float | None) -> Monitor:
         """A monitor for this cell, with the baseline given, or measured on one rank earlier in the session."""

@@ -13,10 +13,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
 from jupyter_hvd.runner.child import die_with_parent, wait_relaying
-from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command
+from jupyter_hvd.runner.host_loss import describe, lost_hosts, ranks_by_host
+from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command, placement
+from jupyter_hvd.runner.slurm import allocation
 from jupyter_hvd.runner.session_folder import session_folder
 
 EXIT_USAGE = 2
+RELAY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "output_relay.py")
 EXIT_NOT_FOUND = 127
 
 
@@ -176,15 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def mpiexec_options(args: argparse.Namespace) -> list[str]:
-    """mpiexec options from hvdrun's SSH, network-interface and --mpi-args flags."""
+    """mpiexec options from hvdrun's SSH and --mpi-args flags."""
     opts = []
     ssh = [*(["-p", str(args.ssh_port)] if args.ssh_port else []),
            *(["-i", args.ssh_identity_file] if args.ssh_identity_file else [])]
     if ssh:
         opts += ["--prtemca", "plm_ssh_args", shlex.join(ssh)]
-    if args.network_interface:
-        opts += ["--mca", "btl_tcp_if_include", args.network_interface,
-                 "--prtemca", "prte_if_include", args.network_interface]
     if args.mpi_args:
         opts += shlex.split(args.mpi_args)
     return opts
@@ -208,18 +208,38 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
             env[name] = value
         else:
             forward.append(name)
+    in_slurm = None if args.hosts or args.hostfile else allocation(environ)
     return LaunchSpec(
         np=args.np, hosts=args.hosts, hostfile=args.hostfile, env=env, forward=forward, session_dir=session_dir,
-        mpi_args=mpiexec_options(args),
+        mpi_args=mpiexec_options(args), listen=args.network_interface, allocation=in_slurm,
     )
 
 
-def run(cmd: list[str], env: dict[str, str]) -> int:
+def run(cmd: list[str], env: dict[str, str], ranks: dict[str, list[int]] | None = None) -> int:
     """Run mpiexec, relaying signals; return its exit code, or 128+signum if a signal killed it.
 
-    mpiexec gets SIGTERM if hvdrun dies, even by SIGKILL, so no job outlives its launcher."""
+    mpiexec gets SIGTERM if hvdrun dies, even by SIGKILL, so no job outlives its launcher. Its output goes
+    through output_relay.py, so that a host lost in the middle of the job can be named with its ranks
+    (``ranks``: each host's), and fail the job even where mpiexec exits 0 after one."""
     die = functools.partial(die_with_parent, signal.SIGTERM) if sys.platform == "linux" else None
-    return wait_relaying(subprocess.Popen(cmd, env=env, preexec_fn=die))
+    (out_r, out_w), (err_r, err_w), (tail_r, tail_w) = os.pipe(), os.pipe(), os.pipe()
+    try:
+        proc = subprocess.Popen(cmd, env=env, preexec_fn=die, stdout=out_w, stderr=err_w)
+        relay = subprocess.Popen([sys.executable, RELAY, str(out_r), str(err_r), str(tail_w), str(proc.pid)],
+                                 pass_fds=(out_r, err_r, tail_w), stdin=subprocess.DEVNULL)
+    finally:
+        for fd in (out_r, out_w, err_r, err_w, tail_w):
+            os.close(fd)
+    code = wait_relaying(proc)
+    with os.fdopen(tail_r, "rb") as tail:
+        output = tail.read().decode(errors="replace")
+    relay.wait()
+    lost = lost_hosts(output)
+    if lost:
+        how = "Open MPI's launcher lost contact with it (see above)"
+        print(f"hvdrun: {describe(lost, ranks or {}, how)}", file=sys.stderr, flush=True)
+        return code or 1
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -241,7 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    *command]
     with session_folder() as session_dir:
         try:
-            cmd, env = mpiexec_command(launch_spec(args, os.environ, session_dir), command)
+            spec = launch_spec(args, os.environ, session_dir)
+            cmd, env = mpiexec_command(spec, command)
+            ranks = ranks_by_host(placement(spec), spec.np)
         except ValueError as exc:
             parser.error(str(exc))
         except RuntimeError as exc:
@@ -249,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_NOT_FOUND
         if args.verbose:
             print(shlex.join(cmd), file=sys.stderr)
-        return run(cmd, env)
+        return run(cmd, env, ranks)
 
 
 if __name__ == "__main__":

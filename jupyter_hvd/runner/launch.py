@@ -6,6 +6,7 @@ Open MPI (for example a notebook magic).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -13,19 +14,38 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .host_loss import KEEPALIVE
+from .networks import reaching_networks
+from .slurm import Allocation
+
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # Where mpiexec keeps its session files. Under the default, $TMPDIR/ompi.<mpiexec pid>, the files a killed
 # mpiexec left behind stop a later one that gets the same pid ("The PMIx server's listener thread failed to
 # start"); a folder of the launch's own avoids that.
 SESSION_DIR_VAR = "PRTE_MCA_prte_tmpdir_base"
+# A job on several hosts names the folder for this host's mpiexec only: the daemons on the other hosts would
+# make one of that name there too and leave it behind, so they keep their session files where they usually do.
+LOCAL_SESSION_DIR_VAR = "PRTE_MCA_prte_local_tmpdir_base"
+SESSION_DIR_VARS = (SESSION_DIR_VAR, LOCAL_SESSION_DIR_VAR, "PRTE_MCA_prte_remote_tmpdir_base")
 # Open MPI's libfabric transport took a second to start in every rank here, and a job on one host never
 # uses it (shared memory carries everything), so single-host launches leave it out unless the user chose
 # the transports themselves.
 BTL_VAR, SINGLE_HOST_BTL = "OMPI_MCA_btl", "^ofi"
+# A process that starts MPI without a launcher (python train.py) talks to no other process: Open MPI's own
+# transport is all it needs, and without the TCP one it opens no listening socket.
+LONE_PROCESS_BTL = "self"
+# Open MPI, its launcher (PRRTE) and PMIx bind their listening sockets to every address, with no option to
+# choose; libjhvd_listen.so (csrc/listen_address.cc), preloaded into mpiexec, its daemons and the ranks, binds
+# them where LISTEN_VAR says instead: loopback for a job on one host, the interfaces or networks that reach the
+# other hosts for a job on several. LISTEN_ANY (the user's choice) leaves Open MPI as it is.
+LISTEN_VAR, LISTEN_LOOPBACK, LISTEN_ANY = "JUPYTER_HVD_LISTEN", "loopback", "any"
+LISTEN_LIBRARY = "libjhvd_listen.so"
+IF_INCLUDE_VARS = ("OMPI_MCA_btl_tcp_if_include", "PRTE_MCA_prte_if_include")
 FORWARD_NAMES = ("PYTHONPATH", "PYTHONUNBUFFERED")
 FORWARD_PREFIXES = ("HOROVOD_", "JUPYTER_HVD_")
 
 _HOST_RE = re.compile(r"([A-Za-z0-9_.-]+)(?::([1-9][0-9]*))?")
+_SLOTS_RE = re.compile(r"slots\s*=\s*([0-9]+)")
 
 
 @dataclass
@@ -37,8 +57,10 @@ class LaunchSpec:
     hostfile: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     forward: list[str] = field(default_factory=list)
-    session_dir: str | None = None  # a folder for mpiexec's session files, unless the user set SESSION_DIR_VAR
+    session_dir: str | None = None  # a folder for mpiexec's session files, unless the user set SESSION_DIR_VARS
     mpi_args: list[str] = field(default_factory=list)  # more mpiexec options, after the placement
+    listen: str | None = None  # interfaces or networks to use and listen on (hvdrun --network-interface)
+    allocation: Allocation | None = None  # the Slurm allocation mpiexec places ranks on, without hosts given
 
 
 def find_mpiexec() -> str:
@@ -73,6 +95,62 @@ def default_forward(environ: Mapping[str, str]) -> list[str]:
     ]
 
 
+def find_listen_library() -> str:
+    """The path of libjhvd_listen.so, installed beside the package's extension."""
+    spec = importlib.util.find_spec("jupyter_hvd._C")
+    path = os.path.join(os.path.dirname(spec.origin), LISTEN_LIBRARY) if spec and spec.origin else LISTEN_LIBRARY
+    if not os.path.isfile(path):
+        raise RuntimeError(f"{path} is missing: reinstall jupyter-hvd (or set {LISTEN_VAR}={LISTEN_ANY})")
+    return path
+
+
+def parse_hostfile(path: str) -> list[tuple[str, int]]:
+    """The hosts and slots of an Open MPI hostfile ("h1 slots=4" lines, # comments; slots default to 1)."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise ValueError(f"cannot read the hostfile {path}: {exc.strerror}") from None
+    hosts = []
+    for line in lines:
+        words = line.split("#", 1)[0].split()
+        if words:
+            slots = _SLOTS_RE.search(" ".join(words[1:]))
+            hosts.append((words[0], int(slots.group(1)) if slots else 1))
+    return hosts
+
+
+def placement(spec: LaunchSpec) -> list[tuple[str, int]]:
+    """The hosts and slots spec places ranks on, in order; empty for this host alone."""
+    if spec.hosts:
+        return parse_hosts(spec.hosts)
+    if spec.hostfile:
+        return parse_hostfile(spec.hostfile)
+    return list(spec.allocation.hosts) if spec.allocation else []
+
+
+def job_hosts(spec: LaunchSpec) -> list[str]:
+    """The hosts spec places ranks on; empty for this host alone."""
+    return [host for host, _ in placement(spec)]
+
+
+def listen_where(spec: LaunchSpec, env: Mapping[str, str]) -> str:
+    """Where the job's Open MPI sockets listen: --network-interface, else the user's LISTEN_VAR, else loopback
+    for a job on this host alone and the networks that reach the other hosts for a job on several."""
+    chosen = spec.listen or env.get(LISTEN_VAR)
+    if chosen:
+        return chosen
+    hosts = job_hosts(spec)
+    if not hosts:
+        return LISTEN_LOOPBACK
+    networks, unknown = reaching_networks(hosts)
+    if unknown:
+        raise ValueError(f"cannot tell which network leads to {', '.join(unknown)} (not a name this host resolves): "
+                         f"give the interface (hvdrun --network-interface, or {LISTEN_VAR}=eth0), or let Open MPI "
+                         f"listen on every address ({LISTEN_VAR}={LISTEN_ANY})")
+    return ",".join(networks) or LISTEN_LOOPBACK  # no network: every host is this one
+
+
 def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[str, str]]:
     """Return the mpiexec argv for running argv as spec's ranks, and the environment to run it in.
 
@@ -84,16 +162,41 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
     if not argv:
         raise ValueError("no command to run")
     env = {**os.environ, **(ROOT_ENV if os.geteuid() == 0 else {}), **spec.env}
-    if spec.session_dir:
-        env.setdefault(SESSION_DIR_VAR, spec.session_dir)
-    if not spec.hosts and not spec.hostfile:
+    several_hosts = bool(spec.hosts or spec.hostfile or spec.allocation)
+    if spec.session_dir and not any(name in env for name in SESSION_DIR_VARS):
+        env[LOCAL_SESSION_DIR_VAR if several_hosts else SESSION_DIR_VAR] = spec.session_dir
+    if not several_hosts:
         env.setdefault(BTL_VAR, SINGLE_HOST_BTL)
-    cmd = [find_mpiexec(), "-np", str(spec.np), "--bind-to", "none", "--oversubscribe"]
-    cmd += _host_args(spec) + spec.mpi_args
-    for name in dict.fromkeys([*spec.env, *spec.forward]):
+    else:
+        for name, value in KEEPALIVE.items():  # a host that goes silent is noticed in seconds (host_loss)
+            env.setdefault(name, value)
+    cmd = [find_mpiexec(), "-np", str(spec.np), "--bind-to", "none", "--oversubscribe", *_host_args(spec)]
+    listen_args, exported = _listen_args(spec, env)
+    cmd += listen_args + spec.mpi_args
+    for name in dict.fromkeys([*spec.env, *spec.forward, *exported]):
         if name in env:
             cmd += ["-x", name]
     return cmd + list(argv), env
+
+
+def _listen_args(spec: LaunchSpec, env: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Preload libjhvd_listen.so where the job's sockets are bound (env is updated); the mpiexec options that
+    start the other hosts' daemons with it and keep Open MPI to the same interfaces, and the variables the
+    ranks need."""
+    where = listen_where(spec, env)
+    if where == LISTEN_ANY:
+        return [], []
+    library = find_listen_library()
+    env[LISTEN_VAR] = where
+    env["LD_PRELOAD"] = ":".join(filter(None, [library, env.get("LD_PRELOAD")]))
+    if where == LISTEN_LOOPBACK:
+        return [], []
+    args = []
+    if not any(name in env for name in IF_INCLUDE_VARS):
+        args += ["--mca", "btl_tcp_if_include", where, "--prtemca", "prte_if_include", where]
+    if "PRTE_MCA_prte_launch_agent" not in env:
+        args += ["--prtemca", "prte_launch_agent", f"env LD_PRELOAD={library} {LISTEN_VAR}={where} prted"]
+    return args, [LISTEN_VAR, "LD_PRELOAD"]
 
 
 def _host_args(spec: LaunchSpec) -> list[str]:
