@@ -259,6 +259,21 @@ def test_ops_that_only_read_take_any_layout():
     np.testing.assert_array_equal(hvd.alltoall(rows), np.concatenate([rows[2 * me:2 * me + 2]] * n))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=str)
+def test_8bit_sums_wrap_around_at_every_size(dtype):
+    """An 8-bit sum that overflows wraps, as in numpy and NCCL, however long the tensor (Open MPI's
+    vectorised MPI_SUM saturated from 32 elements on: 100 + 100 gave 127 in int8)."""
+    for count in (5, 31, 32, 33, 64, 1000, 100003):
+        x = np.full(count, 100, dtype)
+        want = np.full(count, 100 * hvd.size(), np.int64).astype(dtype)
+        np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Sum, name=f"wrap.{count}"), want)
+        np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Average, name=f"wrap.avg.{count}"),
+                                      want.astype(np.int64) // hvd.size() if dtype == np.uint8 else
+                                      np.trunc(want.astype(np.float64) / hvd.size()).astype(dtype))
+        rows = np.full((hvd.size(), count), 100, dtype)
+        np.testing.assert_array_equal(hvd.reducescatter(rows, op=hvd.Sum, name=f"wrap.rs.{count}"), want[None])
+
+
 def test_topology():
     assert 0 <= hvd.rank() < hvd.size()
     assert hvd.local_size() == hvd.size() and hvd.local_rank() == hvd.rank()  # one host
