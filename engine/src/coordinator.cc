@@ -127,7 +127,10 @@ std::vector<Response> Coordinator::take_ready() {
       r.error = op_name(a.spec.op) + std::string(" of tensor '") + name + "': " + err;
       r.cache_ids = {-1};
     } else {
-      r.cache_ids = {cache_.assign(a)};
+      // An id stands for one signature on every rank, so members whose requests differ (allgather and
+      // alltoall first dimensions) get none: a worker's id would bring rank 0's shape back as its own.
+      const bool alike = std::all_of(rs.begin(), rs.end(), [&a](const Request& q) { return q.same_signature(a); });
+      r.cache_ids = {alike ? cache_.assign(a) : -1};
       // Every member learns the others' first dimensions here, not from a collective of its own.
       if (a.spec.op == OpType::Allgather)
         for (const Request& q : rs) r.rows.push_back(q.shape[0]);

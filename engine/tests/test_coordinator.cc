@@ -44,6 +44,26 @@ TEST(an_allgather_response_carries_every_members_rows_in_rank_order) {
   CHECK((rs[0].rows == std::vector<int64_t>{3, 0, 5}));
 }
 
+TEST(requests_that_differ_across_ranks_get_no_cache_id) {
+  // A cache id stands for one signature: the coordinator's is rank 0's request, so an allgather whose
+  // members' first dimensions differ must not get one (a worker's cached id would then mean rank 0's rows).
+  auto c = make();
+  for (int rank : {0, 1, 2}) {
+    Request q = req(rank, "g", {rank == 1 ? 0 : 3, 7});
+    q.spec.op = OpType::Allgather;
+    c.add(q, 0);
+  }
+  auto rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].cache_ids[0] == -1 && (rs[0].rows == std::vector<int64_t>{3, 0, 3}));
+  for (int rank : {0, 1, 2}) {
+    Request q = req(rank, "g", {3, 7});
+    q.spec.op = OpType::Allgather;
+    c.add(q, 0);
+  }
+  rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].cache_ids[0] >= 0);  // alike: cached as usual
+}
+
 TEST(process_set_members_only) {
   auto c = make();
   c.add(req(0, "p", {4}, 1), 0);

@@ -126,6 +126,15 @@ def test_allgather_varying_first_dim(sets, dtype):
         np.testing.assert_array_equal(got, want)
 
 
+def test_allgather_repeated_under_one_name_with_rows_that_differ_per_rank():
+    """Each rank's own first dimension, every step: a cached repeat must not stand for rank 0's rows."""
+    n = hvd.size()
+    for step in range(4):
+        x = np.full((1 if hvd.rank() == 0 else 3, 2), step, np.int32)
+        got = hvd.allgather(x, name="ag.rows")
+        assert got.shape == (1 + 3 * (n - 1), 2) and (got == step).all(), (step, got.shape)
+
+
 @pytest.mark.skipif(int(os.environ.get("HOROVOD_FUSION_THRESHOLD", 1 << 27)) < 1024, reason="the group does not fit")
 def test_a_group_is_one_collective_however_the_ranks_are_timed():
     """A group's tensors reach the engine at once, so they negotiate and run as one collective."""
