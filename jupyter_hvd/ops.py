@@ -1,6 +1,4 @@
 """Collective operations on host arrays (numpy or DLPack), with Horovod's names and defaults."""
-import itertools
-from collections import defaultdict
 import warnings
 from typing import Any, Callable, Optional, Sequence
 
@@ -11,7 +9,7 @@ from .arrays import as_array
 from .dtypes import BOOL_CODE, FLOAT_CODES, dtype_code
 from .gpu import DeviceArray
 from .handles import Handle, release_orphans
-from .process_sets import ProcessSet, global_process_set, set_id
+from .process_sets import ProcessSet, global_process_set, set_id, unnamed
 
 # Reduce ops, valued as the engine's hvd::ReduceOp.
 Sum, Average, Min, Max, Product = 0, 1, 2, 3, 4
@@ -20,7 +18,6 @@ _REDUCE_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product
 
 # Op types, valued as the engine's hvd::OpType.
 _ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER, _BARRIER = range(6)
-_counters: dict = defaultdict(itertools.count)
 
 
 def _name(kind: str, name: Optional[str], set_id: int) -> str:
@@ -29,7 +26,7 @@ def _name(kind: str, name: Optional[str], set_id: int) -> str:
     Counting per process set keeps names aligned: only a set's members call ops on it.
     """
     if name is None:
-        return f"{kind}.noname.{set_id}.{next(_counters[kind, set_id])}"
+        return f"{kind}.noname.{set_id}.{unnamed(kind, set_id)}"
     if not isinstance(name, str) or not name:
         raise ValueError(f"{kind}: name must be a non-empty string, got {name!r}")
     return name

@@ -1,4 +1,6 @@
 """Process sets: subsets of ranks with their own collectives (Horovod's dynamic process sets)."""
+import itertools
+from collections import defaultdict
 from typing import Iterable, Optional, Union
 
 import numpy as np
@@ -37,6 +39,15 @@ class ProcessSet:
 
 global_process_set = ProcessSet([])
 _registered: dict[int, ProcessSet] = {}
+# Unnamed ops, numbered per (kind, set id) in call order, which matches across a set's members. Set ids
+# start again at 1 with each engine, so the numbers do too: a rank that had used an earlier set 1 would
+# otherwise name its ops differently from the new set's other members, and they would wait for ever.
+_unnamed: dict = defaultdict(itertools.count)
+
+
+def unnamed(kind: str, set_id: int) -> int:
+    """The number of the next unnamed ``kind`` op in set ``set_id`` of this engine."""
+    return next(_unnamed[kind, set_id])
 
 
 def on_init() -> None:
@@ -44,6 +55,7 @@ def on_init() -> None:
     global_process_set.ranks = list(range(_C.topology()[1]))
     global_process_set.process_set_id = 0
     _registered.clear()
+    _unnamed.clear()
     _registered[0] = global_process_set
 
 

@@ -6,9 +6,7 @@ copies, and whatever reads the result waits for it. The ops whose output size th
 (allgather, alltoall, reducescatter) run synchronously through the core numpy path.
 """
 import contextlib
-import itertools
-from collections import defaultdict
-from typing import Any, DefaultDict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import mxnet as mx
 import numpy as np
@@ -19,11 +17,10 @@ from ..basics import is_initialized
 from ..dtypes import dtype_code
 from ..errors import HorovodInternalError
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
-from ..process_sets import ProcessSet, global_process_set, set_id
+from ..process_sets import ProcessSet, global_process_set, set_id, unnamed
 from . import bridge
 
 NDArray = mx.nd.NDArray
-_unnamed: DefaultDict[Tuple[str, int], Iterator[int]] = defaultdict(itertools.count)
 
 
 @contextlib.contextmanager
@@ -46,7 +43,7 @@ def _op_names(kind: str, name: Optional[str], n: int, set_id: int) -> List[str]:
     Unnamed ops are numbered in call order per process set, which matches across its ranks.
     """
     if name is None or name == "":
-        return [f"mxnet.{kind}.noname.{set_id}.{next(_unnamed[kind, set_id])}" for _ in range(n)]
+        return [f"mxnet.{kind}.noname.{set_id}.{unnamed('mxnet.' + kind, set_id)}" for _ in range(n)]
     return [f"{kind}.{name}"] if n == 1 else [f"{kind}.{name}.{i}" for i in range(n)]
 
 
