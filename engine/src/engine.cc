@@ -55,45 +55,6 @@ void pin_thread(const std::vector<int>& cores, int local_rank, int local_size) {
   log::write(log::Level::Info, "engine thread pinned to core " + std::to_string(core));
 }
 
-std::vector<char> encode_stop(bool final, const Status& s) {
-  Writer w;
-  w.put<uint8_t>(final);
-  w.put<uint8_t>(static_cast<uint8_t>(s.code));
-  w.put<int32_t>(s.origin_rank);
-  w.put_string(s.message);
-  return std::move(w.bytes());
-}
-
-std::vector<char> encode_events(const std::vector<Event>& es) {
-  Writer w;
-  w.put<uint32_t>(static_cast<uint32_t>(es.size()));
-  for (const auto& e : es) {
-    w.put(e.rank);
-    w.put(e.phase);
-    w.put_string(e.name);
-    w.put_string(e.op);
-    w.put(e.start_us);
-    w.put(e.dur_us);
-    w.put(e.bytes);
-  }
-  return std::move(w.bytes());
-}
-
-std::vector<Event> decode_events(const std::vector<char>& b) {
-  Reader rd(b.data(), b.size());
-  std::vector<Event> es(rd.get<uint32_t>());
-  for (auto& e : es) {
-    e.rank = rd.get<int32_t>();
-    e.phase = rd.get<Phase>();
-    e.name = rd.get_string();
-    e.op = rd.get_string();
-    e.start_us = rd.get<int64_t>();
-    e.dur_us = rd.get<int64_t>();
-    e.bytes = rd.get<int64_t>();
-  }
-  return es;
-}
-
 std::string label(const Response& r) {
   return r.names.size() == 1 ? r.names[0]
                              : r.names[0] + " (+" + std::to_string(r.names.size() - 1) + " fused)";
@@ -514,19 +475,14 @@ void Engine::dispatch(Message& m) {
     }
     case kAbort:
     case kShutdown: {
-      Reader rd(m.bytes.data(), m.bytes.size());
-      bool final = rd.get<uint8_t>();
-      Status s;
-      s.code = static_cast<Status::Code>(rd.get<uint8_t>());
-      s.origin_rank = rd.get<int32_t>();
-      s.message = rd.get_string();
-      if (final) final_received_ = true;
-      if (state_ == State::Running) begin_stop(s);
+      StopNotice n = decode_stop(m.bytes.data(), m.bytes.size());
+      if (n.final) final_received_ = true;
+      if (state_ == State::Running) begin_stop(n.status);
       return;
     }
     case kTimeline: {
       std::lock_guard<std::mutex> g(timeline_mu_);
-      if (writer_) writer_->add(decode_events(m.bytes));
+      if (writer_) writer_->add(decode_events(m.bytes.data(), m.bytes.size()));
       return;
     }
   }

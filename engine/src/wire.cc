@@ -85,4 +85,53 @@ std::vector<Response> decode_responses(const char* data, size_t size) {
   return rs;
 }
 
+std::vector<char> encode_stop(bool final, const Status& s) {
+  Writer w;
+  w.put<uint8_t>(final);
+  w.put<uint8_t>(static_cast<uint8_t>(s.code));
+  w.put<int32_t>(s.origin_rank);
+  w.put_string(s.message);
+  return std::move(w.bytes());
+}
+
+StopNotice decode_stop(const char* data, size_t size) {
+  Reader rd(data, size);
+  StopNotice n;
+  n.final = rd.get<uint8_t>();
+  n.status.code = static_cast<Status::Code>(rd.get<uint8_t>());
+  n.status.origin_rank = rd.get<int32_t>();
+  n.status.message = rd.get_string();
+  return n;
+}
+
+std::vector<char> encode_events(const std::vector<Event>& es) {
+  Writer w;
+  w.put<uint32_t>(static_cast<uint32_t>(es.size()));
+  for (const auto& e : es) {
+    w.put(e.rank);
+    w.put(e.phase);
+    w.put_string(e.name);
+    w.put_string(e.op);
+    w.put(e.start_us);
+    w.put(e.dur_us);
+    w.put(e.bytes);
+  }
+  return std::move(w.bytes());
+}
+
+std::vector<Event> decode_events(const char* data, size_t size) {
+  Reader rd(data, size);
+  std::vector<Event> es(rd.get<uint32_t>());
+  for (auto& e : es) {
+    e.rank = rd.get<int32_t>();
+    e.phase = rd.get<Phase>();
+    e.name = rd.get_string();
+    e.op = rd.get_string();
+    e.start_us = rd.get<int64_t>();
+    e.dur_us = rd.get<int64_t>();
+    e.bytes = rd.get<int64_t>();
+  }
+  return es;
+}
+
 }  // namespace hvd

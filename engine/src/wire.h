@@ -1,4 +1,6 @@
-// Byte-level encoding of the messages ranks exchange with the coordinator.
+// Byte-level encoding of the messages engine threads exchange: requests and responses with the
+// coordinator, stop notices, timeline event batches. Every decoder throws std::runtime_error on a
+// malformed message.
 #pragma once
 
 #include <cstring>
@@ -7,6 +9,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "status.h"
+#include "timeline.h"
 #include "types.h"
 
 namespace hvd {
@@ -77,5 +81,17 @@ std::vector<char> encode_batch(const RequestBatch& b);
 RequestBatch decode_batch(const char* data, size_t size);
 std::vector<char> encode_responses(const std::vector<Response>& rs);
 std::vector<Response> decode_responses(const char* data, size_t size);
+
+// An abort or shutdown notice; `final`: rank 0's last word, after every response it sent.
+struct StopNotice {
+  bool final = false;
+  Status status;
+};
+std::vector<char> encode_stop(bool final, const Status& s);
+StopNotice decode_stop(const char* data, size_t size);
+
+// A batch of timeline events for rank 0's trace file.
+std::vector<char> encode_events(const std::vector<Event>& es);
+std::vector<Event> decode_events(const char* data, size_t size);
 
 }  // namespace hvd
