@@ -42,6 +42,7 @@ engine-build: setup
 test-cpp: engine-build
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/engine -j2
 	build/engine/engine_tests
+	build/engine/engine_wire_fuzz
 
 # The simulated CUDA device and NCCL (engine/sim) that tests/test_gpu.py runs the GPU path on.
 sim-gpu: engine-build

@@ -68,6 +68,7 @@ RequestBatch decode_batch(const char* data, size_t size) {
   auto n = rd.get<uint32_t>();
   for (uint32_t i = 0; i < n; ++i) b.requests.push_back(decode_request(rd));
   b.cached = rd.get_vector<int32_t>();
+  rd.expect_end();
   return b;
 }
 
@@ -82,6 +83,7 @@ std::vector<Response> decode_responses(const char* data, size_t size) {
   Reader rd(data, size);
   std::vector<Response> rs(rd.get<uint32_t>());
   for (auto& r : rs) r = decode_response(rd);
+  rd.expect_end();
   return rs;
 }
 
@@ -101,6 +103,7 @@ StopNotice decode_stop(const char* data, size_t size) {
   n.status.code = static_cast<Status::Code>(rd.get<uint8_t>());
   n.status.origin_rank = rd.get<int32_t>();
   n.status.message = rd.get_string();
+  rd.expect_end();
   return n;
 }
 
@@ -131,6 +134,7 @@ std::vector<Event> decode_events(const char* data, size_t size) {
     e.dur_us = rd.get<int64_t>();
     e.bytes = rd.get<int64_t>();
   }
+  rd.expect_end();
   return es;
 }
 

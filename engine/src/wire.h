@@ -57,6 +57,10 @@ class Reader {
     return v;
   }
   bool done() const { return p_ == end_; }
+  // A message is read whole: bytes after its last field mean it is not what the reader thinks it is.
+  void expect_end() const {
+    if (!done()) throw std::runtime_error("engine message has " + std::to_string(end_ - p_) + " bytes after its end");
+  }
 
  private:
   void need(size_t n) const {
