@@ -129,7 +129,29 @@ class Planner:
             return self._change_sets()
         if self.outstanding and (len(self.outstanding) >= MAX_ASYNC or r > 0.9):
             return [self._wait(everything=self.rng.random() < 0.3)]
+        if "same_name_sets" in self.f and r > 0.88:
+            return self._same_name_in_disjoint_sets()
         return [self._op()]
+
+    def _same_name_in_disjoint_sets(self) -> list:
+        """One name in flight in several disjoint sets at once, as when each rank group trains its own model
+        under the same layer names (issue 17, sections 1 and 5)."""
+        keys = [k for k in self.sets if k != 0]
+        self.rng.shuffle(keys)
+        chosen, used = [], set()
+        for k in keys:
+            if not used & set(self.sets[k]):
+                chosen.append(k)
+                used |= set(self.sets[k])
+        if len(chosen) < 2:
+            return [self._op()]
+        name = f"f{self.ops}"
+        steps = []
+        for k in chosen:
+            op = self._op(key=k, name=name)
+            steps.append(op)
+        steps.append(self._wait(everything=True))
+        return steps
 
     def _wait(self, everything: bool = False, only_set: Optional[int] = None) -> Wait:
         keys = [k for k, op in self.outstanding.items() if only_set is None or op.set_key == only_set]
@@ -176,12 +198,13 @@ class Planner:
         return [AddSet(key, ranks)]
 
     # -- one op ---------------------------------------------------------------------------------------
-    def _op(self) -> Op:
+    def _op(self, key: Optional[int] = None, name: Optional[str] = None) -> Op:
         rng = self.rng
         index = self.ops
         self.ops += 1
         keys = sorted(self.sets)
-        key = 0 if rng.random() < 0.35 else keys[int(rng.integers(len(keys)))]
+        if key is None:
+            key = 0 if rng.random() < 0.35 else keys[int(rng.integers(len(keys)))]
         ranks = self.sets[key]
         api = self._pick([("allreduce", 30), ("allgather", 12), ("broadcast", 12), ("alltoall", 10),
                           ("reducescatter", 10), ("barrier", 3),
@@ -197,7 +220,7 @@ class Planner:
         elif api == "bad_input":
             self._bad_input(op)
         else:
-            self._collective(op)
+            self._collective(op, name)
         if op.api in ("barrier", "broadcast_object", "allgather_object") or op.error in ("ValueError", "TypeError"):
             op.mode = "sync"
         if op.mode == "sync" and key == 0 and not op.error:
@@ -234,7 +257,7 @@ class Planner:
         choices = [d for d in available_dtypes(device) if allow_bool or d != "bool"]
         return choices[int(self.rng.integers(len(choices)))]
 
-    def _collective(self, op: Op) -> None:
+    def _collective(self, op: Op, name: Optional[str] = None) -> None:
         rng, f = self.rng, self.f
         n = len(op.ranks)
         op.mode = "sync"
@@ -269,7 +292,10 @@ class Planner:
             for t in op.tensors:
                 if all(len(s) for s in t.shapes):
                     t.layout = int(rng.integers(3))
-        op.name = self._name(op)
+        if name is not None:  # in flight in other sets too: async, never a dropped handle
+            op.mode, op.name = "async", name
+        else:
+            op.name = self._name(op)
         if "mismatch" in f and n > 1 and rng.random() < 0.03:
             self._mismatch(op)
         if op.mode == "async":

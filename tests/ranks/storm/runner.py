@@ -52,6 +52,9 @@ def parse(argv: Optional[list] = None) -> argparse.Namespace:
     p.add_argument("--watchdog", type=float, default=180.0, help="seconds without progress that count as a hang")
     p.add_argument("--trace", action="store_true", help="print every step before running it")
     p.add_argument("--list-features", action="store_true", help="print the features and exit")
+    p.add_argument("--corrupt", type=int, default=None, metavar="INDEX",
+                   help="flip a bit of the first non-empty allgather, broadcast or alltoall result from op INDEX on "
+                        "(on that op's first member) before checking it: what a failure looks like")
     return p.parse_args(argv)
 
 
@@ -355,6 +358,11 @@ class Runner:
             if op.in_place and got is not passed[i]:
                 raise StormFailure(f"{what}: an in-place op returned another object than the tensor it was given")
             host = self._host(got, op.device, what)
+            if self.args.corrupt is not None and op.index >= self.args.corrupt and host.size and \
+                    self.rank == op.ranks[0] and op.api in ("allgather", "broadcast", "alltoall"):
+                host = host.copy()
+                host.reshape(-1).view(np.uint8)[0] ^= 1
+                self.args.corrupt = None
             if not op.in_place and not op.device and np.shares_memory(host, passed[i]):
                 raise StormFailure(f"{what}: the result shares memory with the input")
             ins = lambda: [data.values(seed, op.index, i, r, t.dtype, t.shapes[j], t.kind)  # noqa: E731
