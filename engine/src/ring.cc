@@ -24,7 +24,7 @@ Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, con
   const std::vector<int64_t> first = firsts(counts);
   const char* mine = in + first[me] * esz;
   if (n == 1) {
-    if (out != mine) std::memcpy(out, mine, static_cast<size_t>(counts[0]) * esz);
+    if (out != mine && counts[0] > 0) std::memcpy(out, mine, static_cast<size_t>(counts[0]) * esz);
     return Status::Ok();
   }
   const bool in_place = out == mine;
