@@ -104,6 +104,9 @@ asan-build: setup
 test-asan: asan-build
 	$(ASAN)/cmake/engine/engine_tests > $(ASAN)/engine_tests.log 2>&1 || (cat $(ASAN)/engine_tests.log; exit 1)
 	$(ASAN)/cmake/engine/engine_wire_fuzz
+	LSAN_OPTIONS=exitcode=0 UCX_MEM_EVENTS=no timeout 900 $(VENV)/bin/hvdrun -np 2 $(ASAN)/cmake/engine/engine_threads \
+		> $(ASAN)/engine_threads.log 2>&1 || (cat $(ASAN)/engine_threads.log; exit 1)
+	$(PY) tests/sanitizer_leaks.py $(ASAN)/engine_threads.log
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH JUPYTER_HVD_STORM_PYTHON=$(CURDIR)/engine/sanitizers/asan-python \
 		JUPYTER_HVD_SIM_GPU_DIR=$(CURDIR)/$(ASAN)/cmake/engine JUPYTER_HVD_STORM_OPS=$(ASAN_STORM_OPS) \
 		$(PY) -m pytest -q -p no:cacheprovider tests/test_storm.py -k "storm_on or storm_with"

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from multirank import ROOT, run_ranks
+from sanitizer_leaks import our_leaks
 
 sys.path.insert(0, str(ROOT / "tests" / "ranks"))
 from storm import model  # noqa: E402
@@ -30,9 +31,12 @@ def storm(np_: int, *flags: str, ops: int = OPS, seed: int = SEED, check: bool =
     args = ["-m", "storm", "--seed", str(seed), "--ops", str(ops), *flags]
     res = run_ranks(np_, args, timeout=timeout, env={"PYTHONPATH": str(ROOT / "tests" / "ranks")},
                     check=False, python=PYTHON)
+    replay = f"PYTHONPATH=tests/ranks .venv/bin/hvdrun -np {np_} .venv/bin/python {' '.join(args)}"
     if check and (res.returncode != 0 or "STORM_RESULT" not in res.stdout):
-        replay = f"PYTHONPATH=tests/ranks .venv/bin/hvdrun -np {np_} .venv/bin/python {' '.join(args)}"
         pytest.fail(f"the storm failed (exit {res.returncode}); replay: {replay}\n{res.stdout[-12000:]}")
+    leaked = our_leaks(res.stdout)  # under make test-asan: LeakSanitizer's reports of our allocations
+    if check and (leaked or "nanobind: leaked" in res.stdout):
+        pytest.fail(f"the storm leaked memory ({replay}):\n" + "\n".join(leaked)[-8000:] + res.stdout[-3000:])
     return res
 
 

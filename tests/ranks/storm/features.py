@@ -25,10 +25,11 @@ FEATURES: dict[str, tuple[bool, str]] = {
     "timeline": (True, "segments that write a timeline (events forwarded to rank 0)"),
     "autotune": (True, "segments with HOROVOD_AUTOTUNE=1"),
     "wrap": (True, "8-bit integer reductions that overflow (two's-complement wrap, as in numpy)"),
+    "remove_pending": (True, "removing a process set while async ops on it are not yet waited (they are waited "
+                             "after it is gone)"),
     # Known engine problems (issue 17, sections 1, 2 and 5), off until fixed:
     "same_name_sets": (False, "the same name in flight in two disjoint process sets at once (the coordinator "
                               "keys pending requests by name alone: segfault or hang)"),
-    "remove_pending": (False, "removing a process set while async ops on it are not yet waited"),
     "int_scale": (False, "prescale/postscale on integer tensors (raises TypeError; Horovod scales in float64)"),
     "nan_scale": (False, "a NaN prescale factor (factors compared with ==: spurious TensorMismatchError)"),
     "frac_splits": (False, "fractional alltoall splits must be rejected (they are truncated)"),
