@@ -105,11 +105,20 @@ std::string Coordinator::validate(const std::vector<Request>& rs) const {
   return "";
 }
 
-std::vector<Response> Coordinator::take_ready() {
-  // Names that waited for their process set to be registered may be ready now.
+void Coordinator::recheck_waiting_for_set() {
   auto waiting = std::move(waiting_for_set_);
   waiting_for_set_.clear();
   for (const auto& n : waiting) check_ready(n, pending_.at(n));
+}
+
+bool Coordinator::has_ready() {
+  // A member may submit a tensor before rank 0 has registered its set; nothing else would look at it again.
+  if (!waiting_for_set_.empty()) recheck_waiting_for_set();
+  return !ready_.empty();
+}
+
+std::vector<Response> Coordinator::take_ready() {
+  recheck_waiting_for_set();  // names that waited for their process set may be ready now
 
   std::vector<Response> singles;
   std::vector<int64_t> bytes;

@@ -31,7 +31,9 @@ class Coordinator {
   bool add_cached(int32_t rank, int32_t id, int64_t now_us);
   // Validated, fused responses for every tensor that all members have submitted.
   std::vector<Response> take_ready();
-  bool has_ready() const { return !ready_.empty(); }
+  // Whether take_ready() has something; first looks again at tensors whose process set was not yet known,
+  // since a set registered meanwhile may have made them ready.
+  bool has_ready();
   // Whether holding the ready tensors could let later ones fuse with them: each is small enough to fuse
   // and together they are below the fusion threshold. A tensor too big to fuse, or a full fusion buffer,
   // gains nothing from waiting.
@@ -51,6 +53,7 @@ class Coordinator {
     int64_t last_reported_us = 0;
   };
   void check_ready(const std::string& name, const Pending& p);
+  void recheck_waiting_for_set();
   std::string validate(const std::vector<Request>& rs) const;
 
   Membership members_;

@@ -77,6 +77,19 @@ TEST(unknown_process_set_waits) {
   CHECK(c.take_ready().empty() && c.pending() == 1);
 }
 
+TEST(a_tensor_waiting_for_its_set_is_ready_once_the_set_is_known) {
+  // A member may submit before rank 0 registered the set; no other tensor need become ready to wake it.
+  std::vector<int> late;
+  Coordinator c([&late](int32_t id) -> const std::vector<int>* { return id == 5 && !late.empty() ? &late : nullptr; },
+                1 << 20, 1 << 20, 16);
+  c.add(req(1, "w", {4}, 5), 0);
+  CHECK(!c.has_ready());
+  late = {1};
+  CHECK(c.has_ready());
+  auto rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].names[0] == "w" && c.pending() == 0);
+}
+
 TEST(shape_mismatch_is_an_error_naming_tensor_and_ranks) {
   auto c = make();
   c.add(req(0, "m", {4}), 0);

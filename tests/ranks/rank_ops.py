@@ -268,6 +268,21 @@ def test_ops_that_only_read_take_any_layout():
     np.testing.assert_array_equal(hvd.alltoall(rows), np.concatenate([rows[2 * me:2 * me + 2]] * n))
 
 
+def test_an_op_submitted_before_rank_0_has_registered_its_set(monkeypatch):
+    """A member may use a new set before rank 0 (the coordinator) has registered it: the request waits for the
+    set, and must run once it is known even if nothing else is ever submitted (it waited for ever)."""
+    from jupyter_hvd import process_sets
+
+    if hvd.rank() == 0:
+        register = process_sets._C.add_process_set
+        monkeypatch.setattr(process_sets._C, "add_process_set", lambda ranks: (time.sleep(2.0), register(ranks))[1])
+    last = hvd.add_process_set([hvd.size() - 1])
+    if last.included():
+        got = hvd.allreduce_async(np.ones(2, np.float32), op=hvd.Sum, process_set=last, name="early").wait(timeout=60)
+        np.testing.assert_array_equal(got, np.ones(2, np.float32))
+    assert hvd.remove_process_set(last)
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=str)
 def test_8bit_sums_wrap_around_at_every_size(dtype):
     """An 8-bit sum that overflows wraps, as in numpy and NCCL, however long the tensor (Open MPI's
