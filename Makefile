@@ -1,5 +1,5 @@
 # make demo: set everything up from a fresh machine and train on 2 MPI ranks (MXNet, digits).
-# make test: set everything up and run all tests (C++ engine tests, then pytest).
+# make test: set everything up and run all tests (C++ engine tests, then pytest, then both again under the sanitizers).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -127,7 +127,7 @@ test-tsan: tsan-build
 	$(TSAN_ENV) $(TSAN)/engine_tests > $(TSAN)/engine_tests.log 2>&1 || (cat $(TSAN)/engine_tests.log; exit 1)
 	$(TSAN_ENV) timeout 900 $(VENV)/bin/hvdrun -np 2 $(TSAN)/engine_threads 20
 
-test: test-cpp test-ts test-py test-numpy2
+test: test-cpp test-ts test-py test-numpy2 test-asan test-tsan
 
 # Long storms (100,000 ops at 2, 3 and 4 ranks; SOAK_ARGS="--ops N --seed S --gpu" for others), with ops/s.
 soak: setup sim-gpu

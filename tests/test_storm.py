@@ -33,7 +33,8 @@ def storm(np_: int, *flags: str, ops: int = OPS, seed: int = SEED, check: bool =
                     check=False, python=PYTHON)
     replay = f"PYTHONPATH=tests/ranks .venv/bin/hvdrun -np {np_} .venv/bin/python {' '.join(args)}"
     if check and (res.returncode != 0 or "STORM_RESULT" not in res.stdout):
-        pytest.fail(f"the storm failed (exit {res.returncode}); replay: {replay}\n{res.stdout[-12000:]}")
+        pytest.fail(f"the storm failed (exit {res.returncode}); replay: {replay} (--trace prints every step; a "
+                    f"rank that failed on its own printed the op and a shorter replay)\n{res.stdout[-12000:]}")
     leaked = our_leaks(res.stdout)  # under make test-asan: LeakSanitizer's reports of our allocations
     if check and (leaked or "nanobind: leaked" in res.stdout):
         pytest.fail(f"the storm leaked memory ({replay}):\n" + "\n".join(leaked)[-8000:] + res.stdout[-3000:])
@@ -62,7 +63,6 @@ def test_a_failure_names_the_seed_and_op_and_how_to_replay_it():
     index = found.group(1)
     assert int(index) >= 40
     assert f"--seed {SEED} --ops 300 --stop-after {index}" in res.stdout, res.stdout[-3000:]
-    assert "stopped: another rank failed" in res.stdout, res.stdout[-3000:]  # the other rank ends at once
 
 
 def test_the_plan_depends_on_the_seed_alone():

@@ -159,6 +159,7 @@ class Runner:
             self._say(f"seed {self.args.seed}, op {index}, {self.size} ranks; replay with:\n    {self.replay(index)}")
             if self.hvd.is_initialized():
                 self.hvd.abort(f"storm failure on rank {self.rank} at op {index}: {type(e).__name__}: {e}"[:2000])
+                time.sleep(1.0)  # the other ranks say where they were before mpiexec ends the job
         return 1
 
     def _report(self, elapsed: float, ops: int) -> None:
