@@ -89,8 +89,9 @@ def check_equal(got: np.ndarray, want: np.ndarray, what: str) -> None:
     if g.tobytes() != w.tobytes():
         gb, wb = g.reshape(-1).view(np.uint8), w.reshape(-1).view(np.uint8)
         first = int(np.flatnonzero(gb != wb)[0]) // g.dtype.itemsize
-        raise Mismatch(f"{what}: {int(np.count_nonzero(g.reshape(-1) != w.reshape(-1)))} of {g.size} elements "
-                       f"differ; first at flat index {first}: got {g.reshape(-1)[first]!r}, want {w.reshape(-1)[first]!r}")
+        differ = int(np.count_nonzero(g.reshape(-1) != w.reshape(-1)))
+        raise Mismatch(f"{what}: {differ} of {g.size} elements differ; first at flat index {first}: "
+                       f"got {g.reshape(-1)[first]!r}, want {w.reshape(-1)[first]!r}")
 
 
 def check_close(got: np.ndarray, want: np.ndarray, bound: np.ndarray, dtype: np.dtype, what: str) -> None:

@@ -31,7 +31,8 @@ class Tensor:
 @dataclass
 class Op:
     index: int
-    api: str               # allreduce allgather broadcast alltoall reducescatter barrier broadcast_object allgather_object
+    api: str               # allreduce allgather broadcast alltoall reducescatter barrier broadcast_object
+                           # allgather_object
     set_key: int
     ranks: tuple           # global ranks of the set, sorted
     name: Optional[str] = None  # None: unnamed; a grouped op's tensors are name.0, name.1, ...
@@ -46,13 +47,14 @@ class Op:
     mode: str = "sync"               # sync, async (waited by a later Wait) or dropped (never waited)
     device: bool = False
     error: str = ""                  # "": must succeed; else the exception every member must raise
-    skew: Optional[tuple] = None     # mismatch: (global rank, what) that rank submits differently
+    skew: Optional[tuple] = None     # (global rank, what it submits differently, its value);
+                                     # bad input: (-1, the case, None)
 
     def describe(self) -> str:
         parts = [f"op {self.index}: {'grouped_' if self.group else ''}{self.api}{'_' if self.in_place else ''}",
                  f"set {list(self.ranks)}", f"name {self.name!r}", self.mode]
         if self.tensors:
-            parts.append("tensors " + ", ".join(f"{t.dtype}{list(t.shapes)}" + (f" layout {t.layout}" if t.layout >= 0 else "")
+            parts.append("tensors " + ", ".join(f"{t.dtype}{list(t.shapes)}" + (f" layout {t.layout}" * (t.layout >= 0))
                                                 for t in self.tensors))
         if self.api in ("allreduce", "reducescatter"):
             parts.append(f"reduce {self.reduce} pre {self.pre} post {self.post}")
@@ -63,7 +65,8 @@ class Op:
         if self.device:
             parts.append("on the GPU")
         if self.error:
-            parts.append(f"expects {self.error}" + (f" (rank {self.skew[0]} differs: {self.skew[1]})" if self.skew else ""))
+            differs = f" (rank {self.skew[0]} differs: {self.skew[1]})" if self.skew else ""
+            parts.append(f"expects {self.error}{differs}")
         return ", ".join(parts)
 
 
@@ -112,6 +115,10 @@ class Planner:
 
     def first_settings(self) -> dict:
         return engine_settings.draw(self.rng, self.f, self.gpu)
+
+    def finish(self) -> "Wait":
+        """The last step: every op still outstanding."""
+        return self._wait(everything=True)
 
     # -- the sequence -------------------------------------------------------------------------------
     def steps(self) -> Iterator:
@@ -266,7 +273,9 @@ class Planner:
             op.mode = "async" if r < 0.5 else "dropped" if (r < 0.53 and "dropped" in f) else "sync"
         op.group = "groups" in f and op.api in ("allreduce", "allgather", "reducescatter") and rng.random() < 0.25
         op.device = self.gpu and rng.random() < 0.4
-        count = int(rng.integers(1, 7)) if op.group and rng.random() < 0.9 else int(rng.integers(7, 25)) if op.group else 1
+        count = 1
+        if op.group:  # mostly a few tensors, sometimes many
+            count = int(rng.integers(1, 7)) if rng.random() < 0.9 else int(rng.integers(7, 25))
         if op.api == "allreduce":
             op.reduce = int(rng.integers(5))
         elif op.api == "reducescatter":

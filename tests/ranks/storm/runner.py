@@ -135,7 +135,7 @@ class Runner:
                 current = step
                 self._step(step)
             current = None
-            self._step(self.planner._wait(everything=True))
+            self._step(self.planner.finish())
             hvd.barrier()
             elapsed = time.perf_counter() - start
             self._end_segment()
@@ -310,7 +310,9 @@ class Runner:
             p = self.pending.pop(mine[int(k)])
             self.step_text = f"waiting for {p.op.describe()}"
             self.beat = time.monotonic()
-            wait = p.handle.wait if self.rng_for(p.op.index, 1).random() < 0.5 else (lambda h=p.handle: self.hvd.synchronize(h))
+            wait = p.handle.wait
+            if self.rng_for(p.op.index, 1).random() < 0.5:
+                wait = lambda h=p.handle: self.hvd.synchronize(h)  # noqa: E731 - Horovod's spelling
             self.current_op = p.op
             self.op_index = max(self.op_index, p.op.index)
             self._expect(p.op, wait, p.passed)
