@@ -1,5 +1,5 @@
 # make demo: set everything up from a fresh machine and train on 2 MPI ranks (MXNet, digits).
-# make test: set everything up and run all tests (C++ engine tests, then pytest).
+# make test: set everything up and run all tests (C++ engine tests, then pytest, then both again under the sanitizers).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -13,7 +13,7 @@ FRONTEND_OUT := jupyter_hvd/labextension/package.json
 FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*/*.ts) $(FRONTEND)/style/panel.css $(FRONTEND)/package.json
 
 .PHONY: setup demo test engine-build test-cpp sim-gpu test-ts test-py test-numpy2 browser hosts-packages test-hosts \
-	bench bench-hosts gpu-wheels gpu-ptx clean
+	bench bench-hosts gpu-wheels gpu-ptx clean asan-build test-asan tsan-build test-tsan soak
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,8 @@ engine-build: setup
 test-cpp: engine-build
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/engine -j2
 	build/engine/engine_tests
+	build/engine/engine_wire_fuzz
+	timeout 600 $(VENV)/bin/hvdrun -np 2 build/engine/engine_threads
 
 # The simulated CUDA device and NCCL (engine/sim) that tests/test_gpu.py runs the GPU path on.
 sim-gpu: engine-build
@@ -90,7 +92,57 @@ test-numpy2: setup $(NP2)/.deps-installed
 	cd $(NP2)/tree && PATH=$(CURDIR)/$(NP2)/venv/bin:$$PATH ../venv/bin/python -m pytest -q -p no:cacheprovider \
 		tests/test_engine.py tests/test_monitor.py
 
-test: test-cpp test-ts test-py test-numpy2 test-hosts
+# Sanitizers: the engine, _C and the simulated GPU built again, apart from the normal build (build/asan and
+# build/tsan; neither touches build/engine or .venv). test-asan runs the C++ tests and a short storm under
+# AddressSanitizer + UndefinedBehaviorSanitizer: the ranks' Python is build/asan/venv (.venv's packages,
+# with an instrumented jupyter_hvd) run by engine/sanitizers/asan-python, which preloads the ASan runtime.
+# test-tsan runs the C++ tests and the 2-rank C++ engine harness under ThreadSanitizer.
+ASAN := build/asan
+ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SAN_CMAKE = -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g $(1)" -DCMAKE_EXE_LINKER_FLAGS="$(1)" \
+	-DCMAKE_SHARED_LINKER_FLAGS="$(1)" -DCMAKE_MODULE_LINKER_FLAGS="$(1)" -DJHVD_MXNET_INCLUDE= \
+	-DPython_EXECUTABLE=$(CURDIR)/$(PY)
+SAN_TARGETS := engine_tests engine_wire_fuzz engine_threads jhvd_sim_cudart jhvd_sim_cuda jhvd_sim_nccl
+
+asan-build: setup
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S . -B $(ASAN)/cmake $(call SAN_CMAKE,$(ASAN_FLAGS)) > /dev/null
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build $(ASAN)/cmake -j2 --target _C $(SAN_TARGETS)
+	test -x $(ASAN)/venv/bin/python || $(PY) -m venv --without-pip $(ASAN)/venv
+	site=$$($(ASAN)/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && \
+	rm -rf $$site/jupyter_hvd && cp -r jupyter_hvd $$site/ && cp $(ASAN)/cmake/csrc/_C.*.so $$site/jupyter_hvd/ && \
+	$(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > $$site/dev-venv.pth
+
+test-asan: asan-build
+	$(ASAN)/cmake/engine/engine_tests > $(ASAN)/engine_tests.log 2>&1 || (cat $(ASAN)/engine_tests.log; exit 1)
+	$(ASAN)/cmake/engine/engine_wire_fuzz
+	LSAN_OPTIONS=exitcode=0 UCX_MEM_EVENTS=no timeout 900 $(VENV)/bin/hvdrun -np 2 $(ASAN)/cmake/engine/engine_threads \
+		> $(ASAN)/engine_threads.log 2>&1 || (cat $(ASAN)/engine_threads.log; exit 1)
+	$(PY) tests/sanitizer_leaks.py $(ASAN)/engine_threads.log
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH JUPYTER_HVD_STORM_PYTHON=$(CURDIR)/engine/sanitizers/asan-python \
+		JUPYTER_HVD_SIM_GPU_DIR=$(CURDIR)/$(ASAN)/cmake/engine JUPYTER_HVD_STORM_OPS=$(ASAN_STORM_OPS) \
+		$(PY) -m pytest -q -p no:cacheprovider tests/test_storm.py -k "storm_on or storm_with"
+ASAN_STORM_OPS ?= 1000
+
+TSAN := build/tsan
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+# UCX's memory hooks (libucm, loaded with Open MPI) crash under TSan's interceptors as threads exit, and PMIx's
+# shared-memory store wants a fixed address inside TSan's shadow memory: both are turned off for these runs.
+TSAN_ENV := TSAN_OPTIONS="suppressions=$(CURDIR)/engine/sanitizers/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
+	UCX_MEM_EVENTS=no PMIX_MCA_gds=hash
+
+tsan-build: setup
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S engine -B $(TSAN) $(call SAN_CMAKE,$(TSAN_FLAGS)) > /dev/null
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build $(TSAN) -j2 --target $(SAN_TARGETS)
+
+test-tsan: tsan-build
+	$(TSAN_ENV) $(TSAN)/engine_tests > $(TSAN)/engine_tests.log 2>&1 || (cat $(TSAN)/engine_tests.log; exit 1)
+	$(TSAN_ENV) timeout 900 $(VENV)/bin/hvdrun -np 2 $(TSAN)/engine_threads 20
+
+test: test-cpp test-ts test-py test-numpy2 test-hosts test-asan test-tsan
+
+# Long storms (100,000 ops at 2, 3 and 4 ranks; SOAK_ARGS="--ops N --seed S --gpu" for others), with ops/s.
+soak: setup sim-gpu
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tests/storm_soak.py $(SOAK_ARGS)
 
 bench: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) benchmarks/allreduce_bench.py

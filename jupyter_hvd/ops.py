@@ -285,6 +285,11 @@ def _split_counts(splits: Any) -> list:
     return [int(s) for s in arr.reshape(-1)]
 
 
+def _received_rows(rows: list) -> np.ndarray:
+    """The rows received from each rank: int32, as Horovod returns them, or int64 where one is past 2^31."""
+    return np.asarray(rows, dtype=np.int32 if max(rows, default=0) < 2**31 else np.int64)
+
+
 def alltoall_async(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional[str] = None,
                    process_set: ProcessSet = global_process_set) -> Handle:
     """Start an alltoall: rows splits[i] of ``tensor`` go to the i-th member of the set."""
@@ -304,7 +309,7 @@ def alltoall_async(tensor: Any, splits: Optional[Sequence[int]] = None, name: Op
 
     def finish(native: Any) -> Any:
         out = _engine_output(arr)(native)
-        return (out, np.asarray(native.received_splits, dtype=np.int32)) if want_splits else out
+        return (out, _received_rows(native.received_splits)) if want_splits else out
 
     return _enqueue(_ALLTOALL, "alltoall", [arr], [None], [name], process_set, [finish], splits=split_list)
 

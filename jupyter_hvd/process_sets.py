@@ -37,8 +37,6 @@ class ProcessSet:
 
 global_process_set = ProcessSet([])
 _registered: dict[int, ProcessSet] = {}
-
-
 def on_init() -> None:
     """Bind the global set to the new engine."""
     global_process_set.ranks = list(range(_C.topology()[1]))

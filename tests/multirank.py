@@ -11,9 +11,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_ranks(np_: int, args: list, timeout: float = 120, env: dict | None = None,
-              check: bool = True) -> subprocess.CompletedProcess:
-    """Run ``python args...`` on ``np_`` ranks; fail the test on timeout (or non-zero exit if check)."""
-    cmd = [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", "-np", str(np_), sys.executable, *args]
+              check: bool = True, python: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``python args...`` on ``np_`` ranks; fail the test on timeout (or non-zero exit if check).
+    ``python``: the ranks' interpreter (default: this one)."""
+    cmd = [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", "-np", str(np_), python or sys.executable, *args]
     full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)

@@ -119,14 +119,23 @@ std::string Coordinator::validate(const std::vector<Request>& rs, const std::vec
   return "";
 }
 
-std::vector<Response> Coordinator::take_ready() {
-  // Tensors that waited for their process set to be registered may be ready now.
+void Coordinator::recheck_waiting_for_set() {
   auto waiting = std::move(waiting_for_set_);
   waiting_for_set_.clear();
   for (const auto& k : waiting) {
     auto it = pending_.find(k);
     if (it != pending_.end()) check_ready(k, it->second);
   }
+}
+
+bool Coordinator::has_ready() {
+  // A member may submit a tensor before rank 0 has registered its set; nothing else would look at it again.
+  if (!waiting_for_set_.empty()) recheck_waiting_for_set();
+  return !ready_.empty();
+}
+
+std::vector<Response> Coordinator::take_ready() {
+  recheck_waiting_for_set();  // tensors that waited for their process set may be ready now
 
   std::vector<Response> singles;
   std::vector<int64_t> bytes;
@@ -146,7 +155,10 @@ std::vector<Response> Coordinator::take_ready() {
       r.error = op_name(a.spec.op) + std::string(" of tensor ") + describe_key(key) + ": " + err;
       r.cache_ids = {-1};
     } else {
-      r.cache_ids = {cache_.assign(a)};
+      // An id stands for one signature on every rank, so members whose requests differ (allgather and
+      // alltoall first dimensions) get none: a worker's id would bring rank 0's shape back as its own.
+      const bool alike = std::all_of(rs.begin(), rs.end(), [&a](const Request& q) { return q.same_signature(a); });
+      r.cache_ids = {alike ? cache_.assign(a) : -1};
       // Every member learns the others' first dimensions here, not from a collective of its own.
       if (a.spec.op == OpType::Allgather)
         for (const Request& q : rs) r.rows.push_back(q.shape[0]);

@@ -36,7 +36,9 @@ class Coordinator {
   void drop_set(int32_t id);
   // Validated, fused responses for every tensor that all members have submitted.
   std::vector<Response> take_ready();
-  bool has_ready() const { return !ready_.empty(); }
+  // Whether take_ready() has something; first looks again at tensors whose process set was not yet known,
+  // since a set registered meanwhile may have made them ready.
+  bool has_ready();
   // Whether holding the ready tensors could let later ones fuse with them: each is small enough to fuse
   // and together they are below the fusion threshold. A tensor too big to fuse, or a full fusion buffer,
   // gains nothing from waiting.
@@ -57,6 +59,7 @@ class Coordinator {
     bool ready = false;  // in ready_ already
   };
   void check_ready(const TensorKey& key, Pending& p);
+  void recheck_waiting_for_set();
   std::string validate(const std::vector<Request>& rs, const std::vector<int>& ranks) const;
 
   Membership members_;

@@ -19,6 +19,14 @@ void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
   }
 }
 
+// Sums of 8-bit integers that wrap around, as numpy, NCCL and MPI's scalar loop do. In two's complement
+// int8 and uint8 add alike, so one unsigned (well-defined) addition serves both.
+void wrap_sum8(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const uint8_t*>(in);
+  auto* b = static_cast<uint8_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = static_cast<uint8_t>(a[i] + b[i]);
+}
+
 int op_index(ReduceOp r) {
   switch (r) {
     case ReduceOp::Sum: case ReduceOp::Average: return 0;
@@ -67,6 +75,7 @@ Reductions::Reductions() {
        half_op<bf16_to_float, float_to_bf16, 2>, half_op<bf16_to_float, float_to_bf16, 3>}};
   for (int d = 0; d < 2; ++d)
     for (int k = 0; k < 4; ++k) MPI_Op_create(fns[d][k], 1, &half_ops_[d][k]);
+  MPI_Op_create(wrap_sum8, 1, &wrap_sum8_);
 }
 
 Reductions::~Reductions() {
@@ -75,6 +84,7 @@ Reductions::~Reductions() {
   if (finalized) return;
   for (auto& row : half_ops_)
     for (auto& op : row) MPI_Op_free(&op);
+  MPI_Op_free(&wrap_sum8_);
 }
 
 MPI_Datatype Reductions::type(DataType t) const {
@@ -95,6 +105,8 @@ MPI_Op Reductions::op(DataType t, ReduceOp r) const {
   if (t == DataType::Float16) return half_ops_[0][op_index(r)];
   if (t == DataType::BFloat16) return half_ops_[1][op_index(r)];
   if (t == DataType::Bool) return (r == ReduceOp::Min || r == ReduceOp::Product) ? MPI_LAND : MPI_LOR;
+  if ((t == DataType::UInt8 || t == DataType::Int8) && (r == ReduceOp::Sum || r == ReduceOp::Average))
+    return wrap_sum8_;
   switch (r) {
     case ReduceOp::Sum: case ReduceOp::Average: return MPI_SUM;
     case ReduceOp::Min: return MPI_MIN;

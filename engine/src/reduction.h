@@ -9,7 +9,8 @@
 
 namespace hvd {
 
-// Owns the MPI user ops for float16/bfloat16; create after MPI_Init, destroy before finalize.
+// Owns the MPI user ops for float16/bfloat16 and 8-bit integer sums; create after MPI_Init, destroy
+// before finalize.
 class Reductions {
  public:
   Reductions();
@@ -22,6 +23,9 @@ class Reductions {
 
  private:
   MPI_Op half_ops_[2][4];  // [float16, bfloat16][Sum/Average, Min, Max, Product]
+  // Sums of uint8 and int8 that wrap around: Open MPI 5's AVX MPI_SUM saturates 8-bit integers in
+  // its vector loop (32 elements and more) and wraps the rest, so a result would depend on its size.
+  MPI_Op wrap_sum8_;
 };
 
 // buf[i] *= factor for `count` elements of `t`: integers in double, truncated toward zero and saturated

@@ -54,7 +54,7 @@ Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, con
   const int n = static_cast<int>(counts.size());
   const std::vector<int64_t> first = firsts(counts);
   if (n == 1) {
-    if (out != in) std::memcpy(out, in, static_cast<size_t>(counts[0]) * esz);
+    if (out != in && counts[0] > 0) std::memcpy(out, in, static_cast<size_t>(counts[0]) * esz);
     return Status::Ok();
   }
   // Slice j of every block is its elements [j * max_count, (j + 1) * max_count): every rank makes the same

@@ -44,6 +44,26 @@ TEST(an_allgather_response_carries_every_members_rows_in_rank_order) {
   CHECK((rs[0].rows == std::vector<int64_t>{3, 0, 5}));
 }
 
+TEST(requests_that_differ_across_ranks_get_no_cache_id) {
+  // A cache id stands for one signature: the coordinator's is rank 0's request, so an allgather whose
+  // members' first dimensions differ must not get one (a worker's cached id would then mean rank 0's rows).
+  auto c = make();
+  for (int rank : {0, 1, 2}) {
+    Request q = req(rank, "g", {rank == 1 ? 0 : 3, 7});
+    q.spec.op = OpType::Allgather;
+    c.add(q, 0);
+  }
+  auto rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].cache_ids[0] == -1 && (rs[0].rows == std::vector<int64_t>{3, 0, 3}));
+  for (int rank : {0, 1, 2}) {
+    Request q = req(rank, "g", {3, 7});
+    q.spec.op = OpType::Allgather;
+    c.add(q, 0);
+  }
+  rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].cache_ids[0] >= 0);  // alike: cached as usual
+}
+
 TEST(process_set_members_only) {
   auto c = make();
   c.add(req(0, "p", {4}, 1), 0);
@@ -55,6 +75,19 @@ TEST(unknown_process_set_waits) {
   auto c = make();
   c.add(req(0, "u", {4}, 7), 0);
   CHECK(c.take_ready().empty() && c.pending() == 1);
+}
+
+TEST(a_tensor_waiting_for_its_set_is_ready_once_the_set_is_known) {
+  // A member may submit before rank 0 registered the set; no other tensor need become ready to wake it.
+  std::vector<int> late;
+  Coordinator c([&late](int32_t id) -> const std::vector<int>* { return id == 5 && !late.empty() ? &late : nullptr; },
+                1 << 20, 1 << 20, 16);
+  c.add(req(1, "w", {4}, 5), 0);
+  CHECK(!c.has_ready());
+  late = {1};
+  CHECK(c.has_ready());
+  auto rs = c.take_ready();
+  CHECK(rs.size() == 1 && rs[0].names[0] == "w" && c.pending() == 0);
 }
 
 TEST(shape_mismatch_is_an_error_naming_tensor_and_ranks) {

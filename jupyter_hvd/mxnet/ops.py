@@ -174,7 +174,7 @@ def alltoall(tensor: NDArray, splits: Optional[Union[NDArray, Sequence[int]]] = 
              priority: int = 0, process_set: ProcessSet = global_process_set) -> Union[NDArray, Tuple[NDArray, NDArray]]:
     """Send rows ``splits[i]`` of ``tensor`` to the i-th rank of the set and gather what they send.
 
-    Returns the gathered NDArray, and with ``splits`` also the int32 rows received from each rank.
+    Returns the gathered NDArray, and with ``splits`` also the int32 rows received from each rank (int64 past 2^31).
     Synchronous: waits for ``tensor``, then for the result (its size depends on every rank).
     """
     _require_init()
@@ -185,7 +185,7 @@ def alltoall(tensor: NDArray, splits: Optional[Union[NDArray, Sequence[int]]] = 
     if splits is None:
         return _like(res, tensor)
     out, received = res
-    return _like(out, tensor), mx.nd.array(received, ctx=mx.cpu(), dtype=np.int32)
+    return _like(out, tensor), mx.nd.array(received, ctx=mx.cpu(), dtype=received.dtype)
 
 
 def reducescatter(tensor: NDArray, op: int = Average, name: Optional[str] = None, priority: int = 0,

@@ -352,7 +352,7 @@ def _splits_list(splits: Any) -> Optional[Sequence[int]]:
 def alltoall_async(tensor: torch.Tensor, splits: Optional[Union[torch.Tensor, Sequence[int]]] = None,
                    name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> Handle:
     """Start an alltoall: rows ``splits[i]`` of ``tensor`` go to the i-th rank of the set (equal blocks without
-    splits). synchronize() returns (the gathered tensor, the int32 rows received from each rank)."""
+    splits). synchronize() returns (the gathered tensor, the int32 rows received from each rank, int64 past 2^31)."""
     check_tensors([tensor], "alltoall")
     array = engine_array(tensor, "alltoall")
     sizes, n = _splits_list(splits), process_set.size()
@@ -362,7 +362,7 @@ def alltoall_async(tensor: torch.Tensor, splits: Optional[Union[torch.Tensor, Se
 
     def result(r: Tuple[Any, np.ndarray]) -> Tuple[torch.Tensor, torch.Tensor]:
         out, received = r
-        return to_torch(out, tensor), torch.from_numpy(np.asarray(received, dtype=np.int32))
+        return to_torch(out, tensor), torch.from_numpy(received)
 
     return Handle(handle, result)
 

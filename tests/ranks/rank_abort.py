@@ -124,3 +124,25 @@ def test_init_registers_process_sets_and_takes_dynamic():
     with pytest.raises(ValueError, match="'dynamic'"):
         hvd.init(process_sets="static")
     hvd.init()
+
+
+def test_unnamed_ops_on_a_set_id_used_again_after_a_restart():
+    """Set ids start again at 1 with each engine; unnamed ops are numbered per set id, so the numbering must
+    start again too: a rank that had used the earlier set 1 named its ops differently from the new set's
+    other members, and both waited for ever."""
+    n = hvd.size()
+    if n < 3:
+        pytest.skip("needs a set of two ranks that is not the global set")
+    hvd.barrier()
+    last = hvd.add_process_set([n - 1])
+    if last.included():
+        hvd.barrier(process_set=last)
+        hvd.allreduce(np.ones(2), process_set=last)
+    hvd.barrier()  # a shutdown stops every rank's engine: only once all are done
+    recover()
+    pair = hvd.add_process_set([n - 2, n - 1])  # the id `last` had; only rank n - 1 used it before
+    if pair.included():
+        got = hvd.allreduce_async(np.ones(2), op=hvd.Sum, process_set=pair).wait(timeout=60)
+        np.testing.assert_array_equal(got, np.full(2, 2))
+        hvd.barrier(process_set=pair)
+    hvd.barrier()

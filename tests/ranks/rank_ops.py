@@ -126,6 +126,15 @@ def test_allgather_varying_first_dim(sets, dtype):
         np.testing.assert_array_equal(got, want)
 
 
+def test_allgather_repeated_under_one_name_with_rows_that_differ_per_rank():
+    """Each rank's own first dimension, every step: a cached repeat must not stand for rank 0's rows."""
+    n = hvd.size()
+    for step in range(4):
+        x = np.full((1 if hvd.rank() == 0 else 3, 2), step, np.int32)
+        got = hvd.allgather(x, name="ag.rows")
+        assert got.shape == (1 + 3 * (n - 1), 2) and (got == step).all(), (step, got.shape)
+
+
 @pytest.mark.skipif(int(os.environ.get("HOROVOD_FUSION_THRESHOLD", 1 << 27)) < 1024, reason="the group does not fit")
 def test_a_group_is_one_collective_however_the_ranks_are_timed():
     """A group's tensors reach the engine at once, so they negotiate and run as one collective."""
@@ -257,6 +266,36 @@ def test_ops_that_only_read_take_any_layout():
     np.testing.assert_array_equal(base, np.arange(24, dtype=np.float32).reshape(4, 6) + me)  # inputs untouched
     rows = np.arange(2 * n * 3, dtype=np.float32).reshape(3, 2 * n).T  # 2n rows, not contiguous
     np.testing.assert_array_equal(hvd.alltoall(rows), np.concatenate([rows[2 * me:2 * me + 2]] * n))
+
+
+def test_an_op_submitted_before_rank_0_has_registered_its_set(monkeypatch):
+    """A member may use a new set before rank 0 (the coordinator) has registered it: the request waits for the
+    set, and must run once it is known even if nothing else is ever submitted (it waited for ever)."""
+    from jupyter_hvd import process_sets
+
+    if hvd.rank() == 0:
+        register = process_sets._C.add_process_set
+        monkeypatch.setattr(process_sets._C, "add_process_set", lambda ranks: (time.sleep(2.0), register(ranks))[1])
+    last = hvd.add_process_set([hvd.size() - 1])
+    if last.included():
+        got = hvd.allreduce_async(np.ones(2, np.float32), op=hvd.Sum, process_set=last, name="early").wait(timeout=60)
+        np.testing.assert_array_equal(got, np.ones(2, np.float32))
+    assert hvd.remove_process_set(last)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=str)
+def test_8bit_sums_wrap_around_at_every_size(dtype):
+    """An 8-bit sum that overflows wraps, as in numpy and NCCL, however long the tensor (Open MPI's
+    vectorised MPI_SUM saturated from 32 elements on: 100 + 100 gave 127 in int8)."""
+    for count in (5, 31, 32, 33, 64, 1000, 100003):
+        x = np.full(count, 100, dtype)
+        want = np.full(count, 100 * hvd.size(), np.int64).astype(dtype)
+        np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Sum, name=f"wrap.{count}"), want)
+        np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Average, name=f"wrap.avg.{count}"),
+                                      want.astype(np.int64) // hvd.size() if dtype == np.uint8 else
+                                      np.trunc(want.astype(np.float64) / hvd.size()).astype(dtype))
+        rows = np.full((hvd.size(), count), 100, dtype)
+        np.testing.assert_array_equal(hvd.reducescatter(rows, op=hvd.Sum, name=f"wrap.rs.{count}"), want[None])
 
 
 def test_topology():
