@@ -24,9 +24,9 @@ void copy(void* dst, const void* src, int64_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
 }
 
-// Rank 0 sends the response and starts at once; the others start once they have read it. So led, ring
-// allreduces ran 25-30% slower on 2 ranks (Open MPI's at 4 MiB, against MPI_Allreduce called directly;
-// ours at 32 MiB) and ring reducescatters about 10%; meeting at a barrier first takes that away.
+// Rank 0 sends the response and starts at once; the others start once they have read it. So led, large
+// ring allreduces and reducescatters run slower than when every rank starts together (the benchmark's
+// JSON lines show by how much); meeting at a barrier first takes that away.
 Status sync_before_reduction(CollectiveContext& c, int64_t bytes) {
   if (c.sync_reduce_bytes <= 0 || bytes < c.sync_reduce_bytes) return Status::Ok();
   return mpi_status(MPI_Barrier(c.set.comm), "MPI_Barrier");
@@ -39,18 +39,18 @@ Status allreduce_into(CollectiveContext& c, const Response& r, const void* in, v
   MPI_Op op = c.reductions.op(r.spec.dtype, r.spec.reduce);
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
-  size_t es = dtype_size(r.spec.dtype);
-  if (Status s = sync_before_reduction(c, count * static_cast<int64_t>(es)); !s.ok()) return s;
+  size_t element_size = dtype_size(r.spec.dtype);
+  if (Status s = sync_before_reduction(c, count * static_cast<int64_t>(element_size)); !s.ok()) return s;
   const int ranks = static_cast<int>(c.set.ranks.size()), me = c.set.rank_in_set(c.global_rank);
   for (int64_t off = 0; off < count; off += c.piece()) {
     int n = static_cast<int>(std::min(c.piece(), count - off));
-    // For large buffers Open MPI picks Rabenseifner's algorithm, which took 2.3x as long as a plain ring
-    // on 32 MiB over 2 ranks here.
-    bool ring = ranks > 1 && c.ring_allreduce_bytes > 0 && n * static_cast<int64_t>(es) >= c.ring_allreduce_bytes;
-    const void* send = in == out ? MPI_IN_PLACE : src + off * es;
-    Status s = ring ? ring_allreduce(c.set.comm, me, ranks, src + off * es, dst + off * es, n, t, op, es,
+    // For large buffers Open MPI picks Rabenseifner's algorithm, slower than a plain ring on few ranks
+    // (benchmarks/allreduce_bench.py measures both).
+    bool ring = ranks > 1 && c.ring_allreduce_bytes > 0 && n * static_cast<int64_t>(element_size) >= c.ring_allreduce_bytes;
+    const void* send = in == out ? MPI_IN_PLACE : src + off * element_size;
+    Status s = ring ? ring_allreduce(c.set.comm, me, ranks, src + off * element_size, dst + off * element_size, n, t, op, element_size,
                                      c.ring_buffer)
-                    : mpi_status(MPI_Allreduce(send, dst + off * es, n, t, op, c.set.comm), "MPI_Allreduce");
+                    : mpi_status(MPI_Allreduce(send, dst + off * element_size, n, t, op, c.set.comm), "MPI_Allreduce");
     if (!s.ok()) return s;
   }
   return Status::Ok();
@@ -124,13 +124,13 @@ void* output_of(TensorEntry& e, int64_t nbytes, std::vector<int64_t> shape) {
 
 Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es) {
   const int n = static_cast<int>(c.set.ranks.size());
-  const size_t esz = dtype_size(r.spec.dtype);
+  const size_t element_size = dtype_size(r.spec.dtype);
   if (es.size() == 1) {  // no fusion buffer: reduce in the output itself
     TensorEntry& e = *es[0];
     int64_t count = e.request.num_elements();
     const void* in = e.input;
     if (r.spec.prescale != 1.0) {  // scale a copy, in the output: the caller's input stays untouched
-      if (e.output != e.input) copy(e.output, e.input, count * static_cast<int64_t>(esz));
+      if (e.output != e.input) copy(e.output, e.input, count * static_cast<int64_t>(element_size));
       scale_buffer(r.spec.dtype, e.output, count, r.spec.prescale);
       in = e.output;
     }
@@ -149,7 +149,7 @@ Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<Tensor
     copy(buf + off, e->input, e->request.num_bytes());
     off += e->request.num_bytes();
   }
-  int64_t count = total / static_cast<int64_t>(esz);
+  int64_t count = total / static_cast<int64_t>(element_size);
   scale_buffer(r.spec.dtype, buf, count, r.spec.prescale);
   c.record(Phase::MemcpyIn, t0);
   int64_t t1 = now_us();
@@ -260,8 +260,8 @@ Status run_reducescatter(CollectiveContext& c, const Response& r, TensorEntry& e
   }
   int64_t t0 = now_us();
   if (Status s = sync_before_reduction(c, q.num_bytes()); !s.ok()) return s;
-  // Open MPI 5's MPI_Reduce_scatter took 1.3x (4 MiB) to 2x (32 MiB) an allreduce of the same bytes here;
-  // the ring, half of a ring allreduce, took 0.9x (4 MiB) and 0.25x (32 MiB).
+  // Open MPI 5's MPI_Reduce_scatter takes longer than an allreduce of the same bytes; the ring, half of a
+  // ring allreduce, takes less (benchmarks/allreduce_bench.py compares them with MPI_Reduce_scatter).
   Status s = ring_reduce_scatter(c.set.comm, me, static_cast<const char*>(in), static_cast<char*>(out), counts,
                                  c.reductions.type(q.spec.dtype), c.reductions.op(q.spec.dtype, r.spec.reduce),
                                  dtype_size(q.spec.dtype), c.piece(), c.ring_buffer);

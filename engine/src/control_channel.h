@@ -1,5 +1,5 @@
-// Non-blocking point-to-point messages between engine threads (requests, responses, aborts,
-// timeline batches). Sends never block, so two ranks sending to each other cannot deadlock.
+// The engine's transport over MPI: non-blocking point-to-point messages between engine threads
+// (requests, responses, aborts, timeline batches) on the engine's control communicator.
 #pragma once
 
 #include <mpi.h>
@@ -8,35 +8,25 @@
 #include <optional>
 #include <vector>
 
+#include "transport.h"
+
 namespace hvd {
 
-// kAbort and kShutdown carry the same stop notice; only an abort may cut short a collective
-// already running, and the tags let a waiting rank see one without taking it (pending).
-enum Tag : int { kRequests = 1, kResponses = 2, kAbort = 3, kTimeline = 4, kShutdown = 5 };
-
-struct Message {
-  int source = -1;
-  int tag = 0;  // one of Tag
-  std::vector<char> bytes;
-};
-
-class ControlChannel {
+class ControlChannel final : public Transport {
  public:
   // `epoch` tells this engine's messages from those an earlier engine on the same ranks left
   // unread (a peer's last notices can outlive the engine they were meant for): those are dropped.
   ControlChannel(MPI_Comm comm, int epoch);
-  ~ControlChannel();
+  ~ControlChannel() override;
   ControlChannel(const ControlChannel&) = delete;
   ControlChannel& operator=(const ControlChannel&) = delete;
 
   // Throws WireError for a message too long for one MPI send.
-  void send(int dest, int tag, std::vector<char> bytes);
-  std::optional<Message> poll();
-  // Whether a message with `tag` has arrived, left for poll() to take.
-  bool pending(int tag) const;
-  // Frees the buffers of sends that have completed.
-  void reap();
-  bool idle() const { return inflight_.empty(); }
+  void send(int dest, int tag, std::vector<char> bytes) override;
+  std::optional<Message> poll() override;
+  bool pending(int tag) const override;
+  void reap() override;
+  bool idle() const override { return inflight_.empty(); }
 
  private:
   struct Inflight {

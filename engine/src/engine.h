@@ -1,5 +1,11 @@
 // The per-process engine: one background thread owns all communication. Callers enqueue
 // named operations from any thread and wait on handles; rank 0 also coordinates.
+//
+// Its methods live in files named for their concern: engine.cc (start, stop, process sets),
+// enqueue.cc (the caller-side checks), engine_loop.cc (the loop, message dispatch, negotiation and
+// execution), stop_protocol.cc (abort and shutdown across ranks), engine_timeline.cc (events, the
+// trace file, autotuning's marks). It reaches other ranks through engine_wiring.h's transport and
+// data plane, so tests can run several engines in one process without MPI.
 #pragma once
 
 #include <mpi.h>
@@ -16,34 +22,31 @@
 
 #include "autotuner.h"
 #include "config.h"
-#include "control_channel.h"
 #include "coordinator.h"
+#include "data_plane.h"
+#include "engine_wiring.h"
 #include "metrics.h"
 #include "process_sets.h"
-#include "reduction.h"
 #include "response_cache.h"
+#include "stall_inspector.h"
 #include "tensor_entry.h"
 #include "timeline.h"
 #include "trace_writer.h"
+#include "transport.h"
 
 namespace hvd {
-namespace gpu {
-class GpuCollectives;
-}
 
 // Thrown by enqueue and the process-set calls for problems the caller can fix.
 struct InvalidArgument : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-struct Topology {
-  int rank = 0, size = 1, local_rank = 0, local_size = 1, cross_rank = 0, cross_size = 1;
-};
-
 class Engine {
  public:
   // Starts on duplicates of `comm`; MPI must already be initialised with MPI_THREAD_MULTIPLE.
   Engine(MPI_Comm comm, Config config);
+  // Starts on `wiring` (mpi_wiring.h, or the tests' in-process transport and data plane).
+  Engine(EngineWiring wiring, Config config);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -73,7 +76,7 @@ class Engine {
   void start_timeline(const std::string& path, bool mark_cycles);
   void stop_timeline();
   std::vector<Event> drain_events(uint64_t since, size_t max, uint64_t* dropped) const {
-    return ring_.drain(since, max, dropped);
+    return events_.drain(since, max, dropped);
   }
 
  private:
@@ -90,7 +93,7 @@ class Engine {
   void coordinate(bool got_requests);
   void distribute(std::vector<Response> responses);
   void execute(const Response& r);
-  Status run(const Response& r, std::vector<TensorEntry*>& es, const ProcessSet& set);
+  Status run(const Response& r, std::vector<TensorEntry*>& entries, const ProcessSet& set);
   void begin_stop(const Status& s);   // this rank starts a stop (abort or shutdown)
   void finish_stop();                 // fail what is left; the loop ends
   void periodic(int64_t now);
@@ -99,21 +102,22 @@ class Engine {
   void record(Phase p, const std::string& name, const char* op, int64_t start, int64_t bytes, int64_t end = -1);
   void fail(TensorEntry& e, const Status& s);
   void apply(const TunedParams& p);  // rank 0: fusion threshold and cycle time from now on
-  void autotune(const Response& r, const std::vector<TensorEntry*>& es);  // rank 0: a response's measure
+  void autotune(const Response& r, const std::vector<TensorEntry*>& entries);  // rank 0: a response's measure
+  bool abandoned() const;  // a running collective must stop: this rank aborts, or a peer's abort has arrived
 
   Config config_;
   Topology topo_;
-  MPI_Comm ctrl_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, admin_ = MPI_COMM_NULL;
-  std::unique_ptr<Reductions> reductions_;
-  std::unique_ptr<ControlChannel> channel_;
+  MPI_Comm admin_ = MPI_COMM_NULL;  // process sets' parent communicator
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<DataPlane> data_plane_;
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   std::unique_ptr<Autotuner> tuner_;          // rank 0, with HOROVOD_AUTOTUNE=1
   ProcessSetTable sets_;
   std::atomic<int32_t> next_set_id_{1};
   ResponseCache cache_;
   Metrics metrics_;
-  EventRing ring_;
-  std::unique_ptr<gpu::GpuCollectives> gpu_;  // GPU tensors; touches CUDA only once one arrives
+  EventLog events_;
+  StallInspector stalls_;
   std::atomic<int> gpu_device_{-1};           // the one CUDA device of this rank's GPU tensors
 
   // Shared with callers.
@@ -130,8 +134,6 @@ class Engine {
   // Engine thread only.
   std::unordered_map<TensorKey, TensorEntry, TensorKeyHash> table_;
   std::vector<Response> exec_queue_;
-  std::vector<char> fusion_buffer_;
-  std::vector<char> ring_buffer_;  // the ring collectives' blocks in flight, kept between calls
   bool final_received_ = false;
   int64_t drain_deadline_us_ = 0;
   int64_t last_periodic_us_ = 0;

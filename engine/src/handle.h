@@ -37,7 +37,7 @@ class Handle {
   using Callback = std::function<void(const Status&)>;
 
   // `spin_us`: how long a waiter polls before it sleeps. Waking a sleeping thread costs more than most
-  // small collectives take (10-20 us on a VM), so a short poll first cuts their latency.
+  // small collectives take, so a short poll first cuts their latency.
   explicit Handle(int64_t spin_us = 0) : spin_us_(spin_us) {}
 
   // Runs once the operation has finished, on the engine thread (or at once if already done).

@@ -19,12 +19,12 @@ std::vector<int64_t> firsts(const std::vector<int64_t>& counts) {  // each block
 // At step k a rank passes its running sum of block me-k-1 to the next rank, and adds its own input to
 // the running sum of block me-k-2 that the previous rank passed it; after n-1 steps that block is its own.
 Status ring_pass(MPI_Comm comm, int me, const std::vector<const char*>& blocks, char* out,
-                 const std::vector<int>& counts, MPI_Datatype type, MPI_Op op, size_t esz,
+                 const std::vector<int>& counts, MPI_Datatype type, MPI_Op op, size_t element_size,
                  std::vector<char>& scratch) {
   const int n = static_cast<int>(counts.size());
   const bool in_place = out == blocks[me];
   const int before = (me + n - 1) % n, after = (me + 1) % n;
-  const size_t block = static_cast<size_t>(*std::max_element(counts.begin(), counts.end())) * esz;
+  const size_t block = static_cast<size_t>(*std::max_element(counts.begin(), counts.end())) * element_size;
   if (scratch.size() < 2 * block) scratch.resize(2 * block);
   char* spare[2] = {scratch.data(), scratch.data() + block};
   const char* send = blocks[before];  // step 0 passes this rank's own input of that block
@@ -49,12 +49,12 @@ Status ring_pass(MPI_Comm comm, int me, const std::vector<const char*>& blocks, 
 }  // namespace
 
 Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, const std::vector<int64_t>& counts,
-                           MPI_Datatype type, MPI_Op op, size_t esz, int64_t max_count,
+                           MPI_Datatype type, MPI_Op op, size_t element_size, int64_t max_count,
                            std::vector<char>& scratch) {
   const int n = static_cast<int>(counts.size());
   const std::vector<int64_t> first = firsts(counts);
   if (n == 1) {
-    if (out != in && counts[0] > 0) std::memcpy(out, in, static_cast<size_t>(counts[0]) * esz);
+    if (out != in && counts[0] > 0) std::memcpy(out, in, static_cast<size_t>(counts[0]) * element_size);
     return Status::Ok();
   }
   // Slice j of every block is its elements [j * max_count, (j + 1) * max_count): every rank makes the same
@@ -66,27 +66,27 @@ Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, con
   for (int64_t j = 0; j < passes; ++j) {
     const int64_t from = j * max_count;
     for (int i = 0; i < n; ++i) {
-      blocks[i] = in + (first[i] + from) * static_cast<int64_t>(esz);
+      blocks[i] = in + (first[i] + from) * static_cast<int64_t>(element_size);
       slice[i] = static_cast<int>(std::clamp<int64_t>(counts[i] - from, 0, max_count));
     }
-    Status s = ring_pass(comm, me, blocks, out + from * static_cast<int64_t>(esz), slice, type, op, esz, scratch);
+    Status s = ring_pass(comm, me, blocks, out + from * static_cast<int64_t>(element_size), slice, type, op, element_size, scratch);
     if (!s.ok()) return s;
   }
   return Status::Ok();
 }
 
 Status ring_allreduce(MPI_Comm comm, int me, int n, const char* in, char* out, int count, MPI_Datatype type,
-                      MPI_Op op, size_t esz, std::vector<char>& scratch) {
+                      MPI_Op op, size_t element_size, std::vector<char>& scratch) {
   std::vector<int64_t> counts(n);
   for (int i = 0; i < n; ++i) counts[i] = count / n + (i < count % n ? 1 : 0);
   const std::vector<int64_t> first = firsts(counts);
-  Status s = ring_reduce_scatter(comm, me, in, out + first[me] * esz, counts, type, op, esz, INT_MAX, scratch);
+  Status s = ring_reduce_scatter(comm, me, in, out + first[me] * element_size, counts, type, op, element_size, INT_MAX, scratch);
   // Each rank passes on the reduced block it got last, starting with its own.
   const int before = (me + n - 1) % n, after = (me + 1) % n;
   for (int k = 0; k < n - 1 && s.ok(); ++k) {
     const int give = (me + n - k) % n, take = (me + 2 * n - k - 1) % n;
-    s = mpi_status(MPI_Sendrecv(out + first[give] * esz, static_cast<int>(counts[give]), type, after, 1,
-                                out + first[take] * esz, static_cast<int>(counts[take]), type, before, 1, comm,
+    s = mpi_status(MPI_Sendrecv(out + first[give] * element_size, static_cast<int>(counts[give]), type, after, 1,
+                                out + first[take] * element_size, static_cast<int>(counts[take]), type, before, 1, comm,
                                 MPI_STATUS_IGNORE),
                    "MPI_Sendrecv");
   }

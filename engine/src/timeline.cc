@@ -10,14 +10,14 @@ const char* phase_name(Phase p) {
   return names[static_cast<int>(p)];
 }
 
-void EventRing::push(Event e) {
+void EventLog::push(Event e) {
   std::lock_guard<std::mutex> g(mu_);
   e.seq = next_;
   slots_[next_ % slots_.size()] = std::move(e);
   ++next_;
 }
 
-std::vector<Event> EventRing::drain(uint64_t since, size_t max, uint64_t* dropped) const {
+std::vector<Event> EventLog::drain(uint64_t since, size_t max, uint64_t* dropped) const {
   std::lock_guard<std::mutex> g(mu_);
   uint64_t oldest = next_ > slots_.size() ? next_ - slots_.size() : 0;
   uint64_t from = std::max(since, oldest);
@@ -27,7 +27,7 @@ std::vector<Event> EventRing::drain(uint64_t since, size_t max, uint64_t* droppe
   return out;
 }
 
-uint64_t EventRing::next_seq() const {
+uint64_t EventLog::next_seq() const {
   std::lock_guard<std::mutex> g(mu_);
   return next_;
 }

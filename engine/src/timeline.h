@@ -1,4 +1,4 @@
-// Bounded in-memory ring of engine events; readers drain by sequence number.
+// Bounded in-memory log of engine events (the oldest overwritten when full); readers drain by sequence number.
 #pragma once
 
 #include <cstdint>
@@ -25,9 +25,9 @@ struct Event {
   int64_t bytes = 0;
 };
 
-class EventRing {
+class EventLog {
  public:
-  explicit EventRing(size_t capacity) : slots_(capacity) {}
+  explicit EventLog(size_t capacity) : slots_(capacity) {}
 
   void push(Event e);
   // Events with seq >= `since`, at most `max`; `dropped` counts those overwritten before read.

@@ -11,24 +11,6 @@
 namespace hvd::gpu {
 namespace {
 
-int64_t row_bytes(const Request& q) {
-  int64_t n = static_cast<int64_t>(dtype_size(q.spec.dtype));
-  for (size_t i = 1; i < q.shape.size(); ++i) n *= q.shape[i];
-  return n;
-}
-
-const char* nccl_label(OpType op) {
-  switch (op) {
-    case OpType::Allreduce: return "nccl_allreduce";
-    case OpType::Allgather: return "nccl_allgather";
-    case OpType::Broadcast: return "nccl_broadcast";
-    case OpType::Alltoall: return "nccl_alltoall";
-    case OpType::Reducescatter: return "nccl_reducescatter";
-    case OpType::Barrier: break;
-  }
-  return "nccl";
-}
-
 bool in_place_op(OpType op) { return op == OpType::Allreduce || op == OpType::Broadcast; }
 
 }  // namespace
@@ -144,7 +126,15 @@ Status GpuCollectives::run(CollectiveContext& c, const Response& r, std::vector<
     NcclReduction red = nccl_reduction(r.spec, static_cast<int>(c.set.ranks.size()), rt_.status().nccl.version);
     if (red.error.empty() && red.op != ncclAvg) return run_hierarchical(c, r, es, *sc, red, local, span);
   }
-  return run_nccl(c, r, es, *sc, local, span);
+  switch (r.spec.op) {
+    case OpType::Allreduce: return nccl_allreduce(c, r, es, *sc, local, span);
+    case OpType::Allgather: return nccl_allgather(c, r, *es[0], *sc, local, span);
+    case OpType::Broadcast: return nccl_broadcast(c, r, *es[0], *sc, local, span);
+    case OpType::Alltoall: return nccl_alltoall(c, r, *es[0], *sc, local, span);
+    case OpType::Reducescatter: return nccl_reducescatter(c, r, *es[0], *sc, local, span);
+    case OpType::Barrier: break;
+  }
+  return agree(c.set, Status::Error(Status::Code::Internal, "barrier has no GPU form"));
 }
 
 void GpuCollectives::begin(const std::vector<TensorEntry*>& es) {
@@ -258,207 +248,6 @@ void* GpuCollectives::output_for(TensorEntry& e, size_t bytes, std::vector<int64
   e.handle->device_output = mem;
   e.handle->device_output_bytes = bytes;
   return mem.get();
-}
-
-Status GpuCollectives::run_nccl(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es,
-                                SetCommunicator& sc, const Status& local, const Span& span) {
-  const NcclApi& nc = rt_.nccl();
-  const int n = static_cast<int>(c.set.ranks.size());
-  const int me = c.set.rank_in_set(c.global_rank);
-  const ncclComm_t comm = sc.comm();
-  TensorEntry& e0 = *es[0];
-  const Request& q = e0.request;
-  const size_t esz = dtype_size(r.spec.dtype);
-  Status s = local;
-
-  // 1. Sizes, results and buffers, before anything runs on the device.
-  NcclReduction red;
-  if (r.spec.op == OpType::Allreduce || r.spec.op == OpType::Reducescatter) {
-    red = nccl_reduction(r.spec, n, rt_.status().nccl.version);
-    if (!red.error.empty() && s.ok()) s = Status::Error(Status::Code::Invalid, red.error);
-  }
-  std::vector<void*> outs;
-  std::vector<int64_t> counts, displs;  // bytes per member (allgather, alltoall: received)
-  std::vector<int64_t> send_counts, send_displs;
-  std::vector<int64_t> offsets;  // allreduce: each tensor's place in the fusion buffer
-  int64_t total = 0;
-  bool copies = false;
-  switch (r.spec.op) {
-    case OpType::Allreduce:
-      for (auto* e : es) outs.push_back(output_for(*e, e->request.num_bytes(), e->request.shape, &s));
-      copies = es.size() > 1;
-      total = copies ? fusion_layout(es, &offsets) : e0.request.num_bytes();
-      if (copies && s.ok()) s = cuda_status(fusion_->reserve(total), "allocating the device fusion buffer");
-      break;
-    case OpType::Allgather: {
-      std::vector<int64_t> shape = q.shape;
-      shape[0] = 0;
-      for (int64_t rw : r.rows) {
-        displs.push_back(total);
-        counts.push_back(rw * row_bytes(q));
-        total += counts.back();
-        shape[0] += rw;
-      }
-      outs.push_back(output_for(e0, total, shape, &s));
-      break;
-    }
-    case OpType::Broadcast:
-      outs.push_back(output_for(e0, q.num_bytes(), q.shape, &s));
-      break;
-    case OpType::Alltoall: {
-      std::vector<int64_t> send_rows = e0.splits, recv_rows(n);
-      if (send_rows.empty()) send_rows.assign(n, q.shape[0] / n);
-      MPI_Alltoall(send_rows.data(), 1, MPI_INT64_T, recv_rows.data(), 1, MPI_INT64_T, c.set.comm);
-      int64_t sent = 0, rows = 0;
-      for (int i = 0; i < n; ++i) {
-        send_displs.push_back(sent);
-        send_counts.push_back(send_rows[i] * row_bytes(q));
-        sent += send_counts.back();
-        displs.push_back(total);
-        counts.push_back(recv_rows[i] * row_bytes(q));
-        total += counts.back();
-        rows += recv_rows[i];
-      }
-      std::vector<int64_t> shape = q.shape;
-      shape[0] = rows;
-      e0.handle->received_splits = recv_rows;
-      outs.push_back(output_for(e0, total, shape, &s));
-      if ((!nc.ncclSend || !nc.ncclRecv) && s.ok())
-        s = Status::Error(Status::Code::Internal, "alltoall on GPU tensors needs NCCL 2.7 or newer");
-      break;
-    }
-    case OpType::Reducescatter: {
-      const int64_t rows = q.shape.empty() ? 1 : q.shape[0];
-      const int64_t row = row_bytes(q);
-      for (int i = 0; i < n; ++i) {
-        displs.push_back(total);
-        counts.push_back((rows / n + (i < rows % n ? 1 : 0)) * row);
-        total += counts.back();
-      }
-      std::vector<int64_t> shape = q.shape;
-      shape[0] = rows / n + (me < rows % n ? 1 : 0);
-      outs.push_back(output_for(e0, counts[me], shape, &s));
-      copies = rows % n != 0;  // uneven blocks: allreduce into the fusion buffer, keep ours
-      if (copies && s.ok()) s = cuda_status(fusion_->reserve(q.num_bytes()), "allocating the device fusion buffer");
-      break;
-    }
-    case OpType::Barrier:
-      s = Status::Error(Status::Code::Internal, "barrier has no GPU form");
-      break;
-  }
-  s = agree(c.set, s);
-  if (!s.ok()) return s;
-  BatchedCopy fuse_in(cudaMemcpyDeviceToDevice), fuse_out(cudaMemcpyDeviceToDevice);
-  if (r.spec.op == OpType::Allreduce && copies) fused_copies(fusion_->data(), offsets, es, outs, &fuse_in, &fuse_out);
-
-  // 2. The work, in order on the engine's stream.
-  auto reduce = [&](const void* in, void* out, size_t count, bool scatter) -> ncclResult_t {
-    if (count == 0) return ncclSuccess;
-    ncclRedOp_t op = red.op;
-    if (red.pre_mul_sum) {
-      auto scalar = scalar_bytes(r.spec.dtype, red.factor);
-      ncclResult_t res = nc.ncclRedOpCreatePreMulSum(&op, scalar.data(), red.type, ncclScalarHostImmediate, comm);
-      if (res != ncclSuccess) return res;
-    }
-    ncclResult_t res = scatter ? nc.ncclReduceScatter(in, out, count, red.type, op, comm, stream_)
-                               : nc.ncclAllReduce(in, out, count, red.type, op, comm, stream_);
-    if (red.pre_mul_sum) nc.ncclRedOpDestroy(op, comm);
-    return res;
-  };
-  const char* label = nccl_label(r.spec.op);
-  begin(es);
-  ncclResult_t res = ncclSuccess;
-  switch (r.spec.op) {
-    case OpType::Allreduce:
-      if (copies) {
-        copy(fuse_in);
-        mark(kCopiedIn);
-        res = reduce(fusion_->data(), fusion_->data(), total / esz, false);
-        mark(kReduced);
-        copy(fuse_out);
-      } else {
-        same(kCopiedIn, kReady);
-        res = reduce(e0.input, outs[0], q.num_elements(), false);
-        mark(kReduced);
-      }
-      break;
-    case OpType::Allgather: {
-      same(kCopiedIn, kReady);
-      bool equal = true;
-      for (int64_t b : counts) equal &= b == counts[0];
-      if (equal && counts[0] > 0) {
-        res = nc.ncclAllGather(e0.input, outs[0], counts[0], ncclInt8, comm, stream_);
-      } else if (!equal) {
-        nc.ncclGroupStart();
-        for (int i = 0; i < n && res == ncclSuccess; ++i) {
-          char* dst = static_cast<char*>(outs[0]) + displs[i];
-          const void* src = i == me ? e0.input : dst;
-          if (counts[i] > 0) res = nc.ncclBroadcast(src, dst, counts[i], ncclInt8, i, comm, stream_);
-        }
-        ncclResult_t end = nc.ncclGroupEnd();
-        if (res == ncclSuccess) res = end;
-      }
-      mark(kReduced);
-      break;
-    }
-    case OpType::Broadcast:
-      same(kCopiedIn, kReady);
-      if (q.num_bytes() > 0)
-        res = nc.ncclBroadcast(e0.input, outs[0], q.num_bytes(), ncclInt8, c.set.rank_in_set(r.spec.root_rank), comm,
-                               stream_);
-      mark(kReduced);
-      break;
-    case OpType::Alltoall: {
-      char* out = static_cast<char*>(outs[0]);
-      const char* in = static_cast<const char*>(e0.input);
-      copy(out + displs[me], in + send_displs[me], counts[me], cudaMemcpyDeviceToDevice);
-      mark(kCopiedIn);
-      nc.ncclGroupStart();
-      for (int i = 0; i < n && res == ncclSuccess; ++i) {
-        if (i == me) continue;
-        if (send_counts[i] > 0) res = nc.ncclSend(in + send_displs[i], send_counts[i], ncclInt8, i, comm, stream_);
-        if (res == ncclSuccess && counts[i] > 0)
-          res = nc.ncclRecv(out + displs[i], counts[i], ncclInt8, i, comm, stream_);
-      }
-      ncclResult_t end = nc.ncclGroupEnd();
-      if (res == ncclSuccess) res = end;
-      mark(kReduced);
-      break;
-    }
-    case OpType::Reducescatter:
-      same(kCopiedIn, kReady);
-      if (copies) {
-        res = reduce(e0.input, fusion_->data(), q.num_elements(), false);
-        mark(kReduced);
-        copy(outs[0], fusion_->data() + displs[me], counts[me], cudaMemcpyDeviceToDevice);
-      } else {
-        res = reduce(e0.input, outs[0], counts[me] / static_cast<int64_t>(esz), true);
-        mark(kReduced);
-      }
-      break;
-    case OpType::Barrier:
-      break;
-  }
-  if (copies) mark(kDone);  // copies out after kReduced; otherwise nothing was queued after it
-  else same(kDone, kReduced);
-  if (res != ncclSuccess) {
-    sc.abort();  // peers may be inside the collective: abort rather than leave them waiting
-    return nccl_status(res, label);
-  }
-  s = wait_done(kDone, &sc);
-  if (!s.ok()) return s;
-
-  // 3. Timeline spans, from the device's own timestamps.
-  const int64_t end = now_us();
-  const char* op = op_name(r.spec.op);
-  bool waited = false;
-  for (auto* e : es) waited |= static_cast<bool>(e->ready);
-  if (waited) span(Phase::WaitForData, op, start_of(kStart, kDone, end), start_of(kReady, kDone, end));
-  if (copies || r.spec.op == OpType::Alltoall)
-    span(Phase::MemcpyIn, op, start_of(kReady, kDone, end), start_of(kCopiedIn, kDone, end));
-  span(Phase::Collective, label, start_of(kCopiedIn, kDone, end), start_of(kReduced, kDone, end));
-  if (copies) span(Phase::MemcpyOut, op, start_of(kReduced, kDone, end), end);
-  return Status::Ok();
 }
 
 Status GpuCollectives::run_staged(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es,

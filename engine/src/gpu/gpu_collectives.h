@@ -43,8 +43,27 @@ class GpuCollectives {
 
   Status prepare(int device);
   SetCommunicator* communicator(CollectiveContext& c, int device, const Status& local, Status* s);
-  Status run_nccl(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, SetCommunicator& sc,
-                  const Status& local, const Span& span);
+  // In nccl_collectives.cc, one per op: sizes, results and buffers first (every member agrees that it
+  // has them), then the work queued in order on the engine's stream, then the timeline spans from the
+  // device's own timestamps.
+  Status nccl_allreduce(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, SetCommunicator& sc,
+                        const Status& local, const Span& span);
+  Status nccl_allgather(CollectiveContext& c, const Response& r, TensorEntry& e, SetCommunicator& sc,
+                        const Status& local, const Span& span);
+  Status nccl_broadcast(CollectiveContext& c, const Response& r, TensorEntry& e, SetCommunicator& sc,
+                        const Status& local, const Span& span);
+  Status nccl_alltoall(CollectiveContext& c, const Response& r, TensorEntry& e, SetCommunicator& sc,
+                       const Status& local, const Span& span);
+  Status nccl_reducescatter(CollectiveContext& c, const Response& r, TensorEntry& e, SetCommunicator& sc,
+                            const Status& local, const Span& span);
+  // An allreduce (or, with `scatter`, a reduce-scatter) of `count` elements queued on the stream.
+  ncclResult_t nccl_reduce(const NcclReduction& red, DataType dtype, const void* in, void* out, size_t count,
+                           bool scatter, ncclComm_t comm);
+  // After an op's work was queued: its completion (an NCCL call that failed aborts the communicator,
+  // since peers may be inside the collective) and its spans; `copies`: results copied out after
+  // kReduced; `copied_in`: a copy-in phase between kReady and kCopiedIn.
+  Status finish_nccl(const Response& r, const std::vector<TensorEntry*>& es, SetCommunicator& sc, ncclResult_t res,
+                     bool copies, bool copied_in, const Span& span);
   // In hierarchical.cc: reduce-scatter within the host, MPI across hosts, allgather within the host.
   Status run_hierarchical(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, SetCommunicator& sc,
                           const NcclReduction& red, const Status& local, const Span& span);

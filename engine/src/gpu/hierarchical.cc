@@ -108,7 +108,7 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
                                         const Span& span) {
   const NcclApi& nc = rt_.nccl();
   const HostHierarchy& h = *sc.hierarchy();
-  const size_t esz = dtype_size(r.spec.dtype);
+  const size_t element_size = dtype_size(r.spec.dtype);
   Status s = local;
 
   // 1. Results and buffers: the fused inputs on the device, padded to a multiple of the host's
@@ -118,14 +118,14 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
   for (auto* e : es) outs.push_back(output_for(*e, e->request.num_bytes(), e->request.shape, &s));
   std::vector<int64_t> offsets;
   const int64_t total = fusion_layout(es, &offsets);
-  const ShardPlan sp = plan_shards(total / static_cast<int64_t>(esz), h.plan().local_size(), h.plan().local_rank);
-  const size_t shard_bytes = static_cast<size_t>(sp.shard) * esz;
-  if (s.ok()) s = cuda_status(fusion_->reserve(sp.padded * esz), "allocating the device fusion buffer");
+  const ShardPlan sp = plan_shards(total / static_cast<int64_t>(element_size), h.plan().local_size(), h.plan().local_rank);
+  const size_t shard_bytes = static_cast<size_t>(sp.shard) * element_size;
+  if (s.ok()) s = cuda_status(fusion_->reserve(sp.padded * element_size), "allocating the device fusion buffer");
   if (s.ok()) s = cuda_status(staging_->reserve(shard_bytes), "allocating pinned host memory for staging");
   s = agree(c.set, s);
   if (!s.ok()) return s;
   char* buf = fusion_->data();
-  char* shard = buf + sp.offset * static_cast<int64_t>(esz);
+  char* shard = buf + sp.offset * static_cast<int64_t>(element_size);
   char* host = staging_->data();
   BatchedCopy in(cudaMemcpyDeviceToDevice), out(cudaMemcpyDeviceToDevice);
   fused_copies(buf, offsets, es, outs, &in, &out);
@@ -171,7 +171,7 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
   MPI_Op mpi_op = c.reductions.op(r.spec.dtype, cross_op(red.op));
   for (int64_t first = 0; first < sp.shard; first += kChunk) {
     const int n = static_cast<int>(std::min(kChunk, sp.shard - first));
-    int rc = MPI_Allreduce(MPI_IN_PLACE, host + first * static_cast<int64_t>(esz), n, type, mpi_op, h.cross());
+    int rc = MPI_Allreduce(MPI_IN_PLACE, host + first * static_cast<int64_t>(element_size), n, type, mpi_op, h.cross());
     if (rc != MPI_SUCCESS)
       return Status::Error(Status::Code::Internal,
                            "MPI_Allreduce across hosts failed (code " + std::to_string(rc) + ")");

@@ -1,0 +1,316 @@
+// The engine thread: the poll/backoff loop, message dispatch, rank 0's negotiation rounds, and running
+// each negotiated response on this rank's tensors.
+#include <algorithm>
+#include <thread>
+
+#include "clock.h"
+#include "engine.h"
+#include "log.h"
+#include "log_format.h"
+#include "wire.h"
+
+namespace hvd {
+namespace {
+
+constexpr int64_t kPeriodUs = 100000;  // stall checks and timeline forwarding
+// How long the engine thread sleeps between polls when it does not spin: short after work, doubling to a
+// cap (a reply that comes soon is seen soon; a long wait wakes the thread seldom), and a longer cap once
+// idle for a while.
+constexpr int64_t kFirstPollUs = 20, kIdlePollUs = 100, kLongIdlePollUs = 1000, kLongIdleUs = 50000;
+
+}  // namespace
+
+void Engine::loop() {
+  int64_t last_work = now_us();
+  int64_t next_poll_us = kFirstPollUs;
+  while (state_ != State::Stopped) {
+    try {
+      iterate(last_work, next_poll_us);
+    } catch (const std::exception& e) {
+      on_engine_error(e.what());
+    } catch (...) {
+      on_engine_error("unknown error");
+    }
+  }
+  try {
+    forward_timeline();  // this rank's last events: into the file on rank 0
+  } catch (const std::exception& e) {
+    log::write(log::Level::Error, std::string("timeline: the last events were lost: ") + e.what());
+  }
+  // Give in-flight notices a moment to leave before the buffers go.
+  for (int i = 0; i < 1000 && !transport_->idle(); ++i) {
+    transport_->reap();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void Engine::iterate(int64_t& last_work, int64_t& next_poll_us) {
+  bool worked = false;
+  std::vector<TensorEntry> fresh;
+  std::vector<int32_t> removals;
+  bool stop_now = false;
+  Status requested;
+  uint64_t removals_asked = 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    fresh.swap(queue_);
+    removals.swap(sets_to_remove_);
+    removals_asked = sets_remove_asked_;
+    stop_now = stop_requested_ && state_ == State::Running;
+    requested = stop_status_;
+  }
+  if (!fresh.empty()) {
+    submit(std::move(fresh));
+    worked = true;
+  }
+  bool got_requests = false;
+  while (auto m = transport_->poll()) {
+    got_requests |= m->tag == kRequests;
+    dispatch(*m);
+    worked = true;
+  }
+  if (state_ == State::Running && coordinator_) coordinate(got_requests);
+  if (!exec_queue_.empty() && mark_cycles_) {
+    int64_t at = now_us();
+    record(Phase::Cycle, "cycle", "cycle", at, 0, at);
+  }
+  std::vector<Response> batch;
+  batch.swap(exec_queue_);
+  for (const Response& r : batch) execute(r);
+  if (!removals.empty()) {  // after this cycle's responses: they may still be of the sets removed
+    remove_sets(removals);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      sets_removed_ = removals_asked;
+    }
+    cv_.notify_all();
+    worked = true;
+  }
+  if (stop_now && state_ == State::Running) begin_stop(requested);  // unless a peer's notice stopped it
+  int64_t now = now_us();
+  if (state_ == State::Draining && (final_received_ || now > drain_deadline_us_)) finish_stop();
+  if (now - last_periodic_us_ > kPeriodUs) periodic(now);
+  transport_->reap();
+  if (worked) {
+    last_work = now;
+    next_poll_us = kFirstPollUs;
+  } else if (now - last_work < config_.spin_us) {
+    std::this_thread::yield();
+  } else {
+    int64_t cap = now - last_work < kLongIdleUs ? kIdlePollUs : kLongIdlePollUs;
+    int64_t poll_us = std::min(next_poll_us, cap);
+    next_poll_us = std::min(2 * poll_us, cap);
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::microseconds(poll_us), [this] {
+      return !queue_.empty() || !sets_to_remove_.empty() || (stop_requested_ && state_ == State::Running);
+    });
+  }
+}
+
+void Engine::submit(std::vector<TensorEntry> fresh) {
+  if (state_ != State::Running) {
+    for (auto& e : fresh) fail(e, stop_status());
+    return;
+  }
+  RequestBatch batch;
+  int64_t now = now_us();
+  const bool trace = log::enabled(log::Level::Trace);
+  for (auto& e : fresh) {
+    const Request& q = e.request;
+    if (!sets_.get(q.spec.process_set)) {  // removed after this operation was checked
+      fail(e, Status::Error(Status::Code::Invalid, "process set " + std::to_string(q.spec.process_set) +
+                                                       " was removed while this operation was pending"));
+      continue;
+    }
+    if (trace)
+      log::write(log::Level::Trace, std::string("enqueued ") + op_name(q.spec.op) + " '" + q.name + "' " +
+                                        describe(q) + " in process set " + std::to_string(q.spec.process_set));
+    if (coordinator_) {
+      coordinator_->add(q, now);
+    } else {
+      int32_t id = cache_.lookup(q);
+      if (id >= 0) {
+        batch.cached.push_back(id);
+        metrics_.cached_requests += 1;
+      } else {
+        batch.requests.push_back(q);
+        metrics_.full_requests += 1;
+      }
+    }
+    TensorKey key = q.key();
+    table_.emplace(std::move(key), std::move(e));
+  }
+  if (!coordinator_ && (!batch.requests.empty() || !batch.cached.empty()))
+    transport_->send(0, kRequests, encode_batch(batch));
+}
+
+void Engine::dispatch(Message& m) {
+  switch (m.tag) {
+    case kRequests: {
+      if (!coordinator_ || state_ != State::Running) return;
+      RequestBatch b = decode_batch(m.bytes.data(), m.bytes.size());
+      if (log::enabled(log::Level::Trace))
+        log::write(log::Level::Trace, "rank " + std::to_string(m.source) + " submitted " +
+                                          std::to_string(b.requests.size()) + " new and " +
+                                          std::to_string(b.cached.size()) + " cached requests");
+      int64_t now = now_us();
+      for (auto& q : b.requests) {
+        q.rank = m.source;  // a request speaks for the rank that sent it
+        coordinator_->add(std::move(q), now);
+      }
+      for (int32_t id : b.cached)
+        if (!coordinator_->add_cached(m.source, id, now))
+          throw std::runtime_error("rank " + std::to_string(m.source) + " sent an unknown response-cache id " +
+                                   std::to_string(id));
+      return;
+    }
+    case kResponses: {
+      for (auto& r : decode_responses(m.bytes.data(), m.bytes.size())) exec_queue_.push_back(std::move(r));
+      return;
+    }
+    case kAbort:
+    case kShutdown: {
+      StopNotice n = decode_stop(m.bytes.data(), m.bytes.size());
+      if (n.final) final_received_ = true;
+      if (state_ == State::Running) begin_stop(n.status);
+      return;
+    }
+    case kTimeline: {
+      std::vector<Event> events = decode_events(m.bytes.data(), m.bytes.size());
+      std::lock_guard<std::mutex> g(timeline_mu_);
+      if (writer_) writer_->add(std::move(events));
+      return;
+    }
+    default:
+      throw WireError("engine message with unknown tag " + std::to_string(m.tag) + " from rank " +
+                      std::to_string(m.source));
+  }
+}
+
+void Engine::coordinate(bool got_requests) {
+  if (!coordinator_->has_ready()) return;
+  // Hold ready tensors while more requests keep arriving, at most one cycle time, to fuse them, unless
+  // waiting cannot add to their fusion.
+  int64_t waited = now_us() - coordinator_->oldest_ready_us();
+  if (got_requests && waited < cycle_time_us_ && coordinator_->worth_holding()) return;
+  distribute(coordinator_->take_ready());
+}
+
+void Engine::distribute(std::vector<Response> responses) {
+  // Each rank gets the responses of its process sets, in order; ranks with the same list (all of them,
+  // when every set is the global one) share one encoding.
+  std::vector<std::vector<size_t>> per_rank(topo_.size);
+  for (size_t i = 0; i < responses.size(); ++i) {
+    auto set = sets_.get(responses[i].spec.process_set);
+    if (!set) continue;  // removed: its members failed their part when they removed it
+    for (int k : set->ranks) per_rank[k].push_back(i);
+  }
+  std::vector<char> bytes;
+  for (int k = 1; k < topo_.size; ++k) {
+    if (per_rank[k].empty()) continue;
+    if (bytes.empty() || per_rank[k] != per_rank[k - 1]) {
+      std::vector<Response> mine;
+      mine.reserve(per_rank[k].size());
+      for (size_t i : per_rank[k]) mine.push_back(responses[i]);
+      bytes = encode_responses(mine);
+    }
+    transport_->send(k, kResponses, bytes);
+  }
+  for (size_t i : per_rank[0]) exec_queue_.push_back(std::move(responses[i]));
+}
+
+void Engine::execute(const Response& r) {
+  std::vector<decltype(table_)::iterator> found;
+  std::vector<TensorEntry*> es;
+  for (const auto& n : r.names) {
+    auto it = table_.find(TensorKey{r.spec.process_set, n});
+    if (it == table_.end()) {
+      log::write(log::Level::Error, "internal error: response for unknown tensor " +
+                                        describe_key(TensorKey{r.spec.process_set, n}));
+      continue;
+    }
+    found.push_back(it);
+    es.push_back(&it->second);
+  }
+  int64_t now = now_us();
+  for (auto* e : es) {
+    metrics_.negotiate_us += now - e->enqueue_us;
+    record(Phase::Negotiate, e->request.name, op_name(r.spec.op), e->enqueue_us, e->request.num_bytes(), now);
+  }
+  Status s;
+  auto set = sets_.get(r.spec.process_set);
+  if (r.kind == Response::Kind::Error) {
+    s = Status::Error(Status::Code::Mismatch, r.error);
+  } else if (!set) {
+    s = Status::Error(Status::Code::Invalid, "process set " + std::to_string(r.spec.process_set) +
+                                                 " was removed while this operation was pending");
+  } else if (es.size() != r.names.size()) {
+    s = Status::Error(Status::Code::Internal, "engine state out of sync for " + label(r));
+  } else {
+    s = run(r, es, *set);
+  }
+  if (log::enabled(log::Level::Debug)) {
+    int64_t bytes = 0;
+    for (auto* e : es) bytes += e->request.num_bytes();
+    log::write(log::Level::Debug, std::string(op_name(r.spec.op)) + " '" + label(r) + "', " + size_text(bytes) + ", " +
+                                      std::to_string(now_us() - now) + " us" +
+                                      (s.ok() ? std::string() : ": failed: " + s.message));
+  }
+  metrics_.responses += 1;
+  if (tuner_ && s.ok()) autotune(r, es);
+  if (es.size() > 1) metrics_.fused_tensors += static_cast<int64_t>(es.size());
+  for (size_t i = 0; i < es.size(); ++i) {
+    const Request& q = es[i]->request;
+    if (!s.ok()) {
+      metrics_.errors += 1;
+      continue;
+    }
+    metrics_.count(r.spec.op, q.num_bytes());
+    if (!coordinator_ && es.size() == r.cache_ids.size()) cache_.learn(r.cache_ids[i], q);
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);  // free the names before their waiters wake
+    for (auto* e : es) live_names_.erase(e->request.key());
+  }
+  for (auto* e : es) e->handle->complete(s);
+  for (auto it : found) table_.erase(it);
+}
+
+Status Engine::run(const Response& r, std::vector<TensorEntry*>& entries, const ProcessSet& set) {
+  int64_t total = 0;
+  for (auto* e : entries) total += e->request.num_bytes();
+  const std::string name = label(r);
+  // One span of this response: a timeline event and the phase's time in the metrics.
+  auto span = [&](Phase p, const char* op, int64_t start, int64_t end) {
+    record(p, name, op, start, total, end);
+    int64_t d = end - start;
+    if (p == Phase::MemcpyIn) metrics_.memcpy_in_us += d;
+    if (p == Phase::Collective) metrics_.collective_us += d;
+    if (p == Phase::MemcpyOut) metrics_.memcpy_out_us += d;
+  };
+  return data_plane_->run(r, entries, set, span);
+}
+
+void Engine::periodic(int64_t now) {
+  last_periodic_us_ = now;
+  forward_timeline();
+  if (!coordinator_ || !stalls_.enabled() || state_ != State::Running) return;
+  for (const StallFinding& f : stalls_.inspect(*coordinator_, now)) {
+    log::warning("stall detected: " + f.text);
+    metrics_.stalls += 1;
+    record(Phase::Stall, f.text, "stall", now, 0, now);
+    if (f.shutdown) begin_stop(Status::Error(Status::Code::Aborted, "stall shutdown: " + f.text, topo_.rank));
+    if (state_ != State::Running) return;
+  }
+}
+
+void Engine::fail(TensorEntry& e, const Status& s) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    live_names_.erase(e.request.key());
+  }
+  metrics_.errors += 1;
+  e.handle->complete(s);
+}
+
+}  // namespace hvd
