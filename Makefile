@@ -12,7 +12,7 @@ NPM_STAMP := $(FRONTEND)/node_modules/.installed
 FRONTEND_OUT := jupyter_hvd/labextension/package.json
 FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*/*.ts) $(FRONTEND)/style/panel.css $(FRONTEND)/package.json
 
-.PHONY: setup demo test engine-build test-cpp sim-gpu test-ts test-py test-numpy2 browser hosts-packages test-hosts \
+.PHONY: setup demo test doctest engine-build test-cpp sim-gpu test-ts test-py test-numpy2 browser hosts-packages test-hosts \
 	bench bench-hosts gpu-wheels gpu-ptx clean asan-build test-asan tsan-build test-tsan soak
 
 $(STAMP): requirements-dev.txt
@@ -36,8 +36,14 @@ setup: $(STAMP) $(FRONTEND_OUT)
 demo: setup
 	$(VENV)/bin/hvdrun -np 2 $(PY) examples/mxnet_mnist.py
 
+# The engine's C++ unit tests use doctest: Debian's doctest-dev, installed here when missing and this is a root
+# Debian box.
+doctest:
+	@[ -f /usr/include/doctest/doctest.h ] || [ "$$(id -u)" != 0 ] || ! command -v apt-get > /dev/null \
+		|| (apt-get update -q > /dev/null && apt-get install -y -q doctest-dev > /dev/null)
+
 # The engine on its own (build/engine): its C++ tests, benchmark and simulated GPU.
-engine-build: setup
+engine-build: setup doctest
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S engine -B build/engine -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE=$(CURDIR)/$(PY) > /dev/null
 
 test-cpp: engine-build
@@ -104,7 +110,7 @@ SAN_CMAKE = -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g $(1)" -DCMA
 	-DPython_EXECUTABLE=$(CURDIR)/$(PY)
 SAN_TARGETS := engine_tests engine_wire_fuzz engine_threads jhvd_sim_cudart jhvd_sim_cuda jhvd_sim_nccl
 
-asan-build: setup
+asan-build: setup doctest
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S . -B $(ASAN)/cmake $(call SAN_CMAKE,$(ASAN_FLAGS)) > /dev/null
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build $(ASAN)/cmake -j2 --target _C $(SAN_TARGETS)
 	test -x $(ASAN)/venv/bin/python || $(PY) -m venv --without-pip $(ASAN)/venv
@@ -130,7 +136,7 @@ TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 TSAN_ENV := TSAN_OPTIONS="suppressions=$(CURDIR)/engine/sanitizers/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	UCX_MEM_EVENTS=no PMIX_MCA_gds=hash
 
-tsan-build: setup
+tsan-build: setup doctest
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S engine -B $(TSAN) $(call SAN_CMAKE,$(TSAN_FLAGS)) > /dev/null
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build $(TSAN) -j2 --target $(SAN_TARGETS)
 

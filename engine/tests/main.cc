@@ -1,15 +1,4 @@
-// Runs every registered engine unit test and prints the totals.
-#include "check.h"
-
-int main() {
-  int passed = 0, failed = 0;
-  for (const auto& c : check::cases()) {
-    int before = check::failures();
-    c.fn();
-    bool ok = check::failures() == before;
-    std::printf("%s %s\n", ok ? "PASS" : "FAIL", c.name);
-    (ok ? passed : failed)++;
-  }
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
-}
+// The engine's unit tests (doctest): `engine_tests` runs them all, `engine_tests -tc="name"` one,
+// `engine_tests -ltc` lists them.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>

@@ -6,7 +6,7 @@
 
 #include "autotuner.h"
 #include "bayesian_optimizer.h"
-#include "check.h"
+#include <doctest/doctest.h>
 
 using namespace hvd;
 
@@ -48,10 +48,12 @@ AutotuneOptions small(int warmups, int steps, int settings) {
 
 }  // namespace
 
-TEST(optimizer_starts_in_the_middle_and_rejects_empty_boxes) {
+TEST_CASE("optimizer_starts_in_the_middle_and_rejects_empty_boxes") {
   BayesianOptimizer o({{0, 10}, {2, 4}}, 0.1);
   auto x = o.next();
-  CHECK(x.size() == 2 && x[0] == 5 && x[1] == 3);
+  REQUIRE(x.size() == 2);
+  CHECK(x[0] == 5);
+  CHECK(x[1] == 3);
   bool threw = false;
   try {
     BayesianOptimizer bad({{1, 1}}, 0.1);
@@ -61,7 +63,7 @@ TEST(optimizer_starts_in_the_middle_and_rejects_empty_boxes) {
   CHECK(threw);
 }
 
-TEST(optimizer_climbs_to_the_peak_of_a_smooth_score) {
+TEST_CASE("optimizer_climbs_to_the_peak_of_a_smooth_score") {
   BayesianOptimizer o({{0, 128}, {0, 25}}, 0.01);
   for (auto p : std::vector<std::vector<double>>{{128, 1}, {4, 5}, {32, 12.5}, {64, 2}, {16, 0.5}})
     o.add(p, hill(p[0], p[1]));
@@ -74,10 +76,11 @@ TEST(optimizer_climbs_to_the_peak_of_a_smooth_score) {
     if (y > best) best = y, at = x;
   }
   CHECK(best > 90);  // the peak is 100
-  CHECK(std::fabs(at[0] - 40) < 20 && std::fabs(at[1] - 8) < 4);
+  CHECK(std::fabs(at[0] - 40) < 20);
+  CHECK(std::fabs(at[1] - 8) < 4);
 }
 
-TEST(autotuner_measures_whole_steps_skips_warmups_and_keeps_the_best) {
+TEST_CASE("autotuner_measures_whole_steps_skips_warmups_and_keeps_the_best") {
   std::string log = "/tmp/jhvd_autotune_test.csv";
   AutotuneOptions o = small(1, 2, 6);
   o.log_path = log;
@@ -85,11 +88,15 @@ TEST(autotuner_measures_whole_steps_skips_warmups_and_keeps_the_best) {
   CHECK(t.tuning());
   // One setting takes 3 samples of 2 steps: the first (a warm-up) and the next all at the start.
   auto seen = train(t, 12, hill_score);
-  CHECK(seen[11].fusion_threshold == (128 << 20) && t.settings_tried() == 0);
+  CHECK(seen[11].fusion_threshold == (128 << 20));
+  CHECK(t.settings_tried() == 0);
   train(t, 1, hill_score);
-  CHECK(t.settings_tried() == 1 && t.params().fusion_threshold == (4 << 20) && t.params().cycle_time_ms == 5);
+  CHECK(t.settings_tried() == 1);
+  CHECK(t.params().fusion_threshold == (4 << 20));
+  CHECK(t.params().cycle_time_ms == 5);
   train(t, 6 * 6, hill_score);
-  CHECK(!t.tuning() && t.settings_tried() == 6);
+  CHECK(!t.tuning());
+  CHECK(t.settings_tried() == 6);
   // The best of the six settings tried: all tried settings are in the log, then the best again.
   std::ifstream in(log);
   std::string header, line;
@@ -106,17 +113,20 @@ TEST(autotuner_measures_whole_steps_skips_warmups_and_keeps_the_best) {
   size_t best = 0;
   for (size_t i = 0; i < 6; ++i)
     if (rows[i][4] > rows[best][4]) best = i;
-  CHECK(rows[6][2] == rows[best][2] && rows[6][3] == rows[best][3] && rows[6][4] == rows[best][4]);
+  CHECK(rows[6][2] == rows[best][2]);
+  CHECK(rows[6][3] == rows[best][3]);
+  CHECK(rows[6][4] == rows[best][4]);
   CHECK(std::fabs(t.params().fusion_threshold / 1048576.0 - rows[best][3]) < 1e-3);
   CHECK(t.params().cycle_time_ms == rows[best][2]);
   // Settled: more steps change nothing.
   TunedParams settled = t.params();
   train(t, 30, hill_score);
-  CHECK(t.params().fusion_threshold == settled.fusion_threshold && t.params().cycle_time_ms == settled.cycle_time_ms);
+  CHECK(t.params().fusion_threshold == settled.fusion_threshold);
+  CHECK(t.params().cycle_time_ms == settled.cycle_time_ms);
   std::remove(log.c_str());
 }
 
-TEST(autotuner_keeps_what_the_user_set) {
+TEST_CASE("autotuner_keeps_what_the_user_set") {
   AutotuneOptions o = small(0, 1, 5);
   o.fusion_fixed = true;
   Autotuner t(o, {8 << 20, 1.0}, false);
@@ -126,34 +136,40 @@ TEST(autotuner_keeps_what_the_user_set) {
   Autotuner both(o, {8 << 20, 1.0}, false);
   CHECK(!both.tuning());
   train(both, 20, hill_score);
-  CHECK(both.settings_tried() == 0 && both.params().cycle_time_ms == 1.0);
+  CHECK(both.settings_tried() == 0);
+  CHECK(both.params().cycle_time_ms == 1.0);
 }
 
-TEST(autotuner_off_changes_nothing) {
+TEST_CASE("autotuner_off_changes_nothing") {
   AutotuneOptions o;
   Autotuner t(o, {64 << 20, 2.0}, false);
   CHECK(!t.tuning());
-  for (const auto& p : train(t, 50, hill_score)) CHECK(p.fusion_threshold == (64 << 20) && p.cycle_time_ms == 2.0);
+  for (const auto& p : train(t, 50, hill_score)) CHECK((p.fusion_threshold == (64 << 20) && p.cycle_time_ms == 2.0));
 }
 
-TEST(optimizer_stays_sound_when_a_point_repeats_with_no_noise) {
+TEST_CASE("optimizer_stays_sound_when_a_point_repeats_with_no_noise") {
   BayesianOptimizer o({{0, 128}, {0, 25}}, 0.0);
   bool threw = false;
   try {
     for (int i = 0; i < 30; ++i) o.add({32, 5}, 7.0 + (i % 3) * 1e-9);
     auto x = o.next();
-    CHECK(x[0] >= 0 && x[0] <= 128 && x[1] >= 0 && x[1] <= 25);
+    CHECK(x[0] >= 0);
+    CHECK(x[0] <= 128);
+    CHECK(x[1] >= 0);
+    CHECK(x[1] <= 25);
   } catch (const std::exception&) {
     threw = true;
   }
   CHECK(!threw);
 }
 
-TEST(autotuner_gives_up_when_names_never_repeat) {
+TEST_CASE("autotuner_gives_up_when_names_never_repeat") {
   Autotuner t(small(0, 2, 5), {128 << 20, 1.0}, false);
   int64_t now = 0;
   for (size_t i = 0; i <= Autotuner::kMaxNamesPerSample + 1 && t.tuning(); ++i)
     t.record({"allreduce.noname." + std::to_string(i)}, 1024, now += 10);
-  CHECK(!t.tuning() && t.settings_tried() == 0);
-  CHECK(t.params().fusion_threshold == (128 << 20) && t.params().cycle_time_ms == 1.0);
+  CHECK(!t.tuning());
+  CHECK(t.settings_tried() == 0);
+  CHECK(t.params().fusion_threshold == (128 << 20));
+  CHECK(t.params().cycle_time_ms == 1.0);
 }

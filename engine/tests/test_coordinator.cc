@@ -1,4 +1,4 @@
-#include "check.h"
+#include <doctest/doctest.h>
 #include "coordinator.h"
 
 using namespace hvd;
@@ -21,18 +21,20 @@ static Request req(int rank, const std::string& name, std::vector<int64_t> shape
   return r;
 }
 
-TEST(ready_only_when_every_member_submitted) {
+TEST_CASE("ready_only_when_every_member_submitted") {
   auto c = make();
   c.add(req(0, "x"), 0);
   c.add(req(1, "x"), 0);
   CHECK(!c.has_ready());
   c.add(req(2, "x"), 0);
   auto rs = c.take_ready();
-  CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Execute && rs[0].cache_ids[0] >= 0);
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].kind == Response::Kind::Execute);
+  CHECK(rs[0].cache_ids[0] >= 0);
   CHECK(c.pending() == 0);
 }
 
-TEST(an_allgather_response_carries_every_members_rows_in_rank_order) {
+TEST_CASE("an_allgather_response_carries_every_members_rows_in_rank_order") {
   auto c = make();
   for (int rank : {2, 0, 1}) {
     Request q = req(rank, "g", {rank == 1 ? 0 : 3 + rank, 7});
@@ -40,11 +42,12 @@ TEST(an_allgather_response_carries_every_members_rows_in_rank_order) {
     c.add(q, 0);
   }
   auto rs = c.take_ready();
-  CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Execute);
-  CHECK((rs[0].rows == std::vector<int64_t>{3, 0, 5}));
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].kind == Response::Kind::Execute);
+  CHECK(rs[0].rows == std::vector<int64_t>{3, 0, 5});
 }
 
-TEST(requests_that_differ_across_ranks_get_no_cache_id) {
+TEST_CASE("requests_that_differ_across_ranks_get_no_cache_id") {
   // A cache id stands for one signature: the coordinator's is rank 0's request, so an allgather whose
   // members' first dimensions differ must not get one (a worker's cached id would then mean rank 0's rows).
   auto c = make();
@@ -54,30 +57,34 @@ TEST(requests_that_differ_across_ranks_get_no_cache_id) {
     c.add(q, 0);
   }
   auto rs = c.take_ready();
-  CHECK(rs.size() == 1 && rs[0].cache_ids[0] == -1 && (rs[0].rows == std::vector<int64_t>{3, 0, 3}));
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].cache_ids[0] == -1);
+  CHECK(rs[0].rows == std::vector<int64_t>{3, 0, 3});
   for (int rank : {0, 1, 2}) {
     Request q = req(rank, "g", {3, 7});
     q.spec.op = OpType::Allgather;
     c.add(q, 0);
   }
   rs = c.take_ready();
-  CHECK(rs.size() == 1 && rs[0].cache_ids[0] >= 0);  // alike: cached as usual
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].cache_ids[0] >= 0);  // alike: cached as usual
 }
 
-TEST(process_set_members_only) {
+TEST_CASE("process_set_members_only") {
   auto c = make();
   c.add(req(0, "p", {4}, 1), 0);
   c.add(req(2, "p", {4}, 1), 0);
   CHECK(c.take_ready().size() == 1);
 }
 
-TEST(unknown_process_set_waits) {
+TEST_CASE("unknown_process_set_waits") {
   auto c = make();
   c.add(req(0, "u", {4}, 7), 0);
-  CHECK(c.take_ready().empty() && c.pending() == 1);
+  REQUIRE(c.take_ready().empty());
+  CHECK(c.pending() == 1);
 }
 
-TEST(a_tensor_waiting_for_its_set_is_ready_once_the_set_is_known) {
+TEST_CASE("a_tensor_waiting_for_its_set_is_ready_once_the_set_is_known") {
   // A member may submit before rank 0 registered the set; no other tensor need become ready to wake it.
   std::vector<int> late;
   Coordinator c([&late](int32_t id) -> const std::vector<int>* { return id == 5 && !late.empty() ? &late : nullptr; },
@@ -87,50 +94,58 @@ TEST(a_tensor_waiting_for_its_set_is_ready_once_the_set_is_known) {
   late = {1};
   CHECK(c.has_ready());
   auto rs = c.take_ready();
-  CHECK(rs.size() == 1 && rs[0].names[0] == "w" && c.pending() == 0);
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].names[0] == "w");
+  CHECK(c.pending() == 0);
 }
 
-TEST(shape_mismatch_is_an_error_naming_tensor_and_ranks) {
+TEST_CASE("shape_mismatch_is_an_error_naming_tensor_and_ranks") {
   auto c = make();
   c.add(req(0, "m", {4}), 0);
   c.add(req(1, "m", {5}), 0);
   c.add(req(2, "m", {4}), 0);
   auto rs = c.take_ready();
-  CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Error);
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].kind == Response::Kind::Error);
   CHECK(rs[0].error.find("'m'") != std::string::npos);
   CHECK(rs[0].error.find("[4] on rank 0") != std::string::npos);
   CHECK(rs[0].error.find("[5] on rank 1") != std::string::npos);
 }
 
-TEST(cached_requests_rebuild_the_signature) {
+TEST_CASE("cached_requests_rebuild_the_signature") {
   auto c = make();
   for (int r = 0; r < 3; ++r) c.add(req(r, "k"), 0);
   int32_t id = c.take_ready()[0].cache_ids[0];
-  CHECK(c.add_cached(1, id, 0) && c.add_cached(2, id, 0));
+  CHECK(c.add_cached(1, id, 0));
+  CHECK(c.add_cached(2, id, 0));
   c.add(req(0, "k"), 0);
   auto rs = c.take_ready();
-  CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Execute);
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].kind == Response::Kind::Execute);
   CHECK(!c.add_cached(1, 12345, 0));
 }
 
-TEST(ready_tensors_are_fused_in_one_response) {
+TEST_CASE("ready_tensors_are_fused_in_one_response") {
   auto c = make();
   for (const char* n : {"a", "b", "c"})
     for (int r = 0; r < 3; ++r) c.add(req(r, n), 0);
   auto rs = c.take_ready();
-  CHECK(rs.size() == 1 && rs[0].names.size() == 3);
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].names.size() == 3);
 }
 
-TEST(stalled_lists_missing_ranks) {
+TEST_CASE("stalled_lists_missing_ranks") {
   auto c = make();
   c.add(req(0, "s"), 0);
   c.add(req(2, "s"), 0);
   auto st = c.stalled(2000000, 1000000);
-  CHECK(st.size() == 1 && st[0].key.name == "s" && st[0].missing_ranks == std::vector<int>{1});
+  REQUIRE(st.size() == 1);
+  CHECK(st[0].key.name == "s");
+  CHECK(st[0].missing_ranks == std::vector<int>{1});
   CHECK(c.stalled(2500000, 1000000).empty());  // not repeated within the check interval
 }
 
-TEST(gpu_and_host_tensors_under_one_name_are_a_mismatch) {
+TEST_CASE("gpu_and_host_tensors_under_one_name_are_a_mismatch") {
   auto c = make();
   Request gpu = req(1, "d");
   gpu.spec.memory = Memory::Cuda;
@@ -138,17 +153,19 @@ TEST(gpu_and_host_tensors_under_one_name_are_a_mismatch) {
   c.add(gpu, 0);
   c.add(req(2, "d"), 0);
   auto rs = c.take_ready();
-  CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Error);
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].kind == Response::Kind::Error);
   CHECK(rs[0].error.find("mismatched devices: a host tensor on rank 0, a GPU tensor on rank 1") != std::string::npos);
 }
 
-TEST(holding_ready_tensors_is_worth_it_only_while_more_could_fuse_with_them) {
+TEST_CASE("holding_ready_tensors_is_worth_it_only_while_more_could_fuse_with_them") {
   auto c = Coordinator([](int32_t) -> const std::vector<int>* { return &kPair; }, 1000, 400, 16);
   auto ready = [&](const std::string& name, int64_t floats) {
     for (int rank : kPair) c.add(req(rank, name, {floats}), 0);
   };
   ready("a", 50);  // 200 bytes: small, and the buffer has room
-  CHECK(c.has_ready() && c.worth_holding());
+  CHECK(c.has_ready());
+  CHECK(c.worth_holding());
   ready("b", 150);  // 600 bytes: too big to fuse
   CHECK(!c.worth_holding());
   c.take_ready();
@@ -163,7 +180,7 @@ TEST(holding_ready_tensors_is_worth_it_only_while_more_could_fuse_with_them) {
   CHECK(!no_fusion.worth_holding());
 }
 
-TEST(the_same_name_in_two_process_sets_is_two_tensors) {
+TEST_CASE("the_same_name_in_two_process_sets_is_two_tensors") {
   // Sets {0} and {1} of a 2-rank job, each rank reducing "x" in its own: two responses, none mixed up.
   static const std::vector<int> k0 = {0}, k1 = {1};
   Coordinator c([](int32_t id) -> const std::vector<int>* { return id == 1 ? &k0 : id == 2 ? &k1 : nullptr; },
@@ -173,34 +190,40 @@ TEST(the_same_name_in_two_process_sets_is_two_tensors) {
     c.add(req(1, "x", {4}, 2), 0);
     auto rs = c.take_ready();
     CHECK(rs.size() == 2);
-    for (const auto& r : rs) CHECK(r.kind == Response::Kind::Execute && r.names == std::vector<std::string>{"x"});
-    CHECK(rs.size() == 2 && rs[0].spec.process_set != rs[1].spec.process_set);
+    for (const auto& r : rs) CHECK((r.kind == Response::Kind::Execute && r.names == std::vector<std::string>{"x"}));
+    REQUIRE(rs.size() == 2);
+    CHECK(rs[0].spec.process_set != rs[1].spec.process_set);
     CHECK(c.pending() == 0);
   }
 }
 
-TEST(a_rank_that_submits_a_name_twice_gets_an_error_not_a_crash) {
+TEST_CASE("a_rank_that_submits_a_name_twice_gets_an_error_not_a_crash") {
   auto c = make();
   c.add(req(0, "d"), 0);
   c.add(req(0, "d"), 0);
   c.add(req(1, "d"), 0);
   c.add(req(2, "d"), 0);  // four requests for three members
   auto rs = c.take_ready();
-  CHECK(rs.size() == 1 && rs[0].kind == Response::Kind::Error);
-  CHECK(rs.size() == 1 && rs[0].error.find("rank 0 submitted it twice") != std::string::npos);
-  CHECK(c.pending() == 0 && !c.has_ready());
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].kind == Response::Kind::Error);
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].error.find("rank 0 submitted it twice") != std::string::npos);
+  CHECK(c.pending() == 0);
+  CHECK(!c.has_ready());
 }
 
-TEST(dropping_a_process_set_forgets_its_pending_and_later_requests) {
+TEST_CASE("dropping_a_process_set_forgets_its_pending_and_later_requests") {
   auto c = make();
   c.add(req(0, "p", {4}, 1), 0);
   c.add(req(0, "g"), 0);
   c.drop_set(1);
   CHECK(c.pending() == 1);
   c.add(req(2, "p", {4}, 1), 0);  // sent before that rank removed the set: dropped too
-  CHECK(c.pending() == 1 && !c.has_ready());
+  CHECK(c.pending() == 1);
+  CHECK(!c.has_ready());
   c.add(req(1, "g"), 0);
   c.add(req(2, "g"), 0);
   auto rs = c.take_ready();
-  CHECK(rs.size() == 1 && rs[0].names[0] == "g");
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].names[0] == "g");
 }

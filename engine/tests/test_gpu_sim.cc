@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "check.h"
+#include <doctest/doctest.h>
 #include "gpu/batched_copy.h"
 #include "gpu/copy_kernel.h"
 #include "gpu/copy_kernel_args.h"
@@ -76,63 +76,87 @@ void sleep_100ms(void* done) {
 
 }  // namespace
 
-TEST(gpu_sim_loads_as_cuda_and_nccl_with_its_devices) {
+TEST_CASE("gpu_sim_loads_as_cuda_and_nccl_with_its_devices") {
   const GpuStatus& s = sim().status;
-  CHECK(s.cuda.loaded && s.nccl.loaded && s.cuda_ready() && s.nccl_ready());
-  CHECK(s.cuda.version == 13000 && s.driver_version == 13000 && s.device_count == 2);
+  CHECK(s.cuda.loaded);
+  CHECK(s.nccl.loaded);
+  CHECK(s.cuda_ready());
+  CHECK(s.nccl_ready());
+  CHECK(s.cuda.version == 13000);
+  CHECK(s.driver_version == 13000);
+  CHECK(s.device_count == 2);
   CHECK(s.nccl.version == 23203);
-  CHECK(sim().cudaLaunchHostFunc && sim().cudaStreamQuery && sim().cudaPeekAtLastError &&
-        sim().cudaPointerGetAttributes);
+  CHECK((sim().cudaLaunchHostFunc != nullptr));
+  CHECK((sim().cudaStreamQuery != nullptr));
+  CHECK((sim().cudaPeekAtLastError != nullptr));
+  CHECK((sim().cudaPointerGetAttributes != nullptr));
   char bus[32];
-  CHECK(cuda().cudaDeviceGetPCIBusId(bus, sizeof(bus), 1) == cudaSuccess && std::string(bus) == "0000:02:00.0");
+  CHECK(cuda().cudaDeviceGetPCIBusId(bus, sizeof(bus), 1) == cudaSuccess);
+  CHECK(std::string(bus) == "0000:02:00.0");
   CHECK(cuda().cudaSetDevice(2) == kInvalidDevice);
   CHECK(sim().rt.cuda_error(cuda().cudaGetLastError()) == "cudaErrorInvalidDevice: invalid device ordinal");
   int d = -1;
-  CHECK(cuda().cudaSetDevice(1) == cudaSuccess && cuda().cudaGetDevice(&d) == cudaSuccess && d == 1);
+  CHECK(cuda().cudaSetDevice(1) == cudaSuccess);
+  CHECK(cuda().cudaGetDevice(&d) == cudaSuccess);
+  CHECK(d == 1);
   cuda().cudaSetDevice(0);
 }
 
-TEST(gpu_sim_copies_must_touch_the_memory_their_kind_names) {
+TEST_CASE("gpu_sim_copies_must_touch_the_memory_their_kind_names") {
   const CudaApi& c = cuda();
   cudaStream_t s = nullptr;
   CHECK(c.cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
   char *dev = nullptr, *pinned = nullptr, *other = nullptr;
-  CHECK(c.cudaMalloc(reinterpret_cast<void**>(&dev), 64) == cudaSuccess && dev);
-  CHECK(c.cudaMallocHost(reinterpret_cast<void**>(&pinned), 64) == cudaSuccess && pinned);
+  CHECK(c.cudaMalloc(reinterpret_cast<void**>(&dev), 64) == cudaSuccess);
+  CHECK(dev);
+  CHECK(c.cudaMallocHost(reinterpret_cast<void**>(&pinned), 64) == cudaSuccess);
+  CHECK(pinned);
   std::vector<char> host(64, 7);
   // A round trip, and fresh device memory reads as 0xff bytes (NaN as floats).
   CHECK(c.cudaMemcpyAsync(pinned, dev, 64, cudaMemcpyDeviceToHost, s) == cudaSuccess);
   CHECK(c.cudaMemcpyAsync(dev, host.data(), 64, cudaMemcpyHostToDevice, s) == cudaSuccess);
   CHECK(c.cudaMemcpyAsync(dev + 32, dev, 32, cudaMemcpyDeviceToDevice, s) == cudaSuccess);
   CHECK(c.cudaStreamSynchronize(s) == cudaSuccess);
-  CHECK(static_cast<unsigned char>(pinned[0]) == 0xff && static_cast<unsigned char>(pinned[63]) == 0xff);
+  CHECK(static_cast<unsigned char>(pinned[0]) == 0xff);
+  CHECK(static_cast<unsigned char>(pinned[63]) == 0xff);
   CHECK(c.cudaMemcpyAsync(pinned, dev, 64, cudaMemcpyDefault, s) == cudaSuccess);
-  CHECK(c.cudaStreamSynchronize(s) == cudaSuccess && pinned[0] == 7 && pinned[63] == 7);
+  CHECK(c.cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(pinned[0] == 7);
+  CHECK(pinned[63] == 7);
   // Wrong kinds, overruns, another device's memory, freed memory: refused, with a line on stderr.
   CHECK(c.cudaMemcpyAsync(dev, host.data(), 64, cudaMemcpyDeviceToDevice, s) == kInvalidValue);
   CHECK(c.cudaMemcpyAsync(pinned, dev, 64, cudaMemcpyHostToDevice, s) == kInvalidValue);
   CHECK(c.cudaMemcpyAsync(host.data(), dev + 8, 64, cudaMemcpyDeviceToHost, s) == kInvalidValue);
-  CHECK(c.cudaSetDevice(1) == cudaSuccess && c.cudaMalloc(reinterpret_cast<void**>(&other), 64) == cudaSuccess);
+  CHECK(c.cudaSetDevice(1) == cudaSuccess);
+  CHECK(c.cudaMalloc(reinterpret_cast<void**>(&other), 64) == cudaSuccess);
   c.cudaSetDevice(0);
   CHECK(c.cudaMemcpyAsync(dev, other, 64, cudaMemcpyDeviceToDevice, s) == kInvalidValue);
   CHECK(c.cudaFree(other) == cudaSuccess);
   CHECK(c.cudaMemcpyAsync(dev, other, 64, cudaMemcpyDeviceToDevice, s) == kInvalidValue);
   // Pointers are what they were allocated as; only allocations are freed.
   PointerAttributes a{};
-  CHECK(sim().cudaPointerGetAttributes(&a, dev + 8) == cudaSuccess && a.type == 2 && a.device == 0);
-  CHECK(sim().cudaPointerGetAttributes(&a, pinned) == cudaSuccess && a.type == 1 && a.host_pointer == pinned);
-  CHECK(sim().cudaPointerGetAttributes(&a, host.data()) == cudaSuccess && a.type == 0);
-  CHECK(c.cudaFree(dev + 8) == kInvalidValue && c.cudaFree(pinned) == kInvalidValue);
+  CHECK(sim().cudaPointerGetAttributes(&a, dev + 8) == cudaSuccess);
+  CHECK(a.type == 2);
+  CHECK(a.device == 0);
+  CHECK(sim().cudaPointerGetAttributes(&a, pinned) == cudaSuccess);
+  CHECK(a.type == 1);
+  CHECK(a.host_pointer == pinned);
+  CHECK(sim().cudaPointerGetAttributes(&a, host.data()) == cudaSuccess);
+  CHECK(a.type == 0);
+  CHECK(c.cudaFree(dev + 8) == kInvalidValue);
+  CHECK(c.cudaFree(pinned) == kInvalidValue);
   CHECK(c.cudaFree(nullptr) == cudaSuccess);
   void* empty = &a;
-  CHECK(c.cudaMalloc(&empty, 0) == cudaSuccess && !empty);
-  CHECK(c.cudaFree(dev) == cudaSuccess && c.cudaFreeHost(pinned) == cudaSuccess);
+  CHECK(c.cudaMalloc(&empty, 0) == cudaSuccess);
+  CHECK(!empty);
+  CHECK(c.cudaFree(dev) == cudaSuccess);
+  CHECK(c.cudaFreeHost(pinned) == cudaSuccess);
   CHECK(c.cudaStreamDestroy(s) == cudaSuccess);
   CHECK(c.cudaStreamDestroy(s) == kInvalidHandle);
   c.cudaGetLastError();
 }
 
-TEST(gpu_sim_stream_work_runs_later_and_in_order) {
+TEST_CASE("gpu_sim_stream_work_runs_later_and_in_order") {
   const CudaApi& c = cuda();
   cudaStream_t s = nullptr;
   c.cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -143,14 +167,17 @@ TEST(gpu_sim_stream_work_runs_later_and_in_order) {
   CHECK(c.cudaMemcpyAsync(dev, &one, sizeof(int), cudaMemcpyHostToDevice, s) == cudaSuccess);
   CHECK(sim().cudaLaunchHostFunc(s, sleep_100ms, &slept) == cudaSuccess);
   CHECK(c.cudaMemcpyAsync(&out, dev, sizeof(int), cudaMemcpyDeviceToHost, s) == cudaSuccess);
-  CHECK(out == 0 && sim().cudaStreamQuery(s) == cudaErrorNotReady);  // queued behind the sleep
+  CHECK(out == 0);
+  CHECK(sim().cudaStreamQuery(s) == cudaErrorNotReady);  // queued behind the sleep
   CHECK(c.cudaStreamSynchronize(s) == cudaSuccess);
-  CHECK(out == 1 && slept && sim().cudaStreamQuery(s) == cudaSuccess);
+  CHECK(out == 1);
+  CHECK(slept);
+  CHECK(sim().cudaStreamQuery(s) == cudaSuccess);
   c.cudaFree(dev);
   c.cudaStreamDestroy(s);
 }
 
-TEST(gpu_sim_events_order_streams_and_time_them) {
+TEST_CASE("gpu_sim_events_order_streams_and_time_them") {
   const CudaApi& c = cuda();
   cudaStream_t a = nullptr, b = nullptr;
   c.cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
@@ -165,16 +192,21 @@ TEST(gpu_sim_events_order_streams_and_time_them) {
   CHECK(c.cudaEventRecord(start, a) == cudaSuccess);
   sim().cudaLaunchHostFunc(a, sleep_100ms, &flags[0]);
   CHECK(c.cudaEventRecord(end, a) == cudaSuccess);
-  CHECK(c.cudaEventQuery(end) == cudaErrorNotReady && c.cudaEventElapsedTime(&ms, start, end) == cudaErrorNotReady);
+  CHECK(c.cudaEventQuery(end) == cudaErrorNotReady);
+  CHECK(c.cudaEventElapsedTime(&ms, start, end) == cudaErrorNotReady);
   // b's later work waits for `end` as recorded now.
   CHECK(c.cudaStreamWaitEvent(b, end, 0) == cudaSuccess);
   sim().cudaLaunchHostFunc(b, [](void* p) {
     auto* f = static_cast<std::atomic<bool>*>(p);
     f[1] = f[0].load();
   }, flags);
-  CHECK(c.cudaStreamSynchronize(b) == cudaSuccess && flags[1]);
-  CHECK(c.cudaEventSynchronize(end) == cudaSuccess && c.cudaEventQuery(end) == cudaSuccess);
-  CHECK(c.cudaEventElapsedTime(&ms, start, end) == cudaSuccess && ms >= 99.9f && ms < 10000.0f);
+  CHECK(c.cudaStreamSynchronize(b) == cudaSuccess);
+  CHECK(flags[1]);
+  CHECK(c.cudaEventSynchronize(end) == cudaSuccess);
+  CHECK(c.cudaEventQuery(end) == cudaSuccess);
+  CHECK(c.cudaEventElapsedTime(&ms, start, end) == cudaSuccess);
+  CHECK(ms >= 99.9f);
+  CHECK(ms < 10000.0f);
   // A new record makes the event pending again; a never-recorded one counts as done.
   sim().cudaLaunchHostFunc(a, sleep_100ms, &flags[0]);
   c.cudaEventRecord(end, a);
@@ -191,14 +223,17 @@ TEST(gpu_sim_events_order_streams_and_time_them) {
   c.cudaStreamDestroy(b);
 }
 
-TEST(gpu_sim_last_error_stays_until_read) {
+TEST_CASE("gpu_sim_last_error_stays_until_read") {
   const CudaApi& c = cuda();
   c.cudaGetLastError();
   int n = 0;
   CHECK(c.cudaFree(&n) == kInvalidValue);
-  CHECK(c.cudaGetDeviceCount(&n) == cudaSuccess && n == 2);  // a later success leaves it
-  CHECK(sim().cudaPeekAtLastError() == kInvalidValue && sim().cudaPeekAtLastError() == kInvalidValue);
-  CHECK(c.cudaGetLastError() == kInvalidValue && c.cudaGetLastError() == cudaSuccess);
+  CHECK(c.cudaGetDeviceCount(&n) == cudaSuccess);
+  CHECK(n == 2);  // a later success leaves it
+  CHECK(sim().cudaPeekAtLastError() == kInvalidValue);
+  CHECK(sim().cudaPeekAtLastError() == kInvalidValue);
+  CHECK(c.cudaGetLastError() == kInvalidValue);
+  CHECK(c.cudaGetLastError() == cudaSuccess);
   CHECK(std::string(c.cudaGetErrorName(cudaErrorNotReady)) == "cudaErrorNotReady");
   CHECK(std::string(c.cudaGetErrorName(12345)) == "unknown");
   // Each thread has its own.
@@ -206,9 +241,13 @@ TEST(gpu_sim_last_error_stays_until_read) {
   CHECK(c.cudaGetLastError() == cudaSuccess);
 }
 
-TEST(gpu_sim_nccl_refuses_bad_calls_without_peers) {
+TEST_CASE("gpu_sim_nccl_refuses_bad_calls_without_peers") {
   const NcclApi& nc = sim().rt.nccl();
-  CHECK(nc.ncclCommGetAsyncError && nc.ncclSend && nc.ncclRecv && nc.ncclRedOpCreatePreMulSum && nc.ncclRedOpDestroy);
+  CHECK((nc.ncclCommGetAsyncError != nullptr));
+  CHECK((nc.ncclSend != nullptr));
+  CHECK((nc.ncclRecv != nullptr));
+  CHECK((nc.ncclRedOpCreatePreMulSum != nullptr));
+  CHECK((nc.ncclRedOpDestroy != nullptr));
   CHECK(std::string(nc.ncclGetErrorString(kInvalidUsage)) == "invalid usage");
   float x = 0;
   CHECK(nc.ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, nullptr, nullptr) == kInvalidArgument);
@@ -216,23 +255,26 @@ TEST(gpu_sim_nccl_refuses_bad_calls_without_peers) {
   CHECK(nc.ncclCommGetAsyncError(nullptr, &async) == kInvalidArgument);
   CHECK(nc.ncclGroupEnd() == kInvalidUsage);
   // A refused call inside a group fails the whole group.
-  CHECK(nc.ncclGroupStart() == ncclSuccess && nc.ncclGroupStart() == ncclSuccess);
+  CHECK(nc.ncclGroupStart() == ncclSuccess);
+  CHECK(nc.ncclGroupStart() == ncclSuccess);
   CHECK(nc.ncclSend(&x, 1, ncclFloat32, 0, nullptr, nullptr) == kInvalidArgument);
   CHECK(nc.ncclGroupEnd() == ncclSuccess);
   CHECK(nc.ncclGroupEnd() == kInvalidArgument);
   CHECK(nc.ncclGroupEnd() == kInvalidUsage);
 }
 
-TEST(gpu_batched_copy_is_one_batch_on_cuda_13_and_copy_by_copy_otherwise) {
+TEST_CASE("gpu_batched_copy_is_one_batch_on_cuda_13_and_copy_by_copy_otherwise") {
   const CudaApi& api = cuda();
-  CHECK(api.cudaMemcpyBatchAsync_13 != nullptr && api.cudaMemcpyBatchAsync_12 == nullptr);
+  REQUIRE((api.cudaMemcpyBatchAsync_13 != nullptr));
+  CHECK((api.cudaMemcpyBatchAsync_12 == nullptr));
   CHECK(api.cudaSetDevice(0) == cudaSuccess);
   cudaStream_t stream = nullptr;
   CHECK(api.cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   std::vector<int32_t> host(30);
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<int32_t>(i);
   void *dev = nullptr, *back = nullptr;
-  CHECK(api.cudaMalloc(&dev, 120) == cudaSuccess && api.cudaMallocHost(&back, 120) == cudaSuccess);
+  CHECK(api.cudaMalloc(&dev, 120) == cudaSuccess);
+  CHECK(api.cudaMallocHost(&back, 120) == cudaSuccess);
   for (bool batch : {true, false}) {
     for (cudaStream_t s : {stream, legacy_stream()}) {  // CUDA refuses a batch on the legacy stream
       std::memset(back, 0, 120);
@@ -244,18 +286,20 @@ TEST(gpu_batched_copy_is_one_batch_on_cuda_13_and_copy_by_copy_otherwise) {
       in.add(dev, host.data(), 0);
       CHECK(in.size() == 3);
       bool use = batch;
-      CHECK(in.issue(api, s, 0, &use) == cudaSuccess && out.issue(api, s, 0, &use) == cudaSuccess);
+      CHECK(in.issue(api, s, 0, &use) == cudaSuccess);
+      CHECK(out.issue(api, s, 0, &use) == cudaSuccess);
       CHECK(use == (batch && s == stream));
       CHECK(api.cudaStreamSynchronize(s) == cudaSuccess);
       CHECK(std::memcmp(back, host.data(), 120) == 0);
       api.cudaGetLastError();
     }
   }
-  CHECK(api.cudaFree(dev) == cudaSuccess && api.cudaFreeHost(back) == cudaSuccess);
+  CHECK(api.cudaFree(dev) == cudaSuccess);
+  CHECK(api.cudaFreeHost(back) == cudaSuccess);
   CHECK(api.cudaStreamDestroy(stream) == cudaSuccess);
 }
 
-TEST(gpu_copy_kernel_copies_every_size_in_launches_of_its_maximum) {
+TEST_CASE("gpu_copy_kernel_copies_every_size_in_launches_of_its_maximum") {
   const CudaApi& api = cuda();
   CHECK(api.cudaSetDevice(0) == cudaSuccess);
   cudaStream_t stream = nullptr;
@@ -301,6 +345,7 @@ TEST(gpu_copy_kernel_copies_every_size_in_launches_of_its_maximum) {
   std::string error = kernel->launch({host.data()}, {src}, {16}, stream);
   CHECK(error.find("launching the batched copy kernel: invalid argument") != std::string::npos);
   kernel.reset();
-  CHECK(api.cudaFree(src) == cudaSuccess && api.cudaFree(dst) == cudaSuccess);
+  CHECK(api.cudaFree(src) == cudaSuccess);
+  CHECK(api.cudaFree(dst) == cudaSuccess);
   CHECK(api.cudaStreamDestroy(stream) == cudaSuccess);
 }

@@ -1,4 +1,4 @@
-#include "check.h"
+#include <doctest/doctest.h>
 #include "response_cache.h"
 
 using namespace hvd;
@@ -11,45 +11,53 @@ static Request req(const std::string& name, std::vector<int64_t> shape, int32_t 
   return r;
 }
 
-TEST(assign_is_stable_and_lookup_matches_signature) {
+TEST_CASE("assign_is_stable_and_lookup_matches_signature") {
   ResponseCache coord, worker;
   int32_t id = coord.assign(req("w", {2, 3}));
-  CHECK(id >= 0 && coord.assign(req("w", {2, 3})) == id);
+  CHECK(id >= 0);
+  CHECK(coord.assign(req("w", {2, 3})) == id);
   worker.learn(id, req("w", {2, 3}));
   CHECK(worker.lookup(req("w", {2, 3})) == id);
   CHECK(worker.lookup(req("w", {3, 3})) == -1);  // changed shape: send in full
   CHECK(worker.lookup(req("other", {2, 3})) == -1);
-  CHECK(coord.get(id)->name == "w" && coord.get(999) == nullptr);
+  CHECK(coord.get(id)->name == "w");
+  CHECK(coord.get(999) == nullptr);
 }
 
-TEST(new_signature_for_a_name_gets_a_new_id_and_the_old_one_is_forgotten) {
+TEST_CASE("new_signature_for_a_name_gets_a_new_id_and_the_old_one_is_forgotten") {
   ResponseCache c;
   int32_t a = c.assign(req("w", {2}));
   int32_t b = c.assign(req("w", {4}));
-  CHECK(a != b && c.get(a) == nullptr && c.get(b)->shape[0] == 4);
+  CHECK(a != b);
+  REQUIRE(c.get(a) == nullptr);
+  CHECK(c.get(b)->shape[0] == 4);
 }
 
-TEST(a_name_whose_shape_changes_every_step_keeps_one_entry) {
+TEST_CASE("a_name_whose_shape_changes_every_step_keeps_one_entry") {
   ResponseCache coord, worker;
   for (int64_t rows = 1; rows < 200; ++rows) {
     int32_t id = coord.assign(req("gather", {rows, 3}));
     worker.learn(id, req("gather", {rows, 3}));
     CHECK(worker.lookup(req("gather", {rows, 3})) == id);
   }
-  CHECK(coord.size() == 1 && worker.size() == 1);
+  REQUIRE(coord.size() == 1);
+  CHECK(worker.size() == 1);
 }
 
-TEST(the_same_name_in_two_process_sets_has_two_ids) {
+TEST_CASE("the_same_name_in_two_process_sets_has_two_ids") {
   ResponseCache c;
   int32_t a = c.assign(req("loss", {1}, 1));
   int32_t b = c.assign(req("loss", {1}, 2));
-  CHECK(a != b && c.assign(req("loss", {1}, 1)) == a && c.assign(req("loss", {1}, 2)) == b);
+  CHECK(a != b);
+  CHECK(c.assign(req("loss", {1}, 1)) == a);
+  CHECK(c.assign(req("loss", {1}, 2)) == b);
   CHECK(c.size() == 2);
 }
 
-TEST(capacity_bounds_new_names) {
+TEST_CASE("capacity_bounds_new_names") {
   ResponseCache c(2);
-  CHECK(c.assign(req("a", {1})) >= 0 && c.assign(req("b", {1})) >= 0);
+  CHECK(c.assign(req("a", {1})) >= 0);
+  CHECK(c.assign(req("b", {1})) >= 0);
   CHECK(c.assign(req("c", {1})) == -1);
   CHECK(c.assign(req("a", {1})) >= 0);
 }

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "check.h"
+#include <doctest/doctest.h>
 #include "output_file.h"
 #include "timeline.h"
 #include "trace_writer.h"
@@ -22,14 +22,18 @@ static Event ev(int rank, const std::string& name, Phase p = Phase::Collective) 
   return e;
 }
 
-TEST(ring_drains_by_sequence_and_counts_overwritten) {
-  EventRing ring(4);
-  for (int i = 0; i < 6; ++i) ring.push(ev(0, "t" + std::to_string(i)));
+TEST_CASE("event_log_drains_by_sequence_and_counts_overwritten") {
+  EventLog log(4);
+  for (int i = 0; i < 6; ++i) log.push(ev(0, "t" + std::to_string(i)));
   uint64_t dropped = 0;
-  auto es = ring.drain(0, 100, &dropped);
-  CHECK(es.size() == 4 && dropped == 2 && es.front().name == "t2" && es.back().seq == 5);
-  CHECK(ring.drain(6, 100, &dropped).empty() && dropped == 0);
-  CHECK(ring.drain(4, 1, &dropped).size() == 1);
+  auto es = log.drain(0, 100, &dropped);
+  REQUIRE(es.size() == 4);
+  CHECK(dropped == 2);
+  CHECK(es.front().name == "t2");
+  CHECK(es.back().seq == 5);
+  REQUIRE(log.drain(6, 100, &dropped).empty());
+  CHECK(dropped == 0);
+  CHECK(log.drain(4, 1, &dropped).size() == 1);
 }
 
 static std::string slurp(const std::string& path) {
@@ -57,7 +61,7 @@ static bool balanced_json_object(const std::string& s) {
   return depth == 0 && !in_str;
 }
 
-TEST(trace_puts_every_rank_on_one_time_axis) {
+TEST_CASE("trace_puts_every_rank_on_one_time_axis") {
   // Rank 1's clock reads 200 us more than rank 0's: its origin is 200 us later on its own clock, so events
   // at the same moment (1000 on rank 0's clock, 1200 on rank 1's) get the same trace time.
   char tmpl[] = "/tmp/trace_testXXXXXX";
@@ -76,7 +80,7 @@ TEST(trace_puts_every_rank_on_one_time_axis) {
   unlink(path.c_str());
 }
 
-TEST(trace_file_is_complete_json_after_every_write) {
+TEST_CASE("trace_file_is_complete_json_after_every_write") {
   char tmpl[] = "/tmp/trace_testXXXXXX";
   int fd = mkstemp(tmpl);
   close(fd);
@@ -88,16 +92,18 @@ TEST(trace_file_is_complete_json_after_every_write) {
     usleep(300000);
     std::string mid = slurp(path);
     CHECK(balanced_json_object(mid));
-    CHECK(mid.find("\"pid\": 1") != std::string::npos && mid.find("ALLREDUCE") != std::string::npos);
+    CHECK(mid.find("\"pid\": 1") != std::string::npos);
+    CHECK(mid.find("ALLREDUCE") != std::string::npos);
     w.add({ev(0, "c")});
   }
   std::string end = slurp(path);
-  CHECK(balanced_json_object(end) && end.find("\"tensor\": \"c\"") != std::string::npos);
+  CHECK(balanced_json_object(end));
+  CHECK(end.find("\"tensor\": \"c\"") != std::string::npos);
   CHECK(end.rfind("]}") != std::string::npos);
   unlink(path.c_str());
 }
 
-TEST(output_files_are_never_written_through_a_symbolic_link) {
+TEST_CASE("output_files_are_never_written_through_a_symbolic_link") {
   char dir[] = "/tmp/jhvd-output-XXXXXX";
   CHECK(mkdtemp(dir) != nullptr);
   const std::string target = std::string(dir) + "/target", link = std::string(dir) + "/link";
@@ -113,7 +119,9 @@ TEST(output_files_are_never_written_through_a_symbolic_link) {
   CHECK(error.find("symbolic link") != std::string::npos);
   char buf[8] = {};
   FILE* f = std::fopen(target.c_str(), "r");
-  CHECK(f && std::fread(buf, 1, 4, f) == 4 && std::string(buf) == "keep");
+  CHECK(f);
+  CHECK(std::fread(buf, 1, 4, f) == 4);
+  CHECK(std::string(buf) == "keep");
   if (f) std::fclose(f);
   unlink(link.c_str());
   unlink(target.c_str());

@@ -1,4 +1,4 @@
-#include "check.h"
+#include <doctest/doctest.h>
 #include "half.h"
 #include "wire.h"
 
@@ -6,7 +6,7 @@
 
 using namespace hvd;
 
-TEST(batch_round_trip) {
+TEST_CASE("batch_round_trip") {
   RequestBatch b;
   Request r;
   r.rank = 3;
@@ -19,11 +19,13 @@ TEST(batch_round_trip) {
   b.cached = {4, 9};
   auto bytes = encode_batch(b);
   auto d = decode_batch(bytes.data(), bytes.size());
-  CHECK(d.requests.size() == 1 && d.requests[0].same_signature(r) && d.requests[0].rank == 3);
-  CHECK((d.cached == std::vector<int32_t>{4, 9}));
+  REQUIRE(d.requests.size() == 1);
+  CHECK(d.requests[0].same_signature(r));
+  CHECK(d.requests[0].rank == 3);
+  CHECK(d.cached == std::vector<int32_t>{4, 9});
 }
 
-TEST(responses_round_trip_and_truncation_throws) {
+TEST_CASE("responses_round_trip_and_truncation_throws") {
   Response x;
   x.kind = Response::Kind::Error;
   x.names = {"a", "b"};
@@ -32,8 +34,11 @@ TEST(responses_round_trip_and_truncation_throws) {
   x.error = "bad";
   auto bytes = encode_responses({x, x});
   auto d = decode_responses(bytes.data(), bytes.size());
-  CHECK(d.size() == 2 && d[1].names[1] == "b" && d[1].error == "bad" && d[0].cache_ids[1] == -1);
-  CHECK((d[1].rows == std::vector<int64_t>{3, 0, 5}));
+  REQUIRE(d.size() == 2);
+  CHECK(d[1].names[1] == "b");
+  CHECK(d[1].error == "bad");
+  CHECK(d[0].cache_ids[1] == -1);
+  CHECK(d[1].rows == std::vector<int64_t>{3, 0, 5});
   bool threw = false;
   try {
     decode_responses(bytes.data(), bytes.size() / 2);
@@ -43,21 +48,25 @@ TEST(responses_round_trip_and_truncation_throws) {
   CHECK(threw);
 }
 
-TEST(half_and_bfloat16_conversions) {
+TEST_CASE("half_and_bfloat16_conversions") {
   for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 1e-4f, 3.140625f}) {
-    CHECK(half_to_float(float_to_half(f)) == f || std::abs(half_to_float(float_to_half(f)) - f) < 1e-6f);
+    CHECK((half_to_float(float_to_half(f)) == f || std::abs(half_to_float(float_to_half(f)) - f) < 1e-6f));
   }
   CHECK(half_to_float(float_to_half(1e6f)) > 65504.0f);  // overflows to infinity
-  CHECK(bf16_to_float(float_to_bf16(1.5f)) == 1.5f && bf16_to_float(float_to_bf16(-3.0f)) == -3.0f);
-  CHECK(float_to_half(1.0f) == 0x3c00 && float_to_bf16(1.0f) == 0x3f80);
+  CHECK(bf16_to_float(float_to_bf16(1.5f)) == 1.5f);
+  CHECK(bf16_to_float(float_to_bf16(-3.0f)) == -3.0f);
+  CHECK(float_to_half(1.0f) == 0x3c00);
+  CHECK(float_to_bf16(1.0f) == 0x3f80);
 }
 
-TEST(stop_notices_and_timeline_batches_round_trip) {
+TEST_CASE("stop_notices_and_timeline_batches_round_trip") {
   StopNotice n{true, Status::Error(Status::Code::Aborted, "rank 2 raised", 2)};
   auto b = encode_stop(n);
   StopNotice d = decode_stop(b.data(), b.size());
-  CHECK(d.final && d.status.code == Status::Code::Aborted && d.status.origin_rank == 2 &&
-        d.status.message == "rank 2 raised");
+  CHECK(d.final);
+  CHECK(d.status.code == Status::Code::Aborted);
+  CHECK(d.status.origin_rank == 2);
+  CHECK(d.status.message == "rank 2 raised");
   Event e;
   e.rank = 1;
   e.phase = Phase::MemcpyOut;
@@ -68,7 +77,10 @@ TEST(stop_notices_and_timeline_batches_round_trip) {
   e.bytes = 64;
   auto eb = encode_events({e, e});
   auto es = decode_events(eb.data(), eb.size());
-  CHECK(es.size() == 2 && es[1].phase == Phase::MemcpyOut && es[1].name == "w" && es[1].bytes == 64);
+  REQUIRE(es.size() == 2);
+  CHECK(es[1].phase == Phase::MemcpyOut);
+  CHECK(es[1].name == "w");
+  CHECK(es[1].bytes == 64);
 }
 
 static bool rejects(const std::function<void()>& decode) {
@@ -80,7 +92,7 @@ static bool rejects(const std::function<void()>& decode) {
   return false;
 }
 
-TEST(decoders_reject_out_of_range_values_and_impossible_counts) {
+TEST_CASE("decoders_reject_out_of_range_values_and_impossible_counts") {
   Request r;
   r.name = "x";
   r.shape = {2};

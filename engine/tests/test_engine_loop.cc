@@ -1,0 +1,197 @@
+// The engine's loop, negotiation, stop protocol and stall check, on several engines in one process
+// (in_process_job.h): no MPI.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "in_process_job.h"
+#include "wire.h"
+
+using namespace hvd;
+using namespace hvd::testing;
+
+namespace {
+
+Config quick_config() {
+  Config c;
+  c.spin_us = 0;
+  c.stall_check = false;
+  return c;
+}
+
+bool has_event(Engine& engine, Phase phase, const std::string& text) {
+  uint64_t dropped = 0;
+  for (const Event& e : engine.drain_events(0, 1 << 16, &dropped))
+    if (e.phase == phase && e.name.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("ops submitted in different orders on different ranks negotiate to the same responses") {
+  const int n = 3;
+  InProcessJob job(n, quick_config());
+  const std::vector<std::string> names = {"a", "b", "c", "d", "e", "f"};
+  std::vector<std::vector<float>> outs(n * names.size());
+  std::vector<std::vector<float>> ins(n * names.size());
+  std::vector<std::shared_ptr<Handle>> handles(n * names.size());
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < n; ++rank)
+    ranks.emplace_back([&, rank] {
+      std::vector<size_t> order(names.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::rotate(order.begin(), order.begin() + 2 * rank, order.end());  // each rank its own order
+      if (rank == 1) std::reverse(order.begin(), order.end());
+      for (size_t i : order) {
+        const size_t k = rank * names.size() + i;
+        ins[k].assign(i + 1, static_cast<float>(rank + 1));
+        handles[k] = job[rank].enqueue(allreduce(names[i], ins[k], &outs[k]));
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (size_t k = 0; k < handles.size(); ++k) {
+    Status s = finish(handles[k]);
+    CHECK_MESSAGE(s.ok(), s.message);
+    CHECK(outs[k] == std::vector<float>(k % names.size() + 1, 6.0f));  // 1 + 2 + 3
+  }
+  const auto ran = job.data_plane(0).ran();
+  size_t tensors = 0;
+  for (const auto& r : ran) tensors += r.size();
+  CHECK(tensors == names.size());
+  for (int rank = 1; rank < n; ++rank) CHECK(job.data_plane(rank).ran() == ran);
+  CHECK(job[0].metrics().responses == static_cast<int64_t>(ran.size()));
+}
+
+TEST_CASE("names that repeat take the response cache and still agree") {
+  InProcessJob job(2, quick_config());
+  for (int step = 0; step < 5; ++step) {
+    std::vector<float> x0(4, 1.0f), x1(4, 2.0f), o0, o1;
+    auto h1 = job[1].enqueue(allreduce("w", x1, &o1));
+    auto h0 = job[0].enqueue(allreduce("w", x0, &o0));
+    CHECK(finish(h0).ok());
+    CHECK(finish(h1).ok());
+    CHECK(o0 == std::vector<float>(4, 3.0f));
+    CHECK(o1 == o0);
+  }
+  CHECK(job[1].metrics().cached_requests >= 1);
+}
+
+TEST_CASE("a mismatch between ranks is an error on every rank") {
+  InProcessJob job(3, quick_config());
+  std::vector<float> small(4, 1.0f), large(5, 1.0f), o0, o1, o2;
+  auto h0 = job[0].enqueue(allreduce("t", small, &o0));
+  auto h1 = job[1].enqueue(allreduce("t", large, &o1));
+  auto h2 = job[2].enqueue(allreduce("t", small, &o2));
+  for (const auto& h : {h0, h1, h2}) {
+    Status s = finish(h);
+    CHECK(s.code == Status::Code::Mismatch);
+    CHECK_MESSAGE(s.message.find("'t'") != std::string::npos, s.message);
+  }
+  // The engines run on: a later op succeeds everywhere.
+  auto g0 = job[0].enqueue(allreduce("u", small, &o0));
+  auto g1 = job[1].enqueue(allreduce("u", small, &o1));
+  auto g2 = job[2].enqueue(allreduce("u", small, &o2));
+  CHECK(finish(g0).ok());
+  CHECK(finish(g1).ok());
+  CHECK(finish(g2).ok());
+  CHECK(o2 == std::vector<float>(4, 3.0f));
+}
+
+TEST_CASE("an abort on one rank reaches every rank") {
+  InProcessJob job(3, quick_config());
+  std::vector<float> x(2, 1.0f), o0, o2;
+  auto h0 = job[0].enqueue(allreduce("never", x, &o0));  // rank 1 never submits it
+  auto h2 = job[2].enqueue(allreduce("never", x, &o2));
+  job[1].abort("rank 1 raised ValueError");
+  for (const auto& h : {h0, h2}) {
+    Status s = finish(h);
+    CHECK(s.code == Status::Code::Aborted);
+    CHECK(s.message == "rank 1 raised ValueError");
+    CHECK(s.origin_rank == 1);
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    REQUIRE(eventually([&] { return !job[rank].stop_status().ok(); }));
+    CHECK(job[rank].stop_status().code == Status::Code::Aborted);
+    std::vector<float> later;
+    Status s = finish(job[rank].enqueue(allreduce("later", x, &later)));
+    CHECK(s.code == Status::Code::Aborted);
+    CHECK(s.origin_rank == 1);
+  }
+  CHECK(has_event(job[0], Phase::Abort, "rank 1 raised ValueError"));
+}
+
+TEST_CASE("a shutdown on one rank stops every rank") {
+  InProcessJob job(3, quick_config());
+  std::vector<float> x(2, 1.0f), o1;
+  auto pending = job[1].enqueue(allreduce("pending", x, &o1));
+  job[2].shutdown();
+  Status s = finish(pending);
+  CHECK(s.code == Status::Code::Shutdown);
+  CHECK_MESSAGE(s.message.find("rank 2") != std::string::npos, s.message);
+  for (int rank = 0; rank < 2; ++rank) {
+    REQUIRE(eventually([&] { return !job[rank].stop_status().ok(); }));
+    CHECK(job[rank].stop_status().code == Status::Code::Shutdown);
+  }
+  std::vector<float> o0;
+  CHECK(finish(job[0].enqueue(allreduce("after", x, &o0))).code == Status::Code::Shutdown);
+}
+
+TEST_CASE("a stall is reported with the ranks that have not submitted") {
+  Config c = quick_config();
+  c.stall_check = true;
+  c.stall_check_s = 0.2;
+  InProcessJob job(3, c);
+  std::vector<float> x(3, 1.0f), o0, o1, o2;
+  auto h0 = job[0].enqueue(allreduce("slow", x, &o0));
+  auto h2 = job[2].enqueue(allreduce("slow", x, &o2));
+  REQUIRE(eventually([&] { return job[0].metrics().stalls >= 1; }));
+  CHECK(has_event(job[0], Phase::Stall, "ranks that have not submitted it: 1"));
+  CHECK(job[0].stop_status().ok());  // a warning, no abort
+  auto h1 = job[1].enqueue(allreduce("slow", x, &o1));
+  CHECK(finish(h0).ok());
+  CHECK(finish(h1).ok());
+  CHECK(finish(h2).ok());
+  CHECK(o1 == std::vector<float>(3, 3.0f));
+}
+
+TEST_CASE("a stall past the shutdown time aborts every rank") {
+  Config c = quick_config();
+  c.stall_check = true;
+  c.stall_check_s = 0.2;
+  c.stall_shutdown_s = 0.2;
+  InProcessJob job(2, c);
+  std::vector<float> x(3, 1.0f), o0;
+  Status s = finish(job[0].enqueue(allreduce("stuck", x, &o0)));
+  CHECK(s.code == Status::Code::Aborted);
+  CHECK_MESSAGE(s.message.find("stall shutdown") != std::string::npos, s.message);
+  REQUIRE(eventually([&] { return !job[1].stop_status().ok(); }));
+  CHECK(job[1].stop_status().code == Status::Code::Aborted);
+}
+
+TEST_CASE("a malformed message fails the engine thread into an abort on every rank") {
+  InProcessJob job(3, quick_config());
+  std::vector<float> x(2, 1.0f), o0, o1;
+  auto h0 = job[0].enqueue(allreduce("waiting", x, &o0));
+  auto h1 = job[1].enqueue(allreduce("waiting", x, &o1));
+  job.inject(0, 2, kResponses, {'\x7f', '\x01', '\x02'});  // rank 2 cannot decode it
+  for (const auto& h : {h0, h1}) {
+    Status s = finish(h);
+    CHECK(s.code == Status::Code::Aborted);
+    CHECK_MESSAGE(s.message.find("engine error on rank 2") != std::string::npos, s.message);
+    CHECK(s.origin_rank == 2);
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    REQUIRE(eventually([&] { return !job[rank].stop_status().ok(); }));
+    CHECK(job[rank].stop_status().code == Status::Code::Aborted);
+  }
+}
+
+TEST_CASE("a message with an unknown tag is an engine error, not a crash") {
+  InProcessJob job(2, quick_config());
+  job.inject(1, 0, 42, {});
+  REQUIRE(eventually([&] { return !job[1].stop_status().ok(); }));
+  Status s = job[1].stop_status();
+  CHECK(s.code == Status::Code::Aborted);
+  CHECK_MESSAGE(s.message.find("unknown tag 42") != std::string::npos, s.message);
+}
