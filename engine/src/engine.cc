@@ -136,7 +136,7 @@ int32_t Engine::add_process_set(std::vector<int> ranks) {
   auto ps = std::make_shared<ProcessSet>();
   ps->id = next_set_id_++;
   ps->ranks = ranks;
-  if (ps->rank_in_set(topo_.rank) >= 0) {
+  if (ps->rank_in_set(topo_.rank) >= 0 && admin_ != MPI_COMM_NULL) {
     MPI_Group world, group;
     MPI_Comm_group(admin_, &world);
     MPI_Group_incl(world, static_cast<int>(ranks.size()), ranks.data(), &group);

@@ -195,3 +195,25 @@ TEST_CASE("a message with an unknown tag is an engine error, not a crash") {
   CHECK(s.code == Status::Code::Aborted);
   CHECK_MESSAGE(s.message.find("unknown tag 42") != std::string::npos, s.message);
 }
+
+TEST_CASE("a process set negotiates among its members only") {
+  InProcessJob job(3, quick_config());
+  int32_t id = 0;
+  for (int rank = 0; rank < 3; ++rank) id = job[rank].add_process_set({0, 2});
+  std::vector<float> x0(2, 1.0f), x2(2, 3.0f), o0, o1, o2;
+  TensorEntry e0 = allreduce("in_set", x0, &o0), e2 = allreduce("in_set", x2, &o2);
+  e0.request.spec.process_set = e2.request.spec.process_set = id;
+  auto h2 = job[2].enqueue(std::move(e2));
+  auto h0 = job[0].enqueue(std::move(e0));
+  CHECK(finish(h0).ok());
+  CHECK(finish(h2).ok());
+  CHECK(o0 == std::vector<float>(2, 4.0f));
+  CHECK(o2 == o0);
+  TensorEntry outside = allreduce("in_set", x0, &o1);
+  outside.request.spec.process_set = id;
+  CHECK_THROWS_AS(job[1].enqueue(std::move(outside)), InvalidArgument);
+  for (int rank = 0; rank < 3; ++rank) job[rank].remove_process_set(id);
+  TensorEntry gone = allreduce("late", x0, &o0);
+  gone.request.spec.process_set = id;
+  CHECK_THROWS_AS(job[0].enqueue(std::move(gone)), InvalidArgument);
+}
