@@ -5,6 +5,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import _C
+from ._C import OpSpec, OpType, ReduceOp
 from .arrays import as_array
 from .dtypes import BOOL_CODE, FLOAT_CODES, dtype_code
 from .gpu import DeviceArray
@@ -12,13 +13,16 @@ from .handles import Handle, release_orphans
 from .naming import auto_name
 from .process_sets import ProcessSet, global_process_set, set_id
 
-# Reduce ops, valued as the engine's hvd::ReduceOp.
-Sum, Average, Min, Max, Product = 0, 1, 2, 3, 4
-Adasum = 5
-_REDUCE_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+# Horovod's reduce-op constants: plain ints, as in Horovod, valued as the engine's codes (hvd::ReduceOp).
+Sum, Average, Min, Max, Product = (int(r) for r in (ReduceOp.Sum, ReduceOp.Average, ReduceOp.Min, ReduceOp.Max,
+                                                     ReduceOp.Product))
+Adasum = 1 + max(ReduceOp)  # not an engine op: refused by name
+_REDUCE_OPS = frozenset(int(r) for r in ReduceOp)
 
-# Op types, valued as the engine's hvd::OpType.
-_ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER, _BARRIER = range(6)
+# The engine's op codes (hvd::OpType), as OpSpec takes them.
+ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER = (
+    int(t) for t in (OpType.allreduce, OpType.allgather, OpType.broadcast, OpType.alltoall, OpType.reducescatter,
+                     OpType.barrier))
 
 
 def _name(kind: str, name: Optional[str], set_id: int) -> str:
@@ -54,12 +58,13 @@ def resolve_op(average: Optional[bool], op: Optional[int], default: int = Averag
     op = default if op is None else op
     if op == Adasum:
         raise NotImplementedError("Adasum is not supported by jupyter_hvd; use op=hvd.Average")
-    if op not in _REDUCE_NAMES:
-        raise ValueError(f"unknown reduce op {op!r}; use hvd.Sum, Average, Min, Max or Product")
+    if op not in _REDUCE_OPS:
+        names = ", ".join(f"hvd.{r.name}" for r in ReduceOp)
+        raise ValueError(f"unknown reduce op {op!r}; use {names}")
     return op
 
 
-def _check_reduce(code: int, op: int, prescale: float, postscale: float, what: str, on_device: bool) -> None:
+def check_reduce(code: int, op: int, prescale: float, postscale: float, what: str, on_device: bool) -> None:
     """Reject reductions a dtype cannot do (other ops pass Sum and no scaling, so they always pass).
 
     As in Horovod, host tensors of any numeric dtype may be scaled: integers in float64, the result cast
@@ -88,15 +93,16 @@ def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names
         codes.append(dtype_code(a.dtype, kind))
         on_device += isinstance(a, DeviceArray)
     for code in set(codes):
-        _check_reduce(code, reduce, prescale, postscale, kind, on_device > 0)
+        check_reduce(code, reduce, prescale, postscale, kind, on_device > 0)
     for n in names:  # once all are valid: only calls that will run take an automatic name
         named.append(_name(kind, n, pid))
-    args = (reduce, pid, root_rank, float(prescale), float(postscale), list(splits))
+    spec = OpSpec(op, reduce=reduce, process_set=pid, root_rank=root_rank, prescale=float(prescale),
+                  postscale=float(postscale))
     if not on_device:
-        natives = _C.enqueue(op, named, codes, arrs, outs, *args)
+        natives = _C.enqueue(spec, named, codes, arrs, outs, splits)
     elif on_device == len(arrs):  # GPU tensors: NCCL, or host staging where NCCL cannot run
-        natives = _C.enqueue_device(op, named, codes, [list(a.shape) for a in arrs], [a.ptr for a in arrs],
-                                    [0 if o is None else o.ptr for o in outs], *args, [a.device for a in arrs],
+        natives = _C.enqueue_device(spec, named, codes, [list(a.shape) for a in arrs], [a.ptr for a in arrs],
+                                    [0 if o is None else o.ptr for o in outs], splits, [a.device for a in arrs],
                                     [a.stream for a in arrs])
     else:
         raise ValueError(f"{kind}: the tensors of one group must all be on the host or all on the GPU")
@@ -131,7 +137,7 @@ def _allreduce(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequenc
         arrs.append(arr)
         outs.append(out)
         finishes.append(finish)
-    return _enqueue(_ALLREDUCE, kind, arrs, outs, names, process_set, finishes, group=group, reduce=op,
+    return _enqueue(ALLREDUCE, kind, arrs, outs, names, process_set, finishes, group=group, reduce=op,
                     prescale=prescale, postscale=postscale)
 
 
@@ -214,7 +220,7 @@ def _allgather(tensors: Sequence[Any], kind: str, names: Sequence[Optional[str]]
                group: bool) -> Handle:
     arrs = [as_array(t, kind) for t in tensors]
     require_rows(arrs, kind)
-    return _enqueue(_ALLGATHER, kind, arrs, [None] * len(arrs), names, process_set,
+    return _enqueue(ALLGATHER, kind, arrs, [None] * len(arrs), names, process_set,
                     [_engine_output(a) for a in arrs], group=group)
 
 
@@ -241,7 +247,8 @@ def grouped_allgather(tensors: Sequence[Any], name: Optional[str] = None,
     return grouped_allgather_async(tensors, name, process_set).wait()
 
 
-def _check_root(root_rank: int, process_set: ProcessSet, what: str) -> int:
+def check_root(root_rank: int, process_set: ProcessSet, what: str) -> int:
+    """``root_rank`` as an int; TypeError or ValueError unless it is a rank of ``process_set``."""
     if isinstance(root_rank, bool) or not isinstance(root_rank, (int, np.integer)):
         raise TypeError(f"{what}: root_rank must be an int, got {type(root_rank).__name__}")
     if int(root_rank) not in process_set.ranks:
@@ -253,9 +260,9 @@ def broadcast_async(tensor: Any, root_rank: int, name: Optional[str] = None,
                     process_set: ProcessSet = global_process_set, *, _out: Optional[np.ndarray] = None) -> Handle:
     """Start a broadcast of ``root_rank``'s tensor (a global rank in ``process_set``)."""
     arr = as_array(tensor, "broadcast")
-    root = _check_root(root_rank, process_set, "broadcast")
+    root = check_root(root_rank, process_set, "broadcast")
     out, finish = _output_like(arr, _out)
-    return _enqueue(_BROADCAST, "broadcast", [arr], [out], [name], process_set, [finish], root_rank=root)
+    return _enqueue(BROADCAST, "broadcast", [arr], [out], [name], process_set, [finish], root_rank=root)
 
 
 def broadcast(tensor: Any, root_rank: int, name: Optional[str] = None,
@@ -311,7 +318,7 @@ def alltoall_async(tensor: Any, splits: Optional[Sequence[int]] = None, name: Op
         out = _engine_output(arr)(native)
         return (out, _received_rows(native.received_splits)) if want_splits else out
 
-    return _enqueue(_ALLTOALL, "alltoall", [arr], [None], [name], process_set, [finish], splits=split_list)
+    return _enqueue(ALLTOALL, "alltoall", [arr], [None], [name], process_set, [finish], splits=split_list)
 
 
 def alltoall(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional[str] = None,
@@ -327,7 +334,7 @@ def _reducescatter(tensors: Sequence[Any], kind: str, names: Sequence[Optional[s
     if op not in (Sum, Average):
         raise ValueError(f"{kind} supports op=hvd.Sum or hvd.Average")
     require_rows(arrs, kind)
-    return _enqueue(_REDUCESCATTER, kind, arrs, [None] * len(arrs), names, process_set,
+    return _enqueue(REDUCESCATTER, kind, arrs, [None] * len(arrs), names, process_set,
                     [_engine_output(a) for a in arrs], group=group, reduce=op, prescale=prescale, postscale=postscale)
 
 
@@ -364,4 +371,4 @@ def grouped_reducescatter(tensors: Sequence[Any], op: Optional[int] = None, name
 def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Return once every rank of ``process_set`` has called barrier()."""
     arr = np.zeros(0, dtype=np.uint8)
-    _enqueue(_BARRIER, "barrier", [arr], [None], [None], process_set, [lambda _: None]).wait()
+    _enqueue(BARRIER, "barrier", [arr], [None], [None], process_set, [lambda _: None]).wait()

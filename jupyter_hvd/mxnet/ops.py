@@ -16,6 +16,7 @@ from .. import ops as core
 from ..basics import is_initialized
 from ..dtypes import dtype_code
 from ..errors import HorovodInternalError
+from ..ops import ALLREDUCE, BROADCAST, OpSpec, check_reduce, check_root, op_names
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, global_process_set, set_id
 from . import bridge
@@ -57,11 +58,11 @@ def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, pr
     _require_init()
     _check_ndarrays(tensors, "allreduce")
     for t in tensors:
-        core._check_reduce(_dtype_code(t, "allreduce"), op, prescale, postscale, "allreduce", False)
+        check_reduce(_dtype_code(t, "allreduce"), op, prescale, postscale, "allreduce", False)
     with mxnet_errors():
         pid = set_id(process_set)
-    bridge.push(core._ALLREDUCE, core.op_names("allreduce", name, len(tensors), pid), tensors, pid, reduce=op,
-                prescale=prescale, postscale=postscale, priority=priority)
+    spec = OpSpec(ALLREDUCE, reduce=op, process_set=pid, prescale=float(prescale), postscale=float(postscale))
+    bridge.push(spec, op_names("allreduce", name, len(tensors), pid), tensors, priority)
 
 
 def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, process_set: ProcessSet,
@@ -72,9 +73,9 @@ def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, proces
     _dtype_code(tensor, "broadcast")
     with mxnet_errors():
         pid = set_id(process_set)
-        root = core._check_root(root_rank, process_set, "broadcast")
-    bridge.push(core._BROADCAST, core.op_names("broadcast", name, 1, pid), [tensor], pid, root_rank=root,
-                priority=priority)
+        root = check_root(root_rank, process_set, "broadcast")
+    spec = OpSpec(BROADCAST, process_set=pid, root_rank=root)
+    bridge.push(spec, op_names("broadcast", name, 1, pid), [tensor], priority)
 
 
 def allreduce(tensor: NDArray, average: Optional[bool] = None, name: Optional[str] = None, priority: int = 0,
