@@ -10,7 +10,7 @@ from .arrays import as_array
 from .dtypes import BOOL_CODE, FLOAT_CODES, dtype_code
 from .gpu import DeviceArray
 from .handles import Handle, release_orphans
-from .naming import auto_name
+from .naming import engine_name, group_names
 from .process_sets import ProcessSet, global_process_set, set_id
 
 # Horovod's reduce-op constants: plain ints, as in Horovod, valued as the engine's codes (hvd::ReduceOp).
@@ -23,29 +23,6 @@ _REDUCE_OPS = frozenset(int(r) for r in ReduceOp)
 ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER = (
     int(t) for t in (OpType.allreduce, OpType.allgather, OpType.broadcast, OpType.alltoall, OpType.reducescatter,
                      OpType.barrier))
-
-
-def _name(kind: str, name: Optional[str], set_id: int) -> str:
-    """The caller's name, or one that matches across the set's ranks when they call in the same order
-    (see naming)."""
-    if name is None:
-        return auto_name(kind, set_id)
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{kind}: name must be a non-empty string, got {name!r}")
-    return name
-
-
-def prefixed_name(kind: str, name: Optional[str]) -> Optional[str]:
-    """Horovod's naming in its framework APIs: the op kind prefixes a caller's name (``allreduce.w``);
-    None (or '') stays unnamed, for the core to number."""
-    return None if name is None or name == "" else f"{kind}.{name}"
-
-
-def op_names(kind: str, name: Optional[str], n: int, set_id: int) -> list:
-    """The engine names of ``n`` ops called together under ``name`` (``kind.name``, or ``kind.name.i`` in a
-    group); unnamed ones are numbered as the core numbers its own."""
-    given = prefixed_name(kind, name)
-    return [_name(kind, m, set_id) for m in ([given] if n == 1 else _group_names(given, n))]
 
 
 def resolve_op(average: Optional[bool], op: Optional[int], default: int = Average) -> int:
@@ -95,7 +72,7 @@ def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names
     for code in set(codes):
         check_reduce(code, reduce, prescale, postscale, kind, on_device > 0)
     for n in names:  # once all are valid: only calls that will run take an automatic name
-        named.append(_name(kind, n, pid))
+        named.append(engine_name(kind, n, pid))
     spec = OpSpec(op, reduce=reduce, process_set=pid, root_rank=root_rank, prescale=float(prescale),
                   postscale=float(postscale))
     if not on_device:
@@ -171,17 +148,13 @@ def allreduce_(tensor: np.ndarray, average: Optional[bool] = None, name: Optiona
     return allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set).wait()
 
 
-def _group_names(name: Optional[str], n: int) -> list:
-    return [None] * n if name is None else [f"{name}.{i}" for i in range(n)]
-
-
 def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
                             op: Optional[int] = None, prescale_factor: float = 1.0,
                             postscale_factor: float = 1.0,
                             process_set: ProcessSet = global_process_set) -> Handle:
     """Start allreduces of several tensors as one group, which negotiates and fuses as one; the handle's
     wait() returns the reduced arrays in order."""
-    return _allreduce(tensors, False, "grouped_allreduce", _group_names(name, len(tensors)),
+    return _allreduce(tensors, False, "grouped_allreduce", group_names(name, len(tensors)),
                       resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
 
 
@@ -198,7 +171,7 @@ def grouped_allreduce_async_(tensors: Sequence[np.ndarray], average: Optional[bo
                              postscale_factor: float = 1.0,
                              process_set: ProcessSet = global_process_set) -> Handle:
     """Start in-place allreduces of several tensors as one group."""
-    return _allreduce(tensors, True, "grouped_allreduce_", _group_names(name, len(tensors)),
+    return _allreduce(tensors, True, "grouped_allreduce_", group_names(name, len(tensors)),
                       resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
 
 
@@ -238,7 +211,7 @@ def allgather(tensor: Any, name: Optional[str] = None, process_set: ProcessSet =
 def grouped_allgather_async(tensors: Sequence[Any], name: Optional[str] = None,
                             process_set: ProcessSet = global_process_set) -> Handle:
     """Start allgathers of several tensors as one group; the handle's wait() returns the list."""
-    return _allgather(tensors, "grouped_allgather", _group_names(name, len(tensors)), process_set, True)
+    return _allgather(tensors, "grouped_allgather", group_names(name, len(tensors)), process_set, True)
 
 
 def grouped_allgather(tensors: Sequence[Any], name: Optional[str] = None,
@@ -357,7 +330,7 @@ def grouped_reducescatter_async(tensors: Sequence[Any], op: Optional[int] = None
                                 process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                                 postscale_factor: float = 1.0) -> Handle:
     """Start reducescatters of several tensors as one group; the handle's wait() returns the list."""
-    return _reducescatter(tensors, "grouped_reducescatter", _group_names(name, len(tensors)), op, prescale_factor,
+    return _reducescatter(tensors, "grouped_reducescatter", group_names(name, len(tensors)), op, prescale_factor,
                           postscale_factor, process_set, True)
 
 

@@ -221,6 +221,8 @@ def test_check_build_lists_what_is_available() -> None:
         (["--cache-capacity", "8", "--disable-cache", sys.executable], "not allowed with"),
         (["--no-stall-check", "--stall-check-warning-time-seconds", "5", sys.executable], "not allowed with"),
         (["-p", "0", sys.executable], "must be >= 1"),
+        (["--cache-capacity", "-1", sys.executable], "HOROVOD_CACHE_CAPACITY='-1': expected an integer >= 0"),
+        (["--thread-affinity", "0,,1", sys.executable], "HOROVOD_THREAD_AFFINITY='0,,1': expected a comma-separated"),
     ],
 )
 def test_unsupported_or_conflicting_options_exit_2_with_one_line(args: list[str], message: str) -> None:

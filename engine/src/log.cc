@@ -37,7 +37,9 @@ Level parse_level(const std::string& value) {
   for (char ch : value) v += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   for (size_t i = 0; i < enum_count<Level>(); ++i)
     if (v == EnumNames<Level>::names[i]) return static_cast<Level>(i);
-  throw std::invalid_argument("not a log level: '" + value + "'");
+  std::string names;
+  for (size_t i = 0; i < enum_count<Level>(); ++i) names += (i ? ", " : "") + std::string(EnumNames<Level>::names[i]);
+  throw std::invalid_argument("HOROVOD_LOG_LEVEL='" + value + "': expected one of " + names);
 }
 
 void configure(Level threshold, int rank, bool show_time) {

@@ -25,7 +25,7 @@ struct EnumNames<log::Level> {
 
 namespace log {
 
-// The level a HOROVOD_LOG_LEVEL value names, in any case; std::invalid_argument when it names none.
+// The level a HOROVOD_LOG_LEVEL value names, in any case; std::invalid_argument naming the choices.
 Level parse_level(const std::string& value);
 
 // Messages below `threshold` are dropped; each line names `rank`, and the wall-clock time unless hidden.

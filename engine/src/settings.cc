@@ -83,13 +83,7 @@ Setting text(const char* name, Field field, const char* help) {
 Setting log_level() {
   Setting s{"HOROVOD_LOG_LEVEL", Kind::Choice, "the least severe engine messages printed on stderr"};
   for (size_t i = 0; i < enum_count<log::Level>(); ++i) s.choices.push_back(EnumNames<log::Level>::names[i]);
-  s.read = [s](Config& c, const std::string& v) {
-    try {
-      c.log_level = log::parse_level(v);
-    } catch (const std::invalid_argument&) {
-      refuse(s, v);
-    }
-  };
+  s.read = [](Config& c, const std::string& v) { c.log_level = log::parse_level(v); };
   s.show = [](const Config& c) { return std::string(enum_name(c.log_level)); };
   return s;
 }

@@ -16,7 +16,8 @@ from .. import ops as core
 from ..basics import is_initialized
 from ..dtypes import dtype_code
 from ..errors import HorovodInternalError
-from ..ops import ALLREDUCE, BROADCAST, OpSpec, check_reduce, check_root, op_names
+from ..naming import op_names, prefixed_name
+from ..ops import ALLREDUCE, BROADCAST, OpSpec, check_reduce, check_root
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, global_process_set, set_id
 from . import bridge
@@ -157,7 +158,7 @@ def allgather(tensor: NDArray, name: Optional[str] = None, priority: int = 0,
     """
     _require_init()
     with mxnet_errors():
-        out = core.allgather(_host(tensor, "allgather"), core.prefixed_name("allgather", name), process_set)
+        out = core.allgather(_host(tensor, "allgather"), prefixed_name("allgather", name), process_set)
     return _like(out, tensor)
 
 
@@ -167,7 +168,7 @@ def grouped_allgather(tensors: Sequence[NDArray], name: Optional[str] = None, pr
     _require_init()
     hosts = [_host(t, "grouped_allgather") for t in tensors]
     with mxnet_errors():
-        outs = core.grouped_allgather(hosts, core.prefixed_name("allgather", name), process_set)
+        outs = core.grouped_allgather(hosts, prefixed_name("allgather", name), process_set)
     return [_like(o, t) for o, t in zip(outs, tensors)]
 
 
@@ -182,7 +183,7 @@ def alltoall(tensor: NDArray, splits: Optional[Union[NDArray, Sequence[int]]] = 
     if isinstance(splits, NDArray):
         splits = splits.asnumpy()
     with mxnet_errors():
-        res = core.alltoall(_host(tensor, "alltoall"), splits, core.prefixed_name("alltoall", name), process_set)
+        res = core.alltoall(_host(tensor, "alltoall"), splits, prefixed_name("alltoall", name), process_set)
     if splits is None:
         return _like(res, tensor)
     out, received = res
@@ -200,7 +201,7 @@ def reducescatter(tensor: NDArray, op: int = Average, name: Optional[str] = None
     _check_ndarrays([tensor], "reducescatter")
     core.require_rows([tensor], "reducescatter")
     with mxnet_errors():
-        out = core.reducescatter(_host(tensor, "reducescatter"), op, core.prefixed_name("reducescatter", name),
+        out = core.reducescatter(_host(tensor, "reducescatter"), op, prefixed_name("reducescatter", name),
                                  process_set, prescale_factor, postscale_factor)
     return _like(out, tensor)
 
@@ -214,6 +215,6 @@ def grouped_reducescatter(tensors: Sequence[NDArray], op: int = Average, name: O
     core.require_rows(tensors, "grouped_reducescatter")
     hosts = [_host(t, "grouped_reducescatter") for t in tensors]
     with mxnet_errors():
-        outs = core.grouped_reducescatter(hosts, op, core.prefixed_name("reducescatter", name), process_set,
+        outs = core.grouped_reducescatter(hosts, op, prefixed_name("reducescatter", name), process_set,
                                           prescale_factor, postscale_factor)
     return [_like(o, t) for o, t in zip(outs, tensors)]
