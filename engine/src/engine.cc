@@ -426,7 +426,6 @@ bool Engine::step(bool by_waiter) {
   try {
     const bool worked = work();
     if (worked) last_work_us_.store(now_us(), std::memory_order_relaxed);
-    in_flight_.store(!table_.empty(), std::memory_order_relaxed);
     return worked;
   } catch (const std::exception& e) {
     on_engine_error(e.what());
@@ -436,11 +435,12 @@ bool Engine::step(bool by_waiter) {
   return true;
 }
 
-// Sleeps between steps, unless this rank has operations in flight that no waiter is moving along and
-// work was done within the spin time: then it only yields, so a reply is seen at once.
+// Between steps that found nothing to do: within the spin time of the last work, and while no waiter
+// moves the engine along itself, it only yields, so the next operation or reply is seen at once; after
+// that it sleeps, longer the longer it has been idle.
 void Engine::idle(int64_t& next_poll_us) {
   const int64_t now = now_us(), since_work = now - last_work_us_.load(std::memory_order_relaxed);
-  if (since_work < config_.spin_us && in_flight_.load(std::memory_order_relaxed) && !progress_->driven()) {
+  if (since_work < config_.spin_us && !progress_->driven()) {
     std::this_thread::yield();
     return;
   }

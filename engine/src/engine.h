@@ -132,7 +132,6 @@ class Engine {
   std::atomic<State> state_{State::Running};
   std::shared_ptr<Progress> progress_;         // the step lock, shared with the handles' waiters
   std::atomic<int64_t> last_work_us_{0};       // when a step last did work
-  std::atomic<bool> in_flight_{false};         // this rank has operations negotiating or running
 
   // Whoever runs a step only (see progress.h).
   std::unordered_map<TensorKey, TensorEntry, TensorKeyHash> table_;
