@@ -8,8 +8,9 @@ Cases (every rank runs each; rank 0 prints one JSON line per case and a table at
   mxnet_4B      the same through ``jupyter_hvd.mxnet`` (pushed to MXNet's engine, then ``wait_to_read``),
                 in a fresh process and again after a 64 MiB allreduce and the ResNet-50 gradient set.
   resnet50_out  the ResNet-50 gradient set (299 float32 tensors, about 102 MB), enqueued with
-                ``allreduce_async`` (out of place) and synchronized, against mpi4py's out-of-place
-                ``Allreduce`` into preallocated buffers, tensor by tensor; the in-place forms of both too.
+                ``allreduce_async`` (out of place: into new arrays, and with ``out=`` into preallocated ones)
+                and synchronized, against mpi4py's out-of-place ``Allreduce`` into preallocated buffers,
+                tensor by tensor; the in-place forms of both too.
 Rounds of each side alternate, so a busy machine slows both alike.
 """
 import argparse
@@ -103,12 +104,21 @@ def worker(calls: int) -> None:
         for h in hs:
             h.wait()
 
+    hvd_outs = [np.empty_like(a) for a in ins]
+
+    def hvd_into():
+        hs = [hvd.allreduce_async(a, op=hvd.Sum, name=f"resnet.{i}", out=o)
+              for i, (a, o) in enumerate(zip(ins, hvd_outs))]
+        for h in hs:
+            h.wait()
+
     def hvd_in():
         hs = [hvd.allreduce_async_(b, op=hvd.Sum, name=f"resnet.{i}") for i, b in enumerate(outs)]
         for h in hs:
             h.wait()
 
-    t = alternate(comm, {"mpi_out": mpi_out, "hvd_out": hvd_out, "mpi_in": mpi_in, "hvd_in": hvd_in}, 3)
+    t = alternate(comm, {"mpi_out": mpi_out, "hvd_out": hvd_out, "hvd_into": hvd_into, "mpi_in": mpi_in,
+                         "hvd_in": hvd_in}, 3)
     emit({"case": "resnet50_out", "bytes": int(sum(a.nbytes for a in ins)),
           **{k: float(np.median(v)) / 1e3 for k, v in t.items()}})
     mxhvd.shutdown()
@@ -125,7 +135,8 @@ def table(rows: list) -> str:
                        f"ratio p50 {h['p50_us'] / m['p50_us']:5.1f}x p99 {h['p99_us'] / m['p99_us']:5.1f}x")
         else:
             out.append(f"np={r['np']} ResNet-50 set ({r['bytes'] / 1e6:.0f} MB): out of place MPI {r['mpi_out']:.1f} ms, "
-                       f"jupyter_hvd {r['hvd_out']:.1f} ms ({r['hvd_out'] / r['mpi_out']:.2f}x); in place MPI "
+                       f"jupyter_hvd {r['hvd_out']:.1f} ms ({r['hvd_out'] / r['mpi_out']:.2f}x), with out= "
+                       f"{r['hvd_into']:.1f} ms ({r['hvd_into'] / r['mpi_out']:.2f}x); in place MPI "
                        f"{r['mpi_in']:.1f} ms, jupyter_hvd {r['hvd_in']:.1f} ms ({r['hvd_in'] / r['mpi_in']:.2f}x)")
     return "\n".join(out)
 
