@@ -106,31 +106,46 @@ def _output_like(arr: Any, out: Any) -> tuple:
 
 
 def _allreduce(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequence[Optional[str]], op: int,
-               prescale: float, postscale: float, process_set: ProcessSet, group: bool) -> Handle:
+               prescale: float, postscale: float, process_set: ProcessSet, group: bool,
+               out: Optional[Sequence[Any]] = None) -> Handle:
+    if out is not None and len(out) != len(tensors):
+        raise ValueError(f"{kind}: out= needs one array per tensor, got {len(out)} for {len(tensors)}")
     arrs, outs, finishes = [], [], []
-    for t in tensors:
+    for i, t in enumerate(tensors):
         arr = as_array(t, kind, in_place)
-        out, finish = _output_like(arr, arr if in_place else None)
+        given = arr if in_place else None if out is None else _given_output(out[i], arr, kind)
+        o, finish = _output_like(arr, given)
         arrs.append(arr)
-        outs.append(out)
+        outs.append(o)
         finishes.append(finish)
     return _enqueue(ALLREDUCE, kind, arrs, outs, names, process_set, finishes, group=group, reduce=op,
                     prescale=prescale, postscale=postscale)
 
 
+def _given_output(out: Any, arr: Any, kind: str) -> Any:
+    """The caller's ``out=`` array for ``arr``'s result: writable, contiguous, and of its shape and dtype."""
+    o = as_array(out, f"{kind} out=", True)
+    if isinstance(o, DeviceArray) != isinstance(arr, DeviceArray) or tuple(o.shape) != tuple(arr.shape) \
+            or np.dtype(o.dtype) != np.dtype(arr.dtype):
+        raise ValueError(f"{kind}: out= must be a {np.dtype(arr.dtype)} array of shape {tuple(arr.shape)} on the "
+                         f"input's device, got {np.dtype(o.dtype)} {tuple(o.shape)}")
+    return o
+
+
 def allreduce_async(tensor: Any, average: Optional[bool] = None, name: Optional[str] = None,
                     op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-                    process_set: ProcessSet = global_process_set) -> Handle:
-    """Start an allreduce; the handle's wait() returns the reduced array."""
+                    process_set: ProcessSet = global_process_set, out: Any = None) -> Handle:
+    """Start an allreduce; the handle's wait() returns the reduced array: ``out`` when given (an array of
+    the input's shape and dtype to write the result into, an extension of Horovod's API), else a new one."""
     return _allreduce([tensor], False, "allreduce", [name], resolve_op(average, op), prescale_factor,
-                      postscale_factor, process_set, False)
+                      postscale_factor, process_set, False, None if out is None else [out])
 
 
 def allreduce(tensor: Any, average: Optional[bool] = None, name: Optional[str] = None, op: Optional[int] = None,
               prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-              process_set: ProcessSet = global_process_set) -> np.ndarray:
-    """Reduce ``tensor`` over the ranks of ``process_set`` (default op: Average)."""
-    return allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor, process_set).wait()
+              process_set: ProcessSet = global_process_set, out: Any = None) -> np.ndarray:
+    """Reduce ``tensor`` over the ranks of ``process_set`` (default op: Average), into ``out`` if given."""
+    return allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor, process_set, out).wait()
 
 
 def allreduce_async_(tensor: np.ndarray, average: Optional[bool] = None, name: Optional[str] = None,
@@ -151,19 +166,20 @@ def allreduce_(tensor: np.ndarray, average: Optional[bool] = None, name: Optiona
 def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
                             op: Optional[int] = None, prescale_factor: float = 1.0,
                             postscale_factor: float = 1.0,
-                            process_set: ProcessSet = global_process_set) -> Handle:
+                            process_set: ProcessSet = global_process_set,
+                            out: Optional[Sequence[Any]] = None) -> Handle:
     """Start allreduces of several tensors as one group, which negotiates and fuses as one; the handle's
-    wait() returns the reduced arrays in order."""
+    wait() returns the reduced arrays in order (``out``'s, when given: one array per tensor)."""
     return _allreduce(tensors, False, "grouped_allreduce", group_names(name, len(tensors)),
-                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
+                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out)
 
 
 def grouped_allreduce(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
                       op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-                      process_set: ProcessSet = global_process_set) -> list:
-    """Allreduce a list of tensors; returns the reduced arrays in order."""
+                      process_set: ProcessSet = global_process_set, out: Optional[Sequence[Any]] = None) -> list:
+    """Allreduce a list of tensors; returns the reduced arrays in order (into ``out``'s, when given)."""
     return grouped_allreduce_async(tensors, average, name, op, prescale_factor, postscale_factor,
-                                   process_set).wait()
+                                   process_set, out).wait()
 
 
 def grouped_allreduce_async_(tensors: Sequence[np.ndarray], average: Optional[bool] = None,

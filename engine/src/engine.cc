@@ -26,8 +26,6 @@ constexpr int64_t kDrainTimeoutUs = 2000000;  // longest wait for rank 0's final
 // to 100 us (a reply that comes soon is seen soon; a long wait wakes the thread seldom), and 1 ms once
 // idle for 50 ms.
 constexpr int64_t kFirstPollUs = 20, kIdlePollUs = 100, kLongIdlePollUs = 1000, kLongIdleUs = 50000;
-// How long a thread waiting for a result polls before it sleeps (at most the engine's own spin time).
-constexpr int64_t kWaitSpinUs = 50;
 
 // Engines started in this process so far: with the other ranks' count, the new engine's epoch.
 int g_engines_started = 0;
@@ -57,9 +55,10 @@ Engine::Engine(MPI_Comm comm, Config config)
   MPI_Comm_free(&local);
   MPI_Comm_free(&cross);
   log::configure(config_.log_level, topo_.rank, !config_.log_hide_time);
-  // Waiters poll only where each local rank can have a core: with more ranks than cores a polling waiter
-  // takes the core its engine thread needs (4 ranks on 2 cores: small allreduces took ~20% longer).
-  wait_spin_us_ = topo_.local_size <= usable_cores() ? std::min(config_.spin_us, kWaitSpinUs) : 0;
+  // A waiter works (see progress.h) for as long as the engine thread would otherwise spin, and only where
+  // each local rank can have a core: with more ranks than cores, a busy waiter takes the core another
+  // rank needs.
+  wait_spin_us_ = topo_.local_size <= usable_cores() ? config_.spin_us : 0;
 
   auto global = std::make_shared<ProcessSet>();
   global->id = 0;
@@ -126,6 +125,8 @@ Engine::Engine(MPI_Comm comm, Config config)
       << (config_.stall_check ? std::to_string(static_cast<int>(config_.stall_check_s)) + " s" : "off");
     log::write(log::Level::Info, o.str());
   }
+  progress_ = std::make_shared<Progress>([this](bool by_waiter) { return step(by_waiter); });
+  last_work_us_ = now_us();
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "hvd-engine");  // as top -H, perf and gdb show it
     if (!config_.thread_affinity.empty()) pin_thread(config_.thread_affinity, topo_.local_rank, topo_.local_size);
@@ -178,7 +179,7 @@ std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> gr
   int64_t now = now_us();
   for (auto& e : group) {
     e.request.rank = topo_.rank;
-    e.handle = std::make_shared<Handle>(wait_spin_us_);
+    e.handle = std::make_shared<Handle>(wait_spin_us_, progress_);
     e.enqueue_us = now;
     handles.push_back(e.handle);
   }
@@ -383,17 +384,12 @@ void Engine::fail(TensorEntry& e, const Status& s) {
 }
 
 void Engine::loop() {
-  int64_t last_work = now_us();
   int64_t next_poll_us = kFirstPollUs;
   while (state_ != State::Stopped) {
-    try {
-      iterate(last_work, next_poll_us);
-    } catch (const std::exception& e) {
-      on_engine_error(e.what());
-    } catch (...) {
-      on_engine_error("unknown error");
-    }
+    if (progress_->step()) next_poll_us = kFirstPollUs;
+    else idle(next_poll_us);
   }
+  progress_->detach();  // waiters' handles may outlive the engine
   try {
     forward_timeline();  // this rank's last events: into the file on rank 0
   } catch (const std::exception& e) {
@@ -425,7 +421,39 @@ void Engine::on_engine_error(const std::string& what) {
   }
 }
 
-void Engine::iterate(int64_t& last_work, int64_t& next_poll_us) {
+bool Engine::step(bool by_waiter) {
+  if (state_ == State::Stopped || (by_waiter && gpu_device_.load() >= 0)) return false;
+  try {
+    const bool worked = work();
+    if (worked) last_work_us_.store(now_us(), std::memory_order_relaxed);
+    return worked;
+  } catch (const std::exception& e) {
+    on_engine_error(e.what());
+  } catch (...) {
+    on_engine_error("unknown error");
+  }
+  return true;
+}
+
+// Between steps that found nothing to do: within the spin time of the last work, and while no waiter
+// moves the engine along itself, it only yields, so the next operation or reply is seen at once; after
+// that it sleeps, longer the longer it has been idle.
+void Engine::idle(int64_t& next_poll_us) {
+  const int64_t now = now_us(), since_work = now - last_work_us_.load(std::memory_order_relaxed);
+  if (since_work < config_.spin_us && !progress_->driven()) {
+    std::this_thread::yield();
+    return;
+  }
+  const int64_t cap = since_work < kLongIdleUs ? kIdlePollUs : kLongIdlePollUs;
+  const int64_t poll_us = std::min(next_poll_us, cap);
+  next_poll_us = std::min(2 * poll_us, cap);
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, std::chrono::microseconds(poll_us), [this] {
+    return !queue_.empty() || !sets_to_remove_.empty() || (stop_requested_ && state_ == State::Running);
+  });
+}
+
+bool Engine::work() {
   bool worked = false;
   std::vector<TensorEntry> fresh;
   std::vector<int32_t> removals;
@@ -458,6 +486,7 @@ void Engine::iterate(int64_t& last_work, int64_t& next_poll_us) {
   std::vector<Response> batch;
   batch.swap(exec_queue_);
   for (const Response& r : batch) execute(r);
+  worked |= !batch.empty();
   if (!removals.empty()) {  // after this cycle's responses: they may still be of the sets removed
     remove_sets(removals);
     {
@@ -472,20 +501,7 @@ void Engine::iterate(int64_t& last_work, int64_t& next_poll_us) {
   if (state_ == State::Draining && (final_received_ || now > drain_deadline_us_)) finish_stop();
   if (now - last_periodic_us_ > kPeriodUs) periodic(now);
   channel_->reap();
-  if (worked) {
-    last_work = now;
-    next_poll_us = kFirstPollUs;
-  } else if (now - last_work < config_.spin_us) {
-    std::this_thread::yield();
-  } else {
-    int64_t cap = now - last_work < kLongIdleUs ? kIdlePollUs : kLongIdlePollUs;
-    int64_t poll_us = std::min(next_poll_us, cap);
-    next_poll_us = std::min(2 * poll_us, cap);
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait_for(lk, std::chrono::microseconds(poll_us), [this] {
-      return !queue_.empty() || !sets_to_remove_.empty() || (stop_requested_ && state_ == State::Running);
-    });
-  }
+  return worked;
 }
 
 void Engine::submit(std::vector<TensorEntry> fresh) {
