@@ -109,7 +109,10 @@ def test_mpiexec_command_session_dir(monkeypatch: pytest.MonkeyPatch) -> None:
         (LaunchSpec(np=8, hostfile="hosts.txt", listen="any"), ["--hostfile", "hosts.txt"]),
     ],
 )
-def test_mpiexec_command_placement(spec: LaunchSpec, placement: list[str]) -> None:
+def test_mpiexec_command_placement(spec: LaunchSpec, placement: list[str], tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hosts.txt").write_text("h1 slots=4\n")
     cmd, _ = mpiexec_command(spec, ["prog"])
     start = cmd.index(placement[0])
     assert cmd[start:start + 2] == placement
@@ -184,8 +187,10 @@ def test_single_host_jobs_leave_out_libfabric_unless_the_user_chose_transports()
         assert result.stdout.splitlines() == [f"{BTL_VAR}={seen}"] * 2
 
 
-def test_multi_host_jobs_keep_open_mpis_transports(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_multi_host_jobs_keep_open_mpis_transports(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(BTL_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hosts.txt").write_text("h1\nh2\n")
     for spec in (LaunchSpec(np=2, hosts="h1,h2", listen="eth0"), LaunchSpec(np=2, hostfile="hosts.txt", listen="eth0")):
         assert BTL_VAR not in mpiexec_command(spec, ["true"])[1]
 
@@ -207,7 +212,7 @@ def test_verbose_prints_mpiexec_command() -> None:
     [
         ([sys.executable, "-c", "pass"], "required: -np"),
         (["-np", "0", sys.executable], "must be >= 1"),
-        (["-np", "2", "-H", "localhost", "--hostfile", "h", sys.executable], "not allowed with"),
+        (["-np", "2", "-H", "localhost", "--hostfile", "h", sys.executable], "give --hosts or --hostfile, not both"),
         (["-np", "2"], "no command given"),
         (["-np", "2", "--"], "no command given"),
         (["-np", "2", "-H", "localhost:0", sys.executable], "bad host entry"),

@@ -12,7 +12,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import parse_argstring
 
-from jupyter_hvd.magic import cell
+from jupyter_hvd.magic.rank_device import pin_device
 from jupyter_hvd.magic.cluster import LaunchConfig, RankCluster
 from jupyter_hvd.magic.failures import RankError
 from jupyter_hvd.magic.magics import HvdMagics
@@ -268,7 +268,7 @@ def test_a_build_without_the_mxnet_bridge_defaults_to_another_api(ip, monkeypatc
 def test_device_pinning_follows_the_local_rank(monkeypatch, visible, local_rank, cpu, device, pinned):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert cell._pin_device(local_rank, 2, cpu) == device
+    assert pin_device(local_rank, 2, cpu) == device
     assert os.environ["CUDA_VISIBLE_DEVICES"] == pinned
     assert ("OMP_NUM_THREADS" in os.environ) == (device == "cpu")
 

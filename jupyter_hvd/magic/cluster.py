@@ -23,10 +23,11 @@ from traitlets import Any as AnyTrait
 
 from ..runner.launch import LISTEN_VAR, LaunchSpec, default_forward, job_hosts, mpiexec_command
 from ..runner.networks import listen_address
-from .cell import api_module, setup_rank
 from .failures import RankError, without_runner_frames
+from .frameworks import api_module
 from .by_value import TransferError, load, pack, pack_names, unpack
 from .host_report import loss_message, lost_from
+from .rank_setup import setup_rank
 from .reaper import TAG, alive, descendants, tagged
 from .sweeper import new_job_folder, sweep
 
