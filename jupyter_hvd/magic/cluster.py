@@ -66,6 +66,12 @@ class LaunchConfig:
             return f"Slurm allocation {self.allocation} ({self.hosts})"
         return self.hosts or self.hostfile or "this host"
 
+    def changes_from(self, running: LaunchConfig) -> str:
+        """Why ranks started for ``running`` cannot serve this config, by the flags that differ; '' when none do."""
+        flags = {"np": "-np", "env": "-x", "allocation": "the Slurm allocation"}
+        changed = [flags.get(k, f"--{k}") for k in vars(self) if getattr(self, k) != getattr(running, k)]
+        return "changed " + ", ".join(changed) if changed else ""
+
 
 @dataclass
 class RankInfo:

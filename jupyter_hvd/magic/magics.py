@@ -191,11 +191,7 @@ class HvdMagics(Magics):
     def _restart_reason(self, config: LaunchConfig) -> str:
         """Why the running ranks cannot serve config, or '' when they can."""
         assert self.cluster is not None
-        if config != self.cluster.config:
-            changed = [k for k in vars(config) if getattr(config, k) != getattr(self.cluster.config, k)]
-            flags = {"np": "-np", "env": "-x", "allocation": "the Slurm allocation"}
-            return "changed " + ", ".join(flags.get(k, f"--{k}") for k in changed)
-        return self.cluster.what_died()
+        return config.changes_from(self.cluster.config) or self.cluster.what_died()
 
     def _launch_config(self, args: Any) -> LaunchConfig:
         """The job a cell asks for: a full spec with -np, else the current job adjusted by the flags given."""

@@ -28,7 +28,7 @@ SESSION_DIR_VAR = "PRTE_MCA_prte_tmpdir_base"
 # make one of that name there too and leave it behind, so they keep their session files where they usually do.
 LOCAL_SESSION_DIR_VAR = "PRTE_MCA_prte_local_tmpdir_base"
 SESSION_DIR_VARS = (SESSION_DIR_VAR, LOCAL_SESSION_DIR_VAR, "PRTE_MCA_prte_remote_tmpdir_base")
-# Open MPI's libfabric transport took a second to start in every rank here, and a job on one host never
+# Open MPI's libfabric transport is slow to start in every rank, and a job on one host never
 # uses it (shared memory carries everything), so single-host launches leave it out unless the user chose
 # the transports themselves.
 BTL_VAR, SINGLE_HOST_BTL = "OMPI_MCA_btl", "^ofi"
