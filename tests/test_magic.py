@@ -402,17 +402,6 @@ def test_x_sets_variables_on_the_ranks_and_a_different_set_restarts(ip, started,
     assert result.result == "debug" and "restarting" not in out
 
 
-def test_ranks_placed_with_hosts_get_the_connection_in_their_environment(ip, started, capsys):
-    """--hosts takes the path of a job on several hosts: ranks start after the controller, told where it is
-    (on one host they read the controller's connection file: test_last_expression_comes_from_rank_0). These
-    ranks stay up for the next test, which restarts them."""
-    result, out = run(ip, capsys, "%%hvd -np 2 --hosts localhost:2 --framework none\n"
-                                  "import os\n'IPP_CONNECTION_INFO' in os.environ, hvd.size()")
-    assert result.success, out
-    assert "restarting the ranks (changed --hosts, -x)" in out
-    assert result.result == (True, 2)
-
-
 def test_restart_and_stop_leave_no_processes(ip, started, capsys):
     before = [r.pid for r in magics(ip).cluster.ranks]
     _, out = run(ip, capsys, "%hvd restart")
@@ -425,3 +414,14 @@ def test_restart_and_stop_leave_no_processes(ip, started, capsys):
     assert "no ranks running" in run(ip, capsys, "%hvd status")[1]
     result, out = run(ip, capsys, "%%hvd\nhvd.rank()")
     assert result.success and "[hvd] started 2 ranks" in out
+
+
+def test_ranks_placed_with_hosts_get_the_connection_in_their_environment(ip, started, capsys):
+    """--hosts takes the path of a job on several hosts: ranks start after the controller, told where it is
+    (on one host they read the controller's connection file: test_last_expression_comes_from_rank_0). Last in
+    the module, so that no later test has to start ranks on one host again."""
+    result, out = run(ip, capsys, "%%hvd -np 2 --hosts localhost:2 --framework none\n"
+                                  "import os\n'IPP_CONNECTION_INFO' in os.environ, hvd.size()")
+    assert result.success, out
+    assert "restarting the ranks (changed --hosts" in out
+    assert result.result == (True, 2)
