@@ -15,7 +15,7 @@ from typing import NoReturn
 from jupyter_hvd._C import check_setting, settings
 from jupyter_hvd.runner.child import die_with_parent, wait_relaying
 from jupyter_hvd.runner.host_loss import describe, lost_hosts, ranks_by_host
-from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command, placement
+from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command, parse_export, placement
 from jupyter_hvd.runner.slurm import allocation
 from jupyter_hvd.runner.session_folder import session_folder
 
@@ -117,9 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="number of ranks to start (required unless --check-build)")
     parser.add_argument("-cb", "--check-build", action="store_true",
                         help="show which frameworks, controllers and tensor operations are available, then exit")
-    placement = parser.add_mutually_exclusive_group()
-    placement.add_argument("-H", "--hosts", help="hosts and slots, e.g. host1:4,host2:4")
-    placement.add_argument("--hostfile", help="Open MPI hostfile listing hosts and slots")
+    parser.add_argument("-H", "--hosts", help="hosts and slots, e.g. host1:4,host2:4")
+    parser.add_argument("--hostfile", help="Open MPI hostfile listing hosts and slots")
     parser.add_argument("-p", "--ssh-port", type=_at_least(1, int), metavar="PORT",
                         help="SSH port of the other hosts")
     parser.add_argument("-i", "--ssh-identity-file", metavar="FILE", help="SSH key for the other hosts")
@@ -202,10 +201,8 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
         env["NCCL_SOCKET_IFNAME"] = args.network_interface
     forward = default_forward(environ)
     for item in args.export:
-        name, assigned, value = item.partition("=")
-        if not name:
-            raise ValueError(f"-x needs a variable name, got {item!r}")
-        if assigned:
+        name, value = parse_export(item)
+        if value is not None:
             env[name] = value
         else:
             forward.append(name)
