@@ -72,10 +72,9 @@ void bind_gpu(nb::module_& m) {
 
   // One operation on each device buffer of `inputs`, all queued together; an output of 0 has the engine
   // allocate it. Each input is ready once the work queued so far on its stream (None: it is ready now) is done.
-  m.def("enqueue_device", [](int op, std::vector<std::string> names, std::vector<int> dtypes,
+  m.def("enqueue_device", [](const hvd::OpSpec& spec, std::vector<std::string> names, std::vector<int> dtypes,
                              std::vector<std::vector<int64_t>> shapes, std::vector<uintptr_t> inputs,
-                             std::vector<uintptr_t> outputs, int reduce, int process_set, int root_rank, double prescale,
-                             double postscale, std::vector<int64_t> splits, std::vector<int> devices,
+                             std::vector<uintptr_t> outputs, std::vector<int64_t> splits, std::vector<int> devices,
                              std::vector<std::optional<uintptr_t>> streams) {
     size_t n = names.size();
     if (dtypes.size() != n || shapes.size() != n || inputs.size() != n || outputs.size() != n ||
@@ -98,7 +97,9 @@ void bind_gpu(nb::module_& m) {
         throw hvd::InvalidArgument("tensor '" + name + "' is on cuda:" + std::to_string(devices[i]) + ", but " +
                                    std::to_string(rt.status().device_count) + " CUDA device(s) are visible");
       hvd::TensorEntry& e = group[i];
-      e.request.spec = op_spec(op, reduce, dtypes[i], hvd::Memory::Cuda, process_set, root_rank, prescale, postscale);
+      e.request.spec = spec;
+      e.request.spec.dtype = data_type(dtypes[i]);
+      e.request.spec.memory = hvd::Memory::Cuda;
       e.request.name = name;
       e.request.shape = std::move(shapes[i]);
       e.input = reinterpret_cast<const void*>(inputs[i]);
@@ -116,8 +117,7 @@ void bind_gpu(nb::module_& m) {
       e.ready = ready;
     }
     return enqueue_entries(std::move(group));
-  }, "op"_a, "names"_a, "dtypes"_a, "shapes"_a, "inputs"_a, "outputs"_a, "reduce"_a, "process_set"_a, "root_rank"_a,
-     "prescale"_a, "postscale"_a, "splits"_a, "devices"_a, "streams"_a);
+  }, "spec"_a, "names"_a, "dtypes"_a, "shapes"_a, "inputs"_a, "outputs"_a, "splits"_a, "devices"_a, "streams"_a);
 
   // What a DLPack tensor is, without touching its memory: (address, shape, strides in elements
   // or None, (type code, bits, lanes), (device type, device id)).

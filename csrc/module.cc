@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 
+#include "contracts.h"
 #include "engine.h"
 #include "gpu_binding.h"
 #include "registry.h"
@@ -130,16 +131,6 @@ nb::dict metrics_dict(const hvd::Metrics& m) {
 
 namespace jhvd {
 
-hvd::OpSpec op_spec(int op, int reduce, int dtype, hvd::Memory memory, int process_set, int root_rank,
-                    double prescale, double postscale) {
-  auto in = [](int v, auto last) { return v >= 0 && v <= static_cast<int>(last); };
-  if (!in(op, hvd::OpType::Barrier) || !in(reduce, hvd::ReduceOp::Product) || !in(dtype, hvd::DataType::Bool))
-    throw hvd::InvalidArgument("enqueue: op " + std::to_string(op) + ", reduce op " + std::to_string(reduce) +
-                               " or dtype " + std::to_string(dtype) + " is not one the engine knows");
-  return {static_cast<hvd::OpType>(op), static_cast<hvd::ReduceOp>(reduce), static_cast<hvd::DataType>(dtype),
-          memory, process_set, root_rank, prescale, postscale};
-}
-
 // Holds the registry lock while enqueueing, so a concurrent shutdown cannot free the engine meanwhile.
 HandleGroup enqueue_entries(std::vector<hvd::TensorEntry> group) {
   std::lock_guard<std::mutex> g(g_mu);
@@ -205,23 +196,22 @@ NB_MODULE(_C, m) {
   });
   // One operation on each host array of `inputs`, all queued together; `outputs` holds an array to
   // write each result to, or None where the engine allocates it.
-  m.def("enqueue", [](int op, std::vector<std::string> names, std::vector<int> dtypes, nb::list inputs,
-                      nb::list outputs, int reduce, int process_set, int root_rank, double prescale,
-                      double postscale, std::vector<int64_t> splits) {
+  m.def("enqueue", [](const hvd::OpSpec& spec, std::vector<std::string> names, std::vector<int> dtypes,
+                      nb::list inputs, nb::list outputs, std::vector<int64_t> splits) {
     size_t n = names.size();
     if (dtypes.size() != n || inputs.size() != n || outputs.size() != n)
       throw nb::value_error("enqueue: names, dtypes, inputs and outputs differ in length");
     std::vector<hvd::TensorEntry> group;
     group.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      hvd::OpSpec spec = jhvd::op_spec(op, reduce, dtypes[i], hvd::Memory::Host, process_set, root_rank, prescale,
-                                       postscale);
-      group.push_back(host_entry(spec, std::move(names[i]), inputs[i], outputs[i]));
+      hvd::OpSpec tensor_spec = spec;
+      tensor_spec.dtype = jhvd::data_type(dtypes[i]);
+      tensor_spec.memory = hvd::Memory::Host;
+      group.push_back(host_entry(tensor_spec, std::move(names[i]), inputs[i], outputs[i]));
       group.back().splits = splits;
     }
     return jhvd::enqueue_entries(std::move(group));
-  }, "op"_a, "names"_a, "dtypes"_a, "inputs"_a, "outputs"_a, "reduce"_a, "process_set"_a, "root_rank"_a,
-     "prescale"_a, "postscale"_a, "splits"_a);
+  }, "spec"_a, "names"_a, "dtypes"_a, "inputs"_a, "outputs"_a, "splits"_a);
   m.def("abort", [](const std::string& reason) { engine().abort(reason); }, "reason"_a);
   m.def("stop_status", [] { return status_tuple(engine().stop_status()); });
   m.def("add_process_set", [](std::vector<int> ranks) {
@@ -252,6 +242,7 @@ NB_MODULE(_C, m) {
     return nb::make_tuple(out, dropped);
   }, "since"_a, "max"_a = 100000);
   m.def("metrics", [] { return metrics_dict(engine().metrics()); });
+  jhvd::bind_contracts(m);
   jhvd::bind_gpu(m);
 #ifdef JHVD_WITH_MXNET
   jhvd::bind_mxnet(m);

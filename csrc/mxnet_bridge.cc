@@ -174,14 +174,14 @@ void setup(uintptr_t push_async_nd, uintptr_t to_dlpack, uintptr_t shallow_copy,
   g_api.last_error = reinterpret_cast<decltype(g_api.last_error)>(last_error);
 }
 
-void push(int op, std::vector<std::string> names, const std::vector<uintptr_t>& arrays, int reduce,
-          int process_set, int root_rank, double prescale, double postscale, int priority) {
+void push(const hvd::OpSpec& spec, std::vector<std::string> names, const std::vector<uintptr_t>& arrays,
+          int priority) {
   if (!g_api.push_async_nd) throw nb::value_error("mxnet_push before mxnet_setup");
   if (arrays.empty() || names.size() != arrays.size())
     throw nb::value_error("mxnet_push: need one name per NDArray, and at least one NDArray");
   auto p = std::make_unique<PushedOp>();
-  p->spec = op_spec(op, reduce, static_cast<int>(hvd::DataType::Float32), hvd::Memory::Host, process_set, root_rank,
-                    prescale, postscale);
+  p->spec = spec;
+  p->spec.memory = hvd::Memory::Host;
   p->names = std::move(names);
   p->arrays.reserve(arrays.size());
   std::vector<NDArrayHandle> deps;
@@ -209,8 +209,7 @@ void push(int op, std::vector<std::string> names, const std::vector<uintptr_t>& 
 void bind_mxnet(nb::module_& m) {
   m.def("mxnet_setup", &setup, "push_async_nd"_a, "to_dlpack"_a, "shallow_copy"_a, "free_array"_a,
         "last_error"_a);
-  m.def("mxnet_push", &push, "op"_a, "names"_a, "arrays"_a, "reduce"_a, "process_set"_a, "root_rank"_a,
-        "prescale"_a, "postscale"_a, "priority"_a);
+  m.def("mxnet_push", &push, "spec"_a, "names"_a, "arrays"_a, "priority"_a);
 }
 
 }  // namespace jhvd

@@ -13,9 +13,8 @@ struct HandleGroup {
   std::vector<std::shared_ptr<hvd::Handle>> handles;
 };
 
-// An OpSpec from the integer codes Python passes; throws hvd::InvalidArgument for a code out of range.
-hvd::OpSpec op_spec(int op, int reduce, int dtype, hvd::Memory memory, int process_set, int root_rank,
-                    double prescale, double postscale);
+// The dtype of a code Python passes; throws hvd::InvalidArgument for one out of range (contracts.cc).
+hvd::DataType data_type(int code);
 
 // Enqueues a group on the process-wide engine (all or none of it). Throws hvd::InvalidArgument for
 // bad requests and std::runtime_error when no engine is running.

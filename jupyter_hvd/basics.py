@@ -10,10 +10,9 @@ from .errors import raise_for_status
 from .handles import release_orphans
 from .naming import restart as restart_auto_names
 from .gpu import cuda_available, nccl_available
-from .runner.launch import BTL_VAR, LONE_PROCESS_BTL
+from .runner.launch import BTL_VAR, LONE_PROCESS_BTL, started_by_launcher
 
 _atexit_registered = False
-LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")  # set by an MPI launcher for its ranks
 NO_MXNET_BRIDGE = ("jupyter_hvd was built without its MXNet bridge (mxnet's headers were not found at build time); "
                    "with mxnet installed, rebuild it: pip install --no-build-isolation .")
 
@@ -28,7 +27,7 @@ def mxnet_unavailable_reason() -> str:
 
 def _comm_handle(comm: Any) -> int:
     """The C handle of an mpi4py communicator, or of a new one over a list of world ranks."""
-    if "mpi4py.MPI" not in sys.modules and not any(v in os.environ for v in LAUNCHER_VARS):
+    if "mpi4py.MPI" not in sys.modules and not started_by_launcher():
         os.environ.setdefault(BTL_VAR, LONE_PROCESS_BTL)  # see runner.launch
     from mpi4py import MPI  # initialises MPI with MPI_THREAD_MULTIPLE (mpi4py's default)
 

@@ -1,27 +1,28 @@
-"""Which array dtypes the engine reduces, and their native codes."""
+"""Which array dtypes the engine reduces, and their codes: the engine's list (hvd::DataType), by numpy name."""
+from typing import Optional
+
 import numpy as np
 
-# Native codes, in the order of hvd::DataType.
-_CODES = {
-    np.dtype(np.uint8): 0,
-    np.dtype(np.int8): 1,
-    np.dtype(np.int32): 2,
-    np.dtype(np.int64): 3,
-    np.dtype(np.float16): 4,
-    np.dtype(np.float32): 6,
-    np.dtype(np.float64): 7,
-    np.dtype(np.bool_): 8,
-}
-BFLOAT16 = 5
+from ._C import DataType, is_float
+
 try:  # numpy carries bfloat16 only through ml_dtypes
     import ml_dtypes
-
-    _CODES[np.dtype(ml_dtypes.bfloat16)] = BFLOAT16
 except ImportError:
-    pass
+    ml_dtypes = None
 
-FLOAT_CODES = {4, 5, 6, 7}
-BOOL_CODE = 8
+
+def _numpy_dtype(name: str) -> Optional[np.dtype]:
+    """The numpy dtype the engine's dtype ``name`` stands for; None where numpy lacks it here."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        extra = getattr(ml_dtypes, name, None)
+        return None if extra is None else np.dtype(extra)
+
+
+_CODES = {dt: int(t) for t in DataType if (dt := _numpy_dtype(t.name)) is not None}
+FLOAT_CODES = frozenset(int(t) for t in DataType if is_float(t))
+BOOL_CODE = int(DataType.bool)
 
 
 def dtype_code(dtype: np.dtype, what: str) -> int:

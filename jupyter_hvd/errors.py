@@ -1,4 +1,5 @@
 """Exceptions the engine raises; each carries the tensor, the ranks and the reason."""
+from ._C import StatusCode
 
 
 class HorovodInternalError(RuntimeError):
@@ -22,8 +23,10 @@ class EngineShutdownError(HorovodInternalError):
     """The engine was shut down (on this rank or another) while the operation was pending."""
 
 
-# Status codes of the native engine, in the order of hvd::Status::Code.
-_OK, _MISMATCH, _INVALID, _ABORTED, _SHUTDOWN, _INTERNAL = range(6)
+# The exception of each failing status code (the engine's hvd::Status::Code); Aborted carries its origin.
+_RAISES = {int(StatusCode.Mismatch): TensorMismatchError, int(StatusCode.Invalid): ValueError,
+           int(StatusCode.Shutdown): EngineShutdownError}
+_OK, _ABORTED = int(StatusCode.Ok), int(StatusCode.Aborted)
 
 
 def raise_for_status(status: tuple[int, str, int]) -> None:
@@ -31,12 +34,6 @@ def raise_for_status(status: tuple[int, str, int]) -> None:
     code, message, origin = status
     if code == _OK:
         return
-    if code == _MISMATCH:
-        raise TensorMismatchError(message)
-    if code == _INVALID:
-        raise ValueError(message)
     if code == _ABORTED:
         raise EngineAbortedError(message, origin)
-    if code == _SHUTDOWN:
-        raise EngineShutdownError(message)
-    raise HorovodInternalError(message)
+    raise _RAISES.get(code, HorovodInternalError)(message)

@@ -1,4 +1,5 @@
-"""Automatic names for unnamed ops, which must come out the same on every rank of a process set.
+"""The names ops go to the engine under: the caller's, Horovod's prefixed ones, and automatic names for
+unnamed ops, which must come out the same on every rank of a process set.
 
 Ranks match an op by its name, so an unnamed op is numbered: the n-th unnamed op of a kind on a set
 is ``KIND.noname.SET.n`` on every member that calls ops in the same order. The count starts at every
@@ -7,7 +8,7 @@ before an op its peers ran) therefore end with the engine that failed, and canno
 """
 import itertools
 from collections import defaultdict
-from typing import DefaultDict, Iterator, Tuple
+from typing import DefaultDict, Iterator, List, Optional, Tuple
 
 _counters: DefaultDict[Tuple[str, int], Iterator[int]] = defaultdict(itertools.count)
 
@@ -20,3 +21,31 @@ def auto_name(kind: str, set_id: int) -> str:
 def restart() -> None:
     """Start every count again from 0 (called where the engine starts)."""
     _counters.clear()
+
+
+def engine_name(kind: str, name: Optional[str], set_id: int) -> str:
+    """The caller's name, or the next automatic one when it is None; ValueError for a name that is not a
+    non-empty string."""
+    if name is None:
+        return auto_name(kind, set_id)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{kind}: name must be a non-empty string, got {name!r}")
+    return name
+
+
+def group_names(name: Optional[str], n: int) -> List[Optional[str]]:
+    """The names of the ``n`` tensors of a group called ``name`` (``name.i``); all unnamed when it is None."""
+    return [None] * n if name is None else [f"{name}.{i}" for i in range(n)]
+
+
+def prefixed_name(kind: str, name: Optional[str]) -> Optional[str]:
+    """Horovod's naming in its framework APIs: the op kind prefixes a caller's name (``allreduce.w``);
+    None (or '') stays unnamed, for the core to number."""
+    return None if name is None or name == "" else f"{kind}.{name}"
+
+
+def op_names(kind: str, name: Optional[str], n: int, set_id: int) -> List[str]:
+    """The engine names of ``n`` ops a framework API calls together under ``name`` (``kind.name``, or
+    ``kind.name.i`` in a group); unnamed ones are numbered as the core numbers its own."""
+    given = prefixed_name(kind, name)
+    return [engine_name(kind, m, set_id) for m in ([given] if n == 1 else group_names(given, n))]

@@ -5,43 +5,24 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import _C
+from ._C import OpSpec, OpType, ReduceOp
 from .arrays import as_array
 from .dtypes import BOOL_CODE, FLOAT_CODES, dtype_code
 from .gpu import DeviceArray
 from .handles import Handle, release_orphans
-from .naming import auto_name
+from .naming import engine_name, group_names
 from .process_sets import ProcessSet, global_process_set, set_id
 
-# Reduce ops, valued as the engine's hvd::ReduceOp.
-Sum, Average, Min, Max, Product = 0, 1, 2, 3, 4
-Adasum = 5
-_REDUCE_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+# Horovod's reduce-op constants: plain ints, as in Horovod, valued as the engine's codes (hvd::ReduceOp).
+Sum, Average, Min, Max, Product = (int(r) for r in (ReduceOp.Sum, ReduceOp.Average, ReduceOp.Min, ReduceOp.Max,
+                                                     ReduceOp.Product))
+Adasum = 1 + max(ReduceOp)  # not an engine op: refused by name
+_REDUCE_OPS = frozenset(int(r) for r in ReduceOp)
 
-# Op types, valued as the engine's hvd::OpType.
-_ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER, _BARRIER = range(6)
-
-
-def _name(kind: str, name: Optional[str], set_id: int) -> str:
-    """The caller's name, or one that matches across the set's ranks when they call in the same order
-    (see naming)."""
-    if name is None:
-        return auto_name(kind, set_id)
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{kind}: name must be a non-empty string, got {name!r}")
-    return name
-
-
-def prefixed_name(kind: str, name: Optional[str]) -> Optional[str]:
-    """Horovod's naming in its framework APIs: the op kind prefixes a caller's name (``allreduce.w``);
-    None (or '') stays unnamed, for the core to number."""
-    return None if name is None or name == "" else f"{kind}.{name}"
-
-
-def op_names(kind: str, name: Optional[str], n: int, set_id: int) -> list:
-    """The engine names of ``n`` ops called together under ``name`` (``kind.name``, or ``kind.name.i`` in a
-    group); unnamed ones are numbered as the core numbers its own."""
-    given = prefixed_name(kind, name)
-    return [_name(kind, m, set_id) for m in ([given] if n == 1 else _group_names(given, n))]
+# The engine's op codes (hvd::OpType), as OpSpec takes them.
+ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER = (
+    int(t) for t in (OpType.allreduce, OpType.allgather, OpType.broadcast, OpType.alltoall, OpType.reducescatter,
+                     OpType.barrier))
 
 
 def resolve_op(average: Optional[bool], op: Optional[int], default: int = Average) -> int:
@@ -54,12 +35,13 @@ def resolve_op(average: Optional[bool], op: Optional[int], default: int = Averag
     op = default if op is None else op
     if op == Adasum:
         raise NotImplementedError("Adasum is not supported by jupyter_hvd; use op=hvd.Average")
-    if op not in _REDUCE_NAMES:
-        raise ValueError(f"unknown reduce op {op!r}; use hvd.Sum, Average, Min, Max or Product")
+    if op not in _REDUCE_OPS:
+        names = ", ".join(f"hvd.{r.name}" for r in ReduceOp)
+        raise ValueError(f"unknown reduce op {op!r}; use {names}")
     return op
 
 
-def _check_reduce(code: int, op: int, prescale: float, postscale: float, what: str, on_device: bool) -> None:
+def check_reduce(code: int, op: int, prescale: float, postscale: float, what: str, on_device: bool) -> None:
     """Reject reductions a dtype cannot do (other ops pass Sum and no scaling, so they always pass).
 
     As in Horovod, host tensors of any numeric dtype may be scaled: integers in float64, the result cast
@@ -88,15 +70,16 @@ def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names
         codes.append(dtype_code(a.dtype, kind))
         on_device += isinstance(a, DeviceArray)
     for code in set(codes):
-        _check_reduce(code, reduce, prescale, postscale, kind, on_device > 0)
+        check_reduce(code, reduce, prescale, postscale, kind, on_device > 0)
     for n in names:  # once all are valid: only calls that will run take an automatic name
-        named.append(_name(kind, n, pid))
-    args = (reduce, pid, root_rank, float(prescale), float(postscale), list(splits))
+        named.append(engine_name(kind, n, pid))
+    spec = OpSpec(op, reduce=reduce, process_set=pid, root_rank=root_rank, prescale=float(prescale),
+                  postscale=float(postscale))
     if not on_device:
-        natives = _C.enqueue(op, named, codes, arrs, outs, *args)
+        natives = _C.enqueue(spec, named, codes, arrs, outs, splits)
     elif on_device == len(arrs):  # GPU tensors: NCCL, or host staging where NCCL cannot run
-        natives = _C.enqueue_device(op, named, codes, [list(a.shape) for a in arrs], [a.ptr for a in arrs],
-                                    [0 if o is None else o.ptr for o in outs], *args, [a.device for a in arrs],
+        natives = _C.enqueue_device(spec, named, codes, [list(a.shape) for a in arrs], [a.ptr for a in arrs],
+                                    [0 if o is None else o.ptr for o in outs], splits, [a.device for a in arrs],
                                     [a.stream for a in arrs])
     else:
         raise ValueError(f"{kind}: the tensors of one group must all be on the host or all on the GPU")
@@ -123,31 +106,46 @@ def _output_like(arr: Any, out: Any) -> tuple:
 
 
 def _allreduce(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequence[Optional[str]], op: int,
-               prescale: float, postscale: float, process_set: ProcessSet, group: bool) -> Handle:
+               prescale: float, postscale: float, process_set: ProcessSet, group: bool,
+               out: Optional[Sequence[Any]] = None) -> Handle:
+    if out is not None and len(out) != len(tensors):
+        raise ValueError(f"{kind}: out= needs one array per tensor, got {len(out)} for {len(tensors)}")
     arrs, outs, finishes = [], [], []
-    for t in tensors:
+    for i, t in enumerate(tensors):
         arr = as_array(t, kind, in_place)
-        out, finish = _output_like(arr, arr if in_place else None)
+        given = arr if in_place else None if out is None else _given_output(out[i], arr, kind)
+        o, finish = _output_like(arr, given)
         arrs.append(arr)
-        outs.append(out)
+        outs.append(o)
         finishes.append(finish)
-    return _enqueue(_ALLREDUCE, kind, arrs, outs, names, process_set, finishes, group=group, reduce=op,
+    return _enqueue(ALLREDUCE, kind, arrs, outs, names, process_set, finishes, group=group, reduce=op,
                     prescale=prescale, postscale=postscale)
+
+
+def _given_output(out: Any, arr: Any, kind: str) -> Any:
+    """The caller's ``out=`` array for ``arr``'s result: writable, contiguous, and of its shape and dtype."""
+    o = as_array(out, f"{kind} out=", True)
+    if isinstance(o, DeviceArray) != isinstance(arr, DeviceArray) or tuple(o.shape) != tuple(arr.shape) \
+            or np.dtype(o.dtype) != np.dtype(arr.dtype):
+        raise ValueError(f"{kind}: out= must be a {np.dtype(arr.dtype)} array of shape {tuple(arr.shape)} on the "
+                         f"input's device, got {np.dtype(o.dtype)} {tuple(o.shape)}")
+    return o
 
 
 def allreduce_async(tensor: Any, average: Optional[bool] = None, name: Optional[str] = None,
                     op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-                    process_set: ProcessSet = global_process_set) -> Handle:
-    """Start an allreduce; the handle's wait() returns the reduced array."""
+                    process_set: ProcessSet = global_process_set, out: Any = None) -> Handle:
+    """Start an allreduce; the handle's wait() returns the reduced array: ``out`` when given (an array of
+    the input's shape and dtype to write the result into, an extension of Horovod's API), else a new one."""
     return _allreduce([tensor], False, "allreduce", [name], resolve_op(average, op), prescale_factor,
-                      postscale_factor, process_set, False)
+                      postscale_factor, process_set, False, None if out is None else [out])
 
 
 def allreduce(tensor: Any, average: Optional[bool] = None, name: Optional[str] = None, op: Optional[int] = None,
               prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-              process_set: ProcessSet = global_process_set) -> np.ndarray:
-    """Reduce ``tensor`` over the ranks of ``process_set`` (default op: Average)."""
-    return allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor, process_set).wait()
+              process_set: ProcessSet = global_process_set, out: Any = None) -> np.ndarray:
+    """Reduce ``tensor`` over the ranks of ``process_set`` (default op: Average), into ``out`` if given."""
+    return allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor, process_set, out).wait()
 
 
 def allreduce_async_(tensor: np.ndarray, average: Optional[bool] = None, name: Optional[str] = None,
@@ -165,26 +163,23 @@ def allreduce_(tensor: np.ndarray, average: Optional[bool] = None, name: Optiona
     return allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set).wait()
 
 
-def _group_names(name: Optional[str], n: int) -> list:
-    return [None] * n if name is None else [f"{name}.{i}" for i in range(n)]
-
-
 def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
                             op: Optional[int] = None, prescale_factor: float = 1.0,
                             postscale_factor: float = 1.0,
-                            process_set: ProcessSet = global_process_set) -> Handle:
+                            process_set: ProcessSet = global_process_set,
+                            out: Optional[Sequence[Any]] = None) -> Handle:
     """Start allreduces of several tensors as one group, which negotiates and fuses as one; the handle's
-    wait() returns the reduced arrays in order."""
-    return _allreduce(tensors, False, "grouped_allreduce", _group_names(name, len(tensors)),
-                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
+    wait() returns the reduced arrays in order (``out``'s, when given: one array per tensor)."""
+    return _allreduce(tensors, False, "grouped_allreduce", group_names(name, len(tensors)),
+                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out)
 
 
 def grouped_allreduce(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
                       op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-                      process_set: ProcessSet = global_process_set) -> list:
-    """Allreduce a list of tensors; returns the reduced arrays in order."""
+                      process_set: ProcessSet = global_process_set, out: Optional[Sequence[Any]] = None) -> list:
+    """Allreduce a list of tensors; returns the reduced arrays in order (into ``out``'s, when given)."""
     return grouped_allreduce_async(tensors, average, name, op, prescale_factor, postscale_factor,
-                                   process_set).wait()
+                                   process_set, out).wait()
 
 
 def grouped_allreduce_async_(tensors: Sequence[np.ndarray], average: Optional[bool] = None,
@@ -192,7 +187,7 @@ def grouped_allreduce_async_(tensors: Sequence[np.ndarray], average: Optional[bo
                              postscale_factor: float = 1.0,
                              process_set: ProcessSet = global_process_set) -> Handle:
     """Start in-place allreduces of several tensors as one group."""
-    return _allreduce(tensors, True, "grouped_allreduce_", _group_names(name, len(tensors)),
+    return _allreduce(tensors, True, "grouped_allreduce_", group_names(name, len(tensors)),
                       resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
 
 
@@ -214,7 +209,7 @@ def _allgather(tensors: Sequence[Any], kind: str, names: Sequence[Optional[str]]
                group: bool) -> Handle:
     arrs = [as_array(t, kind) for t in tensors]
     require_rows(arrs, kind)
-    return _enqueue(_ALLGATHER, kind, arrs, [None] * len(arrs), names, process_set,
+    return _enqueue(ALLGATHER, kind, arrs, [None] * len(arrs), names, process_set,
                     [_engine_output(a) for a in arrs], group=group)
 
 
@@ -232,7 +227,7 @@ def allgather(tensor: Any, name: Optional[str] = None, process_set: ProcessSet =
 def grouped_allgather_async(tensors: Sequence[Any], name: Optional[str] = None,
                             process_set: ProcessSet = global_process_set) -> Handle:
     """Start allgathers of several tensors as one group; the handle's wait() returns the list."""
-    return _allgather(tensors, "grouped_allgather", _group_names(name, len(tensors)), process_set, True)
+    return _allgather(tensors, "grouped_allgather", group_names(name, len(tensors)), process_set, True)
 
 
 def grouped_allgather(tensors: Sequence[Any], name: Optional[str] = None,
@@ -241,7 +236,8 @@ def grouped_allgather(tensors: Sequence[Any], name: Optional[str] = None,
     return grouped_allgather_async(tensors, name, process_set).wait()
 
 
-def _check_root(root_rank: int, process_set: ProcessSet, what: str) -> int:
+def check_root(root_rank: int, process_set: ProcessSet, what: str) -> int:
+    """``root_rank`` as an int; TypeError or ValueError unless it is a rank of ``process_set``."""
     if isinstance(root_rank, bool) or not isinstance(root_rank, (int, np.integer)):
         raise TypeError(f"{what}: root_rank must be an int, got {type(root_rank).__name__}")
     if int(root_rank) not in process_set.ranks:
@@ -253,9 +249,9 @@ def broadcast_async(tensor: Any, root_rank: int, name: Optional[str] = None,
                     process_set: ProcessSet = global_process_set, *, _out: Optional[np.ndarray] = None) -> Handle:
     """Start a broadcast of ``root_rank``'s tensor (a global rank in ``process_set``)."""
     arr = as_array(tensor, "broadcast")
-    root = _check_root(root_rank, process_set, "broadcast")
+    root = check_root(root_rank, process_set, "broadcast")
     out, finish = _output_like(arr, _out)
-    return _enqueue(_BROADCAST, "broadcast", [arr], [out], [name], process_set, [finish], root_rank=root)
+    return _enqueue(BROADCAST, "broadcast", [arr], [out], [name], process_set, [finish], root_rank=root)
 
 
 def broadcast(tensor: Any, root_rank: int, name: Optional[str] = None,
@@ -311,7 +307,7 @@ def alltoall_async(tensor: Any, splits: Optional[Sequence[int]] = None, name: Op
         out = _engine_output(arr)(native)
         return (out, _received_rows(native.received_splits)) if want_splits else out
 
-    return _enqueue(_ALLTOALL, "alltoall", [arr], [None], [name], process_set, [finish], splits=split_list)
+    return _enqueue(ALLTOALL, "alltoall", [arr], [None], [name], process_set, [finish], splits=split_list)
 
 
 def alltoall(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional[str] = None,
@@ -327,7 +323,7 @@ def _reducescatter(tensors: Sequence[Any], kind: str, names: Sequence[Optional[s
     if op not in (Sum, Average):
         raise ValueError(f"{kind} supports op=hvd.Sum or hvd.Average")
     require_rows(arrs, kind)
-    return _enqueue(_REDUCESCATTER, kind, arrs, [None] * len(arrs), names, process_set,
+    return _enqueue(REDUCESCATTER, kind, arrs, [None] * len(arrs), names, process_set,
                     [_engine_output(a) for a in arrs], group=group, reduce=op, prescale=prescale, postscale=postscale)
 
 
@@ -350,7 +346,7 @@ def grouped_reducescatter_async(tensors: Sequence[Any], op: Optional[int] = None
                                 process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                                 postscale_factor: float = 1.0) -> Handle:
     """Start reducescatters of several tensors as one group; the handle's wait() returns the list."""
-    return _reducescatter(tensors, "grouped_reducescatter", _group_names(name, len(tensors)), op, prescale_factor,
+    return _reducescatter(tensors, "grouped_reducescatter", group_names(name, len(tensors)), op, prescale_factor,
                           postscale_factor, process_set, True)
 
 
@@ -364,4 +360,4 @@ def grouped_reducescatter(tensors: Sequence[Any], op: Optional[int] = None, name
 def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Return once every rank of ``process_set`` has called barrier()."""
     arr = np.zeros(0, dtype=np.uint8)
-    _enqueue(_BARRIER, "barrier", [arr], [None], [None], process_set, [lambda _: None]).wait()
+    _enqueue(BARRIER, "barrier", [arr], [None], [None], process_set, [lambda _: None]).wait()

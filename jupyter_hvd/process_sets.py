@@ -54,7 +54,7 @@ def on_shutdown() -> None:
 
 def registered_sets() -> list:
     """The sets registered now, besides the global one, in the order they were registered."""
-    return [s for pid, s in sorted(_registered.items()) if pid != 0]
+    return [s for registered, s in sorted(_registered.items()) if registered != 0]
 
 
 def set_id(process_set: ProcessSet) -> int:
@@ -63,10 +63,10 @@ def set_id(process_set: ProcessSet) -> int:
     if not isinstance(process_set, ProcessSet):
         raise TypeError(f"process_set must be a ProcessSet (hvd.global_process_set, or one from "
                         f"hvd.add_process_set), got {type(process_set).__name__}")
-    pid = process_set._require()
+    registered = process_set._require()
     if me not in process_set.ranks:
         raise ValueError(f"rank {me} is not a member of {process_set}")
-    return pid
+    return registered
 
 
 def add_process_set(process_set: Union[ProcessSet, Iterable[int]]) -> ProcessSet:
@@ -94,13 +94,13 @@ def add_process_set(process_set: Union[ProcessSet, Iterable[int]]) -> ProcessSet
 
 def remove_process_set(process_set: ProcessSet) -> bool:
     """Unregister a set on every rank; False if it was not registered."""
-    pid = process_set.process_set_id
-    if pid is None or pid not in _registered or pid == 0:
+    registered = process_set.process_set_id
+    if registered is None or registered not in _registered or registered == 0:
         return False
     from .ops import barrier
 
     barrier(process_set=global_process_set)
-    _C.remove_process_set(pid)
-    del _registered[pid]
+    _C.remove_process_set(registered)
+    del _registered[registered]
     process_set.process_set_id = None
     return True

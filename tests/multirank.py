@@ -30,13 +30,15 @@ def run_ranks(np_: int, args: list, timeout: float = 120, env: dict | None = Non
     return result
 
 
-def run_rank_tests(np_: int, module: str, timeout: float = 180, env: dict | None = None,
+def run_rank_tests(np_: int, module: str | list[str], timeout: float = 180, env: dict | None = None,
                    show_output: bool = False) -> str:
-    """Run the pytest module tests/ranks/<module> on every rank; all ranks must pass.
+    """Run the pytest module tests/ranks/<module> (or several, in order, in one job: the ranks start once and
+    share one engine session) on every rank; all ranks must pass.
 
     ``show_output`` turns pytest's capture off, so what the engine prints reaches the result.
     """
-    args = ["-m", "pytest", "-q", "-x", "--color=no", "-p", "no:cacheprovider", f"tests/ranks/{module}"]
+    modules = [module] if isinstance(module, str) else module
+    args = ["-m", "pytest", "-q", "-x", "--color=no", "-p", "no:cacheprovider", *(f"tests/ranks/{m}" for m in modules)]
     res = run_ranks(np_, args + (["-s"] if show_output else []), timeout=timeout, env=env)
     assert res.stdout.count(" passed") >= np_, res.stdout[-4000:]
     return res.stdout

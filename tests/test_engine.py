@@ -14,10 +14,21 @@ from jupyter_hvd.runner.launch import ROOT_ENV
 pytestmark = pytest.mark.timeout(400)
 
 
-@pytest.mark.parametrize("np_", [2, 4])
-@pytest.mark.parametrize("module", ["rank_ops.py", "rank_errors.py", "rank_abort.py"])
-def test_rank_module(module, np_):
-    run_rank_tests(np_, module)
+# The rank modules that need no settings of their own, by rank count: each count is one job (the ranks start
+# once and share one engine session), whose timeout gives each module its own 180 s. rank_abort.py shuts the
+# engine down and starts it again, so it runs last.
+MODULE_TIMEOUT_S = 180
+RANK_MODULES = {
+    2: ["rank_ops.py", "rank_errors.py", "rank_set_names.py", "rank_horovod_semantics.py", "rank_abort.py"],
+    3: ["rank_set_names.py", "rank_horovod_semantics.py"],
+    4: ["rank_ops.py", "rank_errors.py", "rank_set_names.py", "rank_abort.py"],
+}
+
+
+@pytest.mark.parametrize("np_", [pytest.param(n, marks=pytest.mark.timeout(MODULE_TIMEOUT_S * len(m) + 60))
+                                 for n, m in RANK_MODULES.items()])
+def test_rank_modules(np_):
+    run_rank_tests(np_, RANK_MODULES[np_], timeout=MODULE_TIMEOUT_S * len(RANK_MODULES[np_]))
 
 
 def test_engine_restart_after_a_failed_cell_on_3_ranks():
@@ -191,16 +202,6 @@ def test_the_extension_exports_only_its_entry_point():
     out = subprocess.run(["nm", "-D", "--defined-only", ext.__file__], capture_output=True, text=True,
                          check=True).stdout
     assert [line.split()[-1] for line in out.splitlines() if line.strip()] == ["PyInit__C"], out[:2000]
-
-
-@pytest.mark.parametrize("np_", [2, 3, 4])
-def test_names_are_scoped_by_process_set(np_):
-    run_rank_tests(np_, "rank_set_names.py")
-
-
-@pytest.mark.parametrize("np_", [2, 3])
-def test_horovod_semantics(np_):
-    run_rank_tests(np_, "rank_horovod_semantics.py")
 
 
 @pytest.mark.parametrize("np_,env", [(2, {}), (3, {"JUPYTER_HVD_TEST_MPI_MAX_COUNT": "64"}),

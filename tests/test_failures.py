@@ -6,7 +6,7 @@ from jupyter_hvd.magic.failures import describe_failure, without_runner_frames
 RUNNER = ["\x1b[36mFile \x1b[39m\x1b[32m/venv/site-packages/ipyparallel/engine/kernel.py:157\x1b[39m, in do_apply",
           "    exec(code, shell.user_global_ns, shell.user_ns)", ""]
 CELL = ["\x1b[36mFile \x1b[39m\x1b[32m<hvd cell 3>:2\x1b[39m", "----> 2 y.wait_to_read()", ""]
-SETUP = ["\x1b[36mFile \x1b[39m\x1b[32m<string>:1\x1b[39m", "", "\x1b[36mFile \x1b[39m\x1b[32m/pkg/jupyter_hvd/magic/cell.py:49"
+SETUP = ["\x1b[36mFile \x1b[39m\x1b[32m<string>:1\x1b[39m", "", "\x1b[36mFile \x1b[39m\x1b[32m/pkg/jupyter_hvd/magic/rank_setup.py:41"
          "\x1b[39m, in setup_rank", "---> 49 importlib.import_module(api_module(framework))", ""]
 HEADER = ["---------------------------------------------------------------------------",
           "MXNetError                                Traceback (most recent call last)"]

@@ -49,6 +49,7 @@ def env_of_ranks(tmp_path: Path, *flags: str, names: list[str] = ENGINE_VARS) ->
 
 
 def test_engine_flags_become_horovod_env(tmp_path: Path) -> None:
+    """The settings reach every rank's environment (what each flag sets: the tests below, without ranks)."""
     seen = env_of_ranks(tmp_path, "--fusion-threshold-mb", "1.5", "--cycle-time-ms", "3.5", "--cache-capacity", "64",
                         "--hierarchical-allreduce", "--timeline-filename", "tl.json", "--timeline-mark-cycles",
                         "--stall-check-warning-time-seconds", "30", "--stall-check-shutdown-time-seconds", "90")
@@ -59,32 +60,39 @@ def test_engine_flags_become_horovod_env(tmp_path: Path) -> None:
                     f"HOROVOD_TIMELINE_MARK_CYCLES=1")
 
 
-def test_switch_flags_turn_engine_features_off(tmp_path: Path) -> None:
-    seen = env_of_ranks(tmp_path, "--disable-cache", "--no-hierarchical-allreduce", "--no-stall-check")
-    assert "HOROVOD_CACHE_CAPACITY=0 HOROVOD_HIERARCHICAL_ALLREDUCE=0" in seen
-    assert "HOROVOD_STALL_CHECK_DISABLE=1" in seen
+def spec_env(*flags: str) -> dict[str, str]:
+    """The variables hvdrun's flags give the ranks (besides those it forwards), without starting a job."""
+    args = hvdrun.build_parser().parse_args(["-np", "2", *flags, "prog"])
+    return hvdrun.launch_spec(args, {}).env
 
 
-def test_autotune_flags_become_horovod_env(tmp_path: Path) -> None:
-    seen = env_of_ranks(tmp_path, "--autotune", "--autotune-log-file", "tune.csv", "--autotune-warmup-samples", "0",
-                        "--autotune-steps-per-sample", "4", "--autotune-bayes-opt-max-samples", "7",
-                        "--autotune-gaussian-process-noise", "0.5", names=AUTOTUNE_VARS)
-    assert seen == (f"HOROVOD_AUTOTUNE=1 HOROVOD_AUTOTUNE_LOG={tmp_path / 'tune.csv'} "
-                    "HOROVOD_AUTOTUNE_WARMUP_SAMPLES=0 HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=4 "
-                    "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=7 HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE=0.5")
+def test_switch_flags_turn_engine_features_off() -> None:
+    env = spec_env("--disable-cache", "--no-hierarchical-allreduce", "--no-stall-check")
+    assert env["HOROVOD_CACHE_CAPACITY"] == "0" and env["HOROVOD_HIERARCHICAL_ALLREDUCE"] == "0"
+    assert env["HOROVOD_STALL_CHECK_DISABLE"] == "1"
 
 
-def test_log_and_affinity_flags_become_horovod_env(tmp_path: Path) -> None:
+def test_autotune_flags_become_horovod_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    env = spec_env("--autotune", "--autotune-log-file", "tune.csv", "--autotune-warmup-samples", "0",
+                   "--autotune-steps-per-sample", "4", "--autotune-bayes-opt-max-samples", "7",
+                   "--autotune-gaussian-process-noise", "0.5")
+    assert {name: env.get(name) for name in AUTOTUNE_VARS} == {
+        "HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_LOG": str(tmp_path / "tune.csv"),
+        "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "0", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "4",
+        "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "7", "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE": "0.5"}
+
+
+def test_log_and_affinity_flags_become_horovod_env() -> None:
     names = ["HOROVOD_LOG_LEVEL", "HOROVOD_LOG_HIDE_TIME", "HOROVOD_THREAD_AFFINITY"]
-    seen = env_of_ranks(tmp_path, "--log-level", "debug", "--log-without-timestamp", "--thread-affinity", "1,0",
-                        names=names)
-    assert seen == "HOROVOD_LOG_LEVEL=debug HOROVOD_LOG_HIDE_TIME=1 HOROVOD_THREAD_AFFINITY=1,0"
-    seen = env_of_ranks(tmp_path, "--log-level", "TRACE", "--log-with-timestamp", names=names)
-    assert seen == "HOROVOD_LOG_LEVEL=trace HOROVOD_LOG_HIDE_TIME=0 HOROVOD_THREAD_AFFINITY=<unset>"
+    env = spec_env("--log-level", "debug", "--log-without-timestamp", "--thread-affinity", "1,0")
+    assert [env.get(n) for n in names] == ["debug", "1", "1,0"]
+    env = spec_env("--log-level", "TRACE", "--log-with-timestamp")
+    assert [env.get(n) for n in names] == ["trace", "0", None]
 
 
-def test_our_older_stall_flag_name_still_works(tmp_path: Path) -> None:
-    assert "HOROVOD_STALL_CHECK_TIME_SECONDS=12 " in env_of_ranks(tmp_path, "--stall-check-seconds", "12")
+def test_our_older_stall_flag_name_still_works() -> None:
+    assert spec_env("--stall-check-seconds", "12")["HOROVOD_STALL_CHECK_TIME_SECONDS"] == "12"
 
 
 @pytest.mark.parametrize(("flags", "cached"), [([], True), (["--disable-cache"], False)], ids=["cache", "no-cache"])
@@ -214,17 +222,23 @@ def test_check_build_lists_what_is_available() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--hierarchical-allgather", sys.executable], "--hierarchical-allgather is a horovodrun option that hvdrun "
-                                                       "does not support: allgather is not hierarchical here"),
-        (["--gloo", sys.executable], "always runs the job on Open MPI"),
-        (["--log-level", "LOUD", sys.executable], "invalid choice: 'LOUD'"),
-        (["--cache-capacity", "8", "--disable-cache", sys.executable], "not allowed with"),
-        (["--no-stall-check", "--stall-check-warning-time-seconds", "5", sys.executable], "not allowed with"),
-        (["-p", "0", sys.executable], "must be >= 1"),
+        (["--hierarchical-allgather", "prog"], "--hierarchical-allgather is a horovodrun option that hvdrun "
+                                               "does not support: allgather is not hierarchical here"),
+        (["--gloo", "prog"], "always runs the job on Open MPI"),
+        (["--log-level", "LOUD", "prog"], "invalid choice: 'LOUD'"),
+        (["--cache-capacity", "8", "--disable-cache", "prog"], "not allowed with"),
+        (["--no-stall-check", "--stall-check-warning-time-seconds", "5", "prog"], "not allowed with"),
+        (["-p", "0", "prog"], "must be >= 1"),
+        (["--cache-capacity", "-1", "prog"], "HOROVOD_CACHE_CAPACITY='-1': expected an integer >= 0"),
+        (["--thread-affinity", "0,,1", "prog"], "HOROVOD_THREAD_AFFINITY='0,,1': expected a comma-separated"),
     ],
 )
-def test_unsupported_or_conflicting_options_exit_2_with_one_line(args: list[str], message: str) -> None:
-    result = run_hvdrun("-np", "2", *args)
-    assert result.returncode == 2
-    assert message in result.stderr
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("hvdrun: error:")
+def test_unsupported_or_conflicting_options_exit_2_with_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        hvdrun.main(["-np", "2", *args])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1 and err.startswith("hvdrun: error:")

@@ -1,6 +1,5 @@
 """The %%hvd magic driven through a real IPython shell on real MPI ranks (2 by default)."""
 import _thread
-import importlib.util
 import os
 import signal
 import threading
@@ -10,9 +9,7 @@ import weakref
 import psutil
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import parse_argstring
 
-from jupyter_hvd.magic import cell
 from jupyter_hvd.magic.cluster import LaunchConfig, RankCluster
 from jupyter_hvd.magic.failures import RankError
 from jupyter_hvd.magic.magics import HvdMagics
@@ -65,8 +62,8 @@ def test_cold_start_prefixes_each_ranks_output(ip, started, capsys):
 
 
 def test_last_expression_comes_from_rank_0(ip, started, capsys):
-    result, _ = run(ip, capsys, f"{HEAD}\nhvd.rank() + 100")
-    assert result.result == 100
+    result, _ = run(ip, capsys, f"{HEAD}\nimport os\nhvd.rank() + 100, 'IPP_CONNECTION_INFO' in os.environ")
+    assert result.result == (100, False)  # on one host the ranks read the controller's connection file
 
 
 def test_variables_persist_between_cells(ip, started, capsys):
@@ -191,86 +188,13 @@ def test_pull_brings_what_a_cell_defined_by_value(ip, started, capsys):
     assert "rank 0: TransferError: cannot send to the notebook, so nothing was sent: 'lock' (lock)" in out, out
 
 
-@pytest.mark.parametrize(
-    "line, message",
-    [
-        ("%%hvd -np 0", "-np must be at least 1"),
-        ("%%hvd --bogus", "unrecognized arguments: --bogus"),
-        ("%%hvd -np two", "invalid int value"),
-        ("%%hvd -np 2 --hosts no-such-host.invalid:2", "unknown host 'no-such-host.invalid'"),
-        ("%%hvd -np 2 --hostfile /no/such/hostfile", "no such file"),
-        ("%%hvd -np 2 --framework tensorflow", "invalid choice: 'tensorflow'"),
-        ("%%hvd --rank 5", "--rank must be between 0 and 1"),
-        ("%%hvd --timeout -1", "--timeout must be positive"),
-        ("%%hvd -o 1x", "-o needs a variable name"),
-        ("%hvd frobnicate", "invalid choice: 'frobnicate'"),
-        ("%hvd push undefined_here", "not defined in the notebook: undefined_here"),
-    ],
-)
-def test_bad_flags_give_one_clear_message(ip, started, capsys, line, message):
-    result, out = run(ip, capsys, f"{line}\nprint('never runs')" if line.startswith("%%") else line)
-    assert not result.success
-    assert isinstance(result.error_in_exec, UsageError)
-    assert message in out
+def test_a_bad_flag_is_one_clear_message_and_the_ranks_keep_running(ip, started, capsys):
+    """Without -np, --rank is checked against the running job's ranks (more bad flags: test_magic_flags.py)."""
+    result, out = run(ip, capsys, "%%hvd --rank 5\nprint('never runs')")
+    assert not result.success and isinstance(result.error_in_exec, UsageError)
+    assert "--rank must be between 0 and 1" in out
     assert "Traceback" not in out and "never runs" not in out
-
-
-def test_np_is_required_the_first_time(ip):
-    with pytest.raises(UsageError, match="-np N is required"):
-        HvdMagics(ip).hvd_cell("", "print(1)")
-
-
-def test_framework_defaults_to_mxnet_when_installed(ip):
-    from jupyter_hvd import _C
-    fresh = HvdMagics(ip)
-    expected = "mxnet" if importlib.util.find_spec("mxnet") and hasattr(_C, "mxnet_push") else "none"
-    assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == expected
-
-
-def test_a_missing_framework_is_a_usage_error(ip, monkeypatch):
-    real_find_spec = importlib.util.find_spec
-    missing = {"mxnet"}
-
-    def without(name, *args):
-        return None if name in missing else real_find_spec(name, *args)
-
-    monkeypatch.setattr(importlib.util, "find_spec", without)
-    fresh = HvdMagics(ip)
-    torch_default = "torch" if real_find_spec("torch") else "none"  # no MXNet: PyTorch when installed
-    assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == torch_default
-    with pytest.raises(UsageError, match="mxnet is not installed"):
-        fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1 --framework mxnet"))
-    missing.add("torch")
-    assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == "none"
-    with pytest.raises(UsageError, match="torch is not installed"):
-        fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1 --framework torch"))
-
-
-def test_a_build_without_the_mxnet_bridge_defaults_to_another_api(ip, monkeypatch):
-    from jupyter_hvd import _C
-    monkeypatch.delattr(_C, "mxnet_push", raising=False)
-    fresh = HvdMagics(ip)
-    want = "torch" if importlib.util.find_spec("torch") else "none"  # PyTorch when installed, else the numpy API
-    assert fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1")).framework == want
-    with pytest.raises(UsageError, match="built without its MXNet bridge.*pip install --no-build-isolation"):
-        fresh._launch_config(parse_argstring(fresh.hvd_cell, "-np 1 --framework mxnet"))
-
-
-@pytest.mark.parametrize(
-    "visible, local_rank, cpu, device, pinned",
-    [
-        ("3,5", 1, False, "gpu:5", "3,5"),
-        ("3,5", 2, False, "gpu:3", "3,5"),
-        ("3,5", 0, True, "cpu", ""),
-        ("", 0, False, "cpu", ""),
-    ],
-)
-def test_device_pinning_follows_the_local_rank(monkeypatch, visible, local_rank, cpu, device, pinned):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert cell._pin_device(local_rank, 2, cpu) == device
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == pinned
-    assert ("OMP_NUM_THREADS" in os.environ) == (device == "cpu")
+    assert run(ip, capsys, f"{HEAD}\nhvd.rank()")[0].result == 0
 
 
 def test_start_timeout_is_a_clear_error_and_leaves_no_processes():
@@ -459,14 +383,6 @@ def test_a_dead_heart_monitor_stops_the_job_and_the_next_cell_restarts(ip, start
     assert result.success and result.result == 2 and "[hvd] started 2 ranks" in out
 
 
-def test_different_np_restarts(ip, started, capsys):
-    result, out = run(ip, capsys, "%%hvd -np 1 --framework none\nhvd.size()")
-    assert result.result == 1
-    assert "restarting the ranks (changed -np)" in out
-    result, out = run(ip, capsys, f"{HEAD}\nhvd.size()")
-    assert result.result == 2
-
-
 def test_x_sets_variables_on_the_ranks_and_a_different_set_restarts(ip, started, capsys, monkeypatch):
     # ipykernel captures what the engine writes to fd 2 only outside pytest: let these ranks think so.
     monkeypatch.delenv("PYTEST_CURRENT_TEST")
@@ -484,20 +400,6 @@ def test_x_sets_variables_on_the_ranks_and_a_different_set_restarts(ip, started,
         assert f"'cell.{i - 1}'" not in out, out
     result, out = run(ip, capsys, "%%hvd\nimport os\nos.environ['HOROVOD_LOG_LEVEL']")  # kept without flags
     assert result.result == "debug" and "restarting" not in out
-    result, out = run(ip, capsys, f"{HEAD}\nimport os\nos.environ.get('HOROVOD_LOG_LEVEL')")  # -np: a new spec
-    assert result.result is None and "restarting the ranks (changed -x)" in out
-    result, out = run(ip, capsys, "%%hvd -x LEVEL\n1")
-    assert not result.success and "-x needs VAR=VALUE, got 'LEVEL'" in out
-
-
-def test_ranks_placed_with_hosts_get_the_connection_in_their_environment(ip, started, capsys):
-    """--hosts takes the path of a job on several hosts: ranks start after the controller, told where it is."""
-    result, out = run(ip, capsys, "%%hvd -np 2 --hosts localhost:2 --framework none\n"
-                                  "import os\n'IPP_CONNECTION_INFO' in os.environ, hvd.size()")
-    assert result.success, out
-    assert result.result == (True, 2)
-    result, out = run(ip, capsys, f"{HEAD} --restart\nimport os\n'IPP_CONNECTION_INFO' in os.environ")
-    assert result.result is False  # on one host they read the controller's connection file
 
 
 def test_restart_and_stop_leave_no_processes(ip, started, capsys):
@@ -512,3 +414,15 @@ def test_restart_and_stop_leave_no_processes(ip, started, capsys):
     assert "no ranks running" in run(ip, capsys, "%hvd status")[1]
     result, out = run(ip, capsys, "%%hvd\nhvd.rank()")
     assert result.success and "[hvd] started 2 ranks" in out
+
+
+def test_ranks_placed_with_hosts_get_the_connection_in_their_environment(ip, started, capsys):
+    """--hosts takes the path of a job on several hosts: ranks start after the controller, told where it is
+    (on one host they read the controller's connection file: test_last_expression_comes_from_rank_0). Last in
+    the module, so that no later test has to start ranks on one host again; one rank, so that a 1-rank job
+    runs end to end too."""
+    result, out = run(ip, capsys, "%%hvd -np 1 --hosts localhost:1 --framework none\n"
+                                  "import os\n'IPP_CONNECTION_INFO' in os.environ, hvd.size()")
+    assert result.success, out
+    assert "restarting the ranks (changed -np, --hosts" in out
+    assert result.result == (True, 1)

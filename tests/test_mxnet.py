@@ -96,11 +96,15 @@ def test_split_list_matches_horovods_grouping():
     assert split_list([1, 2], 3) == [[1], [2], []]
 
 
+RANK_MODULES = ["rank_mxnet_ops.py", "rank_mxnet_errors.py", "rank_mxnet_training.py"]
+
+
 @pytest.mark.parametrize("np_", [2, 4])
-@pytest.mark.parametrize("module", ["rank_mxnet_ops.py", "rank_mxnet_errors.py", "rank_mxnet_training.py"])
-def test_on_ranks(np_, module):
-    # Unbulked backward, so the overlap test sees gradients appear one by one.
-    run_rank_tests(np_, module, timeout=150, env=dict(ENV, MXNET_EXEC_BULK_EXEC_TRAIN="0"))
+@pytest.mark.timeout(150 * len(RANK_MODULES) + 60)
+def test_on_ranks(np_):
+    """The three modules in one job (MXNet is imported once per rank), with each module's 150 s in its timeout.
+    Unbulked backward, so the overlap test sees gradients appear one by one."""
+    run_rank_tests(np_, RANK_MODULES, timeout=150 * len(RANK_MODULES), env=dict(ENV, MXNET_EXEC_BULK_EXEC_TRAIN="0"))
 
 
 def test_training_on_one_rank():

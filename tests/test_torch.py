@@ -111,10 +111,14 @@ def test_default_framework_is_the_one_the_kernel_imported(monkeypatch):
     assert frameworks.unavailable_reason("torch") == "" and frameworks.unavailable_reason("none") == ""
 
 
+RANK_MODULES = ["rank_torch_ops.py", "rank_torch_training.py"]
+
+
 @pytest.mark.parametrize("np_", [2, 4])
-@pytest.mark.parametrize("module", ["rank_torch_ops.py", "rank_torch_training.py"])
-def test_on_ranks(np_, module):
-    run_rank_tests(np_, module, timeout=280, env=ENV)
+@pytest.mark.timeout(280 * len(RANK_MODULES) + 60)
+def test_on_ranks(np_):
+    """Both modules in one job (torch is imported once per rank), with each module's 280 s in its timeout."""
+    run_rank_tests(np_, RANK_MODULES, timeout=280 * len(RANK_MODULES), env=ENV)
 
 
 def test_bad_input_on_ranks():

@@ -1,4 +1,5 @@
-// Engine settings, read from the HOROVOD_* environment variables Horovod users already know.
+// Engine settings, read from the HOROVOD_* environment variables Horovod users already know; settings.cc
+// is the table of the variables, their defaults (the initialisers here) and the values they accept.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,7 @@ struct Config {
   int test_ranks_per_host = 0;          // JUPYTER_HVD_TEST_RANKS_PER_HOST: tests treat k consecutive ranks as a host
   int64_t test_mpi_max_count = INT32_MAX;  // JUPYTER_HVD_TEST_MPI_MAX_COUNT: tests lower MPI's count limit
 
-  // Throws std::invalid_argument, naming the variable, for a value that is not a number in range.
+  // Each setting of settings() that is set; std::invalid_argument, naming the variable, for a value it does not accept.
   static Config from_env();
 };
 

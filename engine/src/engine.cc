@@ -13,13 +13,6 @@
 #include "thread_placement.h"
 
 namespace hvd {
-namespace {
-
-// How long a thread waiting for a result polls before it sleeps (at most the engine's own spin time).
-constexpr int64_t kWaitSpinUs = 50;
-
-}  // namespace
-
 Engine::Engine(MPI_Comm comm, Config config) : Engine(mpi_wiring(comm), std::move(config)) {}
 
 Engine::Engine(EngineWiring wiring, Config config)
@@ -32,9 +25,10 @@ Engine::Engine(EngineWiring wiring, Config config)
       stalls_(config_),
       origins_us_(std::move(wiring.origins_us)) {
   log::configure(config_.log_level, topo_.rank, !config_.log_hide_time);
-  // Waiters poll only where each local rank can have a core: with more ranks than cores a polling waiter
-  // takes the core its engine thread needs.
-  wait_spin_us_ = topo_.local_size <= usable_cores() ? std::min(config_.spin_us, kWaitSpinUs) : 0;
+  // A waiter works (see progress.h) for as long as the engine thread would otherwise spin, and only where
+  // each local rank can have a core: with more ranks than cores, a busy waiter takes the core another
+  // rank needs.
+  wait_spin_us_ = topo_.local_size <= usable_cores() ? config_.spin_us : 0;
 
   auto global = std::make_shared<ProcessSet>();
   global->id = 0;
@@ -74,6 +68,8 @@ Engine::Engine(EngineWiring wiring, Config config)
       << (config_.stall_check ? std::to_string(static_cast<int>(config_.stall_check_s)) + " s" : "off");
     log::write(log::Level::Info, o.str());
   }
+  progress_ = std::make_shared<Progress>([this](bool by_waiter) { return step(by_waiter); });
+  last_work_us_ = now_us();
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "hvd-engine");  // as top -H, perf and gdb show it
     if (!config_.thread_affinity.empty()) pin_thread(config_.thread_affinity, topo_.local_rank, topo_.local_size);

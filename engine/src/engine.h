@@ -27,6 +27,7 @@
 #include "engine_wiring.h"
 #include "metrics.h"
 #include "process_sets.h"
+#include "progress.h"
 #include "response_cache.h"
 #include "stall_inspector.h"
 #include "tensor_entry.h"
@@ -84,8 +85,11 @@ class Engine {
 
   void check(const TensorEntry& e) const;  // throws InvalidArgument
   void loop();
-  void iterate(int64_t& last_work, int64_t& next_poll_us);  // one pass of the loop
-  void on_engine_error(const std::string& what);            // anything the loop threw: an abort
+  // One pass of the loop, on the engine thread or a waiter's (see progress.h); whether it did work.
+  bool step(bool by_waiter);
+  bool work();                          // step() without its bookkeeping
+  void idle(int64_t& next_poll_us);     // the engine thread, between steps that found nothing to do
+  void on_engine_error(const std::string& what);  // anything a step threw: an abort
   void submit(std::vector<TensorEntry> fresh);
   void remove_sets(const std::vector<int32_t>& ids);  // engine thread: what remove_process_set asked
   void free_comms();  // once stopped: the channel, the GPU state and the process sets' communicators
@@ -130,8 +134,10 @@ class Engine {
   Status stop_status_;
   bool stop_requested_ = false;
   std::atomic<State> state_{State::Running};
+  std::shared_ptr<Progress> progress_;         // the step lock, shared with the handles' waiters
+  std::atomic<int64_t> last_work_us_{0};       // when a step last did work
 
-  // Engine thread only.
+  // Whoever runs a step only (see progress.h).
   std::unordered_map<TensorKey, TensorEntry, TensorKeyHash> table_;
   std::vector<Response> exec_queue_;
   bool final_received_ = false;

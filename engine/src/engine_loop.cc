@@ -1,5 +1,6 @@
-// The engine thread: the poll/backoff loop, message dispatch, rank 0's negotiation rounds, and running
-// each negotiated response on this rank's tensors.
+// The engine's loop: its steps (run by the engine thread, or by a thread waiting for a result: see
+// progress.h), the engine thread's poll/backoff between them, message dispatch, rank 0's negotiation
+// rounds, and running each negotiated response on this rank's tensors.
 #include <algorithm>
 #include <thread>
 
@@ -21,17 +22,12 @@ constexpr int64_t kFirstPollUs = 20, kIdlePollUs = 100, kLongIdlePollUs = 1000, 
 }  // namespace
 
 void Engine::loop() {
-  int64_t last_work = now_us();
   int64_t next_poll_us = kFirstPollUs;
   while (state_ != State::Stopped) {
-    try {
-      iterate(last_work, next_poll_us);
-    } catch (const std::exception& e) {
-      on_engine_error(e.what());
-    } catch (...) {
-      on_engine_error("unknown error");
-    }
+    if (progress_->step()) next_poll_us = kFirstPollUs;
+    else idle(next_poll_us);
   }
+  progress_->detach();  // waiters' handles may outlive the engine
   try {
     forward_timeline();  // this rank's last events: into the file on rank 0
   } catch (const std::exception& e) {
@@ -44,7 +40,39 @@ void Engine::loop() {
   }
 }
 
-void Engine::iterate(int64_t& last_work, int64_t& next_poll_us) {
+bool Engine::step(bool by_waiter) {
+  if (state_ == State::Stopped || (by_waiter && gpu_device_.load() >= 0)) return false;
+  try {
+    const bool worked = work();
+    if (worked) last_work_us_.store(now_us(), std::memory_order_relaxed);
+    return worked;
+  } catch (const std::exception& e) {
+    on_engine_error(e.what());
+  } catch (...) {
+    on_engine_error("unknown error");
+  }
+  return true;
+}
+
+// Between steps that found nothing to do: within the spin time of the last work, and while no waiter
+// moves the engine along itself, it only yields, so the next operation or reply is seen at once; after
+// that it sleeps, longer the longer it has been idle.
+void Engine::idle(int64_t& next_poll_us) {
+  const int64_t now = now_us(), since_work = now - last_work_us_.load(std::memory_order_relaxed);
+  if (since_work < config_.spin_us && !progress_->driven()) {
+    std::this_thread::yield();
+    return;
+  }
+  const int64_t cap = since_work < kLongIdleUs ? kIdlePollUs : kLongIdlePollUs;
+  const int64_t poll_us = std::min(next_poll_us, cap);
+  next_poll_us = std::min(2 * poll_us, cap);
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, std::chrono::microseconds(poll_us), [this] {
+    return !queue_.empty() || !sets_to_remove_.empty() || (stop_requested_ && state_ == State::Running);
+  });
+}
+
+bool Engine::work() {
   bool worked = false;
   std::vector<TensorEntry> fresh;
   std::vector<int32_t> removals;
@@ -77,6 +105,7 @@ void Engine::iterate(int64_t& last_work, int64_t& next_poll_us) {
   std::vector<Response> batch;
   batch.swap(exec_queue_);
   for (const Response& r : batch) execute(r);
+  worked |= !batch.empty();
   if (!removals.empty()) {  // after this cycle's responses: they may still be of the sets removed
     remove_sets(removals);
     {
@@ -91,20 +120,7 @@ void Engine::iterate(int64_t& last_work, int64_t& next_poll_us) {
   if (state_ == State::Draining && (final_received_ || now > drain_deadline_us_)) finish_stop();
   if (now - last_periodic_us_ > kPeriodUs) periodic(now);
   transport_->reap();
-  if (worked) {
-    last_work = now;
-    next_poll_us = kFirstPollUs;
-  } else if (now - last_work < config_.spin_us) {
-    std::this_thread::yield();
-  } else {
-    int64_t cap = now - last_work < kLongIdleUs ? kIdlePollUs : kLongIdlePollUs;
-    int64_t poll_us = std::min(next_poll_us, cap);
-    next_poll_us = std::min(2 * poll_us, cap);
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait_for(lk, std::chrono::microseconds(poll_us), [this] {
-      return !queue_.empty() || !sets_to_remove_.empty() || (stop_requested_ && state_ == State::Running);
-    });
-  }
+  return worked;
 }
 
 void Engine::submit(std::vector<TensorEntry> fresh) {

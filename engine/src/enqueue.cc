@@ -46,7 +46,7 @@ std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> gr
   int64_t now = now_us();
   for (auto& e : group) {
     e.request.rank = topo_.rank;
-    e.handle = std::make_shared<Handle>(wait_spin_us_);
+    e.handle = std::make_shared<Handle>(wait_spin_us_, progress_);
     e.enqueue_us = now;
     handles.push_back(e.handle);
   }

@@ -1,9 +1,24 @@
 #include "handle.h"
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 namespace hvd {
+namespace {
+
+// A short busy wait that leaves the core's resources to its sibling hyper-thread.
+void cpu_relax() {
+  for (int i = 0; i < 32; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+}
+
+}  // namespace
 
 void Handle::on_complete(Callback cb) {
   std::unique_lock<std::mutex> lk(mu_);
@@ -32,18 +47,24 @@ void Handle::complete(Status s) {
 bool Handle::poll() const { return done_.load(std::memory_order_acquire); }
 
 bool Handle::wait_for(std::chrono::microseconds timeout) const {
-  auto spin = std::min(timeout, std::chrono::microseconds(spin_us_));
-  auto start = std::chrono::steady_clock::now();
-  while (!poll()) {
-    auto spent = std::chrono::steady_clock::now() - start;
-    if (spent >= spin) {
-      std::unique_lock<std::mutex> lk(mu_);
-      return cv_.wait_for(lk, timeout - std::chrono::duration_cast<std::chrono::microseconds>(spent),
-                          [this] { return done_.load(std::memory_order_relaxed); });
+  if (poll()) return true;
+  const auto spin = std::min(timeout, std::chrono::microseconds(spin_us_));
+  const auto start = std::chrono::steady_clock::now();
+  if (spin.count() > 0) {
+    std::optional<Progress::Driving> driving;
+    if (progress_) driving.emplace(*progress_);
+    while (!poll()) {
+      if (std::chrono::steady_clock::now() - start >= spin) break;
+      // Between steps that found nothing to do, a pause, not a yield: yielding hands the core to any
+      // other runnable thread for a whole time slice, which on a busy host is far longer than a reply takes.
+      if (!progress_ || !progress_->try_step()) cpu_relax();
     }
-    std::this_thread::yield();
+    if (poll()) return true;
   }
-  return true;
+  const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
+  std::unique_lock<std::mutex> lk(mu_);
+  return cv_.wait_for(lk, std::max(timeout - spent, std::chrono::microseconds(0)),
+                      [this] { return done_.load(std::memory_order_relaxed); });
 }
 
 Status Handle::status() const {

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "progress.h"
 #include "status.h"
 
 namespace hvd {
@@ -36,15 +37,17 @@ class Handle {
  public:
   using Callback = std::function<void(const Status&)>;
 
-  // `spin_us`: how long a waiter polls before it sleeps. Waking a sleeping thread costs more than most
-  // small collectives take, so a short poll first cuts their latency.
-  explicit Handle(int64_t spin_us = 0) : spin_us_(spin_us) {}
+  // `spin_us`: how long a waiter keeps working before it sleeps: running the engine's steps itself
+  // through `progress` (when given and free), else polling. Waking a sleeping thread costs more than a
+  // small collective takes, so this cuts their latency.
+  explicit Handle(int64_t spin_us = 0, std::shared_ptr<Progress> progress = nullptr)
+      : spin_us_(spin_us), progress_(std::move(progress)) {}
 
   // Runs once the operation has finished, on the engine thread (or at once if already done).
   void on_complete(Callback cb);
   void complete(Status s);
   bool poll() const;
-  // Waits up to `timeout` (polling for up to the handle's spin time first); true when done.
+  // Waits up to `timeout` (working for up to the handle's spin time first); true when done.
   bool wait_for(std::chrono::microseconds timeout) const;
   Status status() const;
 
@@ -59,6 +62,7 @@ class Handle {
 
  private:
   const int64_t spin_us_;
+  const std::shared_ptr<Progress> progress_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::atomic<bool> done_{false};  // set under mu_, so a waiter on cv_ cannot miss it; read without it

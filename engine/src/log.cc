@@ -12,8 +12,6 @@ namespace hvd {
 namespace log {
 namespace {
 
-constexpr const char* kNames[] = {"trace", "debug", "info", "warning", "error", "fatal"};
-
 std::atomic<Level> g_threshold{Level::Warning};
 std::atomic<int> g_rank{-1};
 std::atomic<bool> g_show_time{true};
@@ -30,17 +28,18 @@ std::string wall_time() {
   return buf;
 }
 
-const char* level_name(Level l) { return kNames[static_cast<size_t>(l)]; }
+const char* level_name(Level l) { return enum_name(l); }
 
 }  // namespace
 
 Level parse_level(const std::string& value) {
   std::string v;
   for (char ch : value) v += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  for (size_t i = 0; i < sizeof kNames / sizeof kNames[0]; ++i)
-    if (v == kNames[i]) return static_cast<Level>(i);
-  throw std::invalid_argument("HOROVOD_LOG_LEVEL='" + value +
-                              "': expected one of trace, debug, info, warning, error, fatal");
+  for (size_t i = 0; i < enum_count<Level>(); ++i)
+    if (v == EnumNames<Level>::names[i]) return static_cast<Level>(i);
+  std::string names;
+  for (size_t i = 0; i < enum_count<Level>(); ++i) names += (i ? ", " : "") + std::string(EnumNames<Level>::names[i]);
+  throw std::invalid_argument("HOROVOD_LOG_LEVEL='" + value + "': expected one of " + names);
 }
 
 void configure(Level threshold, int rank, bool show_time) {

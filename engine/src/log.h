@@ -6,10 +6,24 @@
 #include <cstdint>
 #include <string>
 
+#include "enum_list.h"
+
 namespace hvd {
 namespace log {
 
-enum class Level : uint8_t { Trace, Debug, Info, Warning, Error, Fatal };
+#define HVD_LOG_LEVELS(X) \
+  X(Trace, "trace") X(Debug, "debug") X(Info, "info") X(Warning, "warning") X(Error, "error") X(Fatal, "fatal")
+
+enum class Level : uint8_t { HVD_LOG_LEVELS(HVD_ENUM_VALUE) };
+
+}  // namespace log
+
+template <>
+struct EnumNames<log::Level> {
+  static constexpr const char* names[] = {HVD_LOG_LEVELS(HVD_ENUM_NAME)};
+};
+
+namespace log {
 
 // The level a HOROVOD_LOG_LEVEL value names, in any case; std::invalid_argument naming the choices.
 Level parse_level(const std::string& value);

@@ -9,7 +9,7 @@
 namespace hvd {
 
 struct Metrics {
-  static constexpr int kOps = 6;
+  static constexpr int kOps = static_cast<int>(enum_count<OpType>());
   std::atomic<int64_t> ops[kOps]{};         // completed tensors per OpType
   std::atomic<int64_t> bytes[kOps]{};       // payload bytes per OpType
   std::atomic<int64_t> negotiate_us{0};     // enqueue to response, summed over tensors

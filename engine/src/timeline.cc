@@ -4,12 +4,6 @@
 
 namespace hvd {
 
-const char* phase_name(Phase p) {
-  static const char* names[] = {"NEGOTIATE", "QUEUE",  "MEMCPY_IN_FUSION_BUFFER", "COLLECTIVE",
-                                "MEMCPY_OUT_FUSION_BUFFER", "CYCLE", "STALL", "ABORT", "WAIT_FOR_DATA"};
-  return names[static_cast<int>(p)];
-}
-
 void EventLog::push(Event e) {
   std::lock_guard<std::mutex> g(mu_);
   e.seq = next_;

@@ -6,13 +6,23 @@
 #include <string>
 #include <vector>
 
+#include "enum_list.h"
+
 namespace hvd {
 
-enum class Phase : uint8_t {
-  Negotiate, Queue, MemcpyIn, Collective, MemcpyOut, Cycle, Stall, Abort,
-  WaitForData,  // GPU tensors: the engine's stream waits for the producer's stream
+// The phases of timeline events, named as Horovod's timeline names them; the monitor widget gets
+// this list with its state. WAIT_FOR_DATA: the engine's stream waits for a GPU tensor's producer.
+#define HVD_PHASES(X)                                                                               \
+  X(Negotiate, "NEGOTIATE") X(Queue, "QUEUE") X(MemcpyIn, "MEMCPY_IN_FUSION_BUFFER")                   \
+  X(Collective, "COLLECTIVE") X(MemcpyOut, "MEMCPY_OUT_FUSION_BUFFER") X(Cycle, "CYCLE") X(Stall, "STALL") \
+  X(Abort, "ABORT") X(WaitForData, "WAIT_FOR_DATA")
+
+enum class Phase : uint8_t { HVD_PHASES(HVD_ENUM_VALUE) };
+template <>
+struct EnumNames<Phase> {
+  static constexpr const char* names[] = {HVD_PHASES(HVD_ENUM_NAME)};
 };
-const char* phase_name(Phase p);
+inline const char* phase_name(Phase p) { return enum_name(p); }
 
 struct Event {
   uint64_t seq = 0;

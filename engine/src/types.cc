@@ -12,22 +12,11 @@ size_t dtype_size(DataType t) {
   return 0;
 }
 
-const char* dtype_name(DataType t) {
-  static const char* names[] = {"uint8", "int8", "int32", "int64", "float16",
-                                "bfloat16", "float32", "float64", "bool"};
-  return names[static_cast<int>(t)];
-}
+const char* dtype_name(DataType t) { return enum_name(t); }
 
-const char* op_name(OpType t) {
-  static const char* names[] = {"allreduce", "allgather", "broadcast",
-                                "alltoall", "reducescatter", "barrier"};
-  return names[static_cast<int>(t)];
-}
+const char* op_name(OpType t) { return enum_name(t); }
 
-const char* reduce_name(ReduceOp t) {
-  static const char* names[] = {"Sum", "Average", "Min", "Max", "Product"};
-  return names[static_cast<int>(t)];
-}
+const char* reduce_name(ReduceOp t) { return enum_name(t); }
 
 bool is_float(DataType t) {
   return t == DataType::Float16 || t == DataType::BFloat16 || t == DataType::Float32 ||
@@ -35,7 +24,7 @@ bool is_float(DataType t) {
 }
 
 bool OpSpec::valid() const {
-  return op <= OpType::Barrier && reduce <= ReduceOp::Product && dtype <= DataType::Bool && memory <= Memory::Cuda;
+  return enum_valid(op) && enum_valid(reduce) && enum_valid(dtype) && memory <= Memory::Cuda;
 }
 
 std::string describe_key(const TensorKey& k) {

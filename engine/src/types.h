@@ -8,11 +8,36 @@
 #include <string>
 #include <vector>
 
+#include "enum_list.h"
+
 namespace hvd {
 
-enum class OpType : uint8_t { Allreduce, Allgather, Broadcast, Alltoall, Reducescatter, Barrier };
-enum class ReduceOp : uint8_t { Sum, Average, Min, Max, Product };
-enum class DataType : uint8_t { UInt8, Int8, Int32, Int64, Float16, BFloat16, Float32, Float64, Bool };
+// The lists of the codes Python and the wire share (see enum_list.h); a name is what users and messages see.
+#define HVD_OP_TYPES(X)                                                                            \
+  X(Allreduce, "allreduce") X(Allgather, "allgather") X(Broadcast, "broadcast") X(Alltoall, "alltoall") \
+  X(Reducescatter, "reducescatter") X(Barrier, "barrier")
+// Named as Horovod's Python constants (hvd.Sum, ...), which are these codes.
+#define HVD_REDUCE_OPS(X) X(Sum, "Sum") X(Average, "Average") X(Min, "Min") X(Max, "Max") X(Product, "Product")
+// Named as numpy names the dtypes.
+#define HVD_DATA_TYPES(X)                                                                                \
+  X(UInt8, "uint8") X(Int8, "int8") X(Int32, "int32") X(Int64, "int64") X(Float16, "float16")          \
+  X(BFloat16, "bfloat16") X(Float32, "float32") X(Float64, "float64") X(Bool, "bool")
+
+enum class OpType : uint8_t { HVD_OP_TYPES(HVD_ENUM_VALUE) };
+enum class ReduceOp : uint8_t { HVD_REDUCE_OPS(HVD_ENUM_VALUE) };
+enum class DataType : uint8_t { HVD_DATA_TYPES(HVD_ENUM_VALUE) };
+template <>
+struct EnumNames<OpType> {
+  static constexpr const char* names[] = {HVD_OP_TYPES(HVD_ENUM_NAME)};
+};
+template <>
+struct EnumNames<ReduceOp> {
+  static constexpr const char* names[] = {HVD_REDUCE_OPS(HVD_ENUM_NAME)};
+};
+template <>
+struct EnumNames<DataType> {
+  static constexpr const char* names[] = {HVD_DATA_TYPES(HVD_ENUM_NAME)};
+};
 // Where a tensor lives: ranks must agree, and GPU tensors fuse only with GPU tensors.
 enum class Memory : uint8_t { Host, Cuda };
 

@@ -148,7 +148,7 @@ StopNotice decode_stop(const char* data, size_t size) {
   if (final > 1) Reader::fail("bad stop flag");
   n.final = final;
   uint8_t code = rd.get<uint8_t>();
-  if (code == 0 || code > static_cast<uint8_t>(Status::Code::Internal)) Reader::fail("bad stop status");
+  if (code == 0 || code >= enum_count<Status::Code>()) Reader::fail("bad stop status");
   n.status.code = static_cast<Status::Code>(code);
   n.status.origin_rank = rd.get<int32_t>();
   n.status.message = rd.get_string();
@@ -176,7 +176,7 @@ std::vector<Event> decode_events(const char* data, size_t size) {
   std::vector<Event> es(rd.get_count(kMinEvent));
   for (auto& e : es) {
     e.rank = rd.get<int32_t>();
-    e.phase = rd.get_enum(Phase::WaitForData, "timeline phase");
+    e.phase = rd.get_enum(static_cast<Phase>(enum_count<Phase>() - 1), "timeline phase");
     e.name = rd.get_string();
     e.op = rd.get_string();
     e.start_us = rd.get<int64_t>();

@@ -1,6 +1,6 @@
 """The %%hvd notebook magic: run a cell on N MPI ranks started as ipyparallel engines.
 
-Kept import-light: ranks import ``jupyter_hvd.magic.cell`` and must not pull in
+Kept import-light: ranks import ``jupyter_hvd.magic.rank_setup`` and ``rank_cell`` and must not pull in
 the kernel-side machinery (IPython magics, ipyparallel's cluster code).
 """
 from typing import Any

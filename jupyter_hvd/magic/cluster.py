@@ -23,10 +23,11 @@ from traitlets import Any as AnyTrait
 
 from ..runner.launch import LISTEN_VAR, LaunchSpec, default_forward, job_hosts, mpiexec_command
 from ..runner.networks import listen_address
-from .cell import api_module, setup_rank
 from .failures import RankError, without_runner_frames
+from .frameworks import api_module
 from .by_value import TransferError, load, pack, pack_names, unpack
 from .host_report import loss_message, lost_from
+from .rank_setup import setup_rank
 from .reaper import TAG, alive, descendants, tagged
 from .sweeper import new_job_folder, sweep
 
@@ -64,6 +65,12 @@ class LaunchConfig:
         if self.allocation:
             return f"Slurm allocation {self.allocation} ({self.hosts})"
         return self.hosts or self.hostfile or "this host"
+
+    def changes_from(self, running: LaunchConfig) -> str:
+        """Why ranks started for ``running`` cannot serve this config, by the flags that differ; '' when none do."""
+        flags = {"np": "-np", "env": "-x", "allocation": "the Slurm allocation"}
+        changed = [flags.get(k, f"--{k}") for k in vars(self) if getattr(self, k) != getattr(running, k)]
+        return "changed " + ", ".join(changed) if changed else ""
 
 
 @dataclass

@@ -7,11 +7,11 @@ from typing import Any
 
 from ipyparallel.error import EngineError
 
-from .cell import run_cell
 from .cluster import RankCluster, wait_a_little
 from .failures import RankError, describe_failure
 from .monitor_display import MonitorDisplay
 from .output import RankOutput
+from .rank_cell import run_cell
 
 FAILURE_GRACE_S = 5.0  # peers of a failed rank get this long to finish (they should see the abort)
 TIMEOUT_GRACE_S = 2.0  # the rank-side deadline fires first; the kernel steps in after this grace

@@ -9,6 +9,11 @@ from ..basics import mxnet_unavailable_reason
 FRAMEWORKS = ("mxnet", "torch", "none")
 
 
+def api_module(framework: str) -> str:
+    """The module bound to ``hvd`` in the cells for ``framework``."""
+    return {"mxnet": "jupyter_hvd.mxnet", "torch": "jupyter_hvd.torch"}.get(framework, "jupyter_hvd")
+
+
 def unavailable_reason(framework: str) -> str:
     """Why ``framework`` cannot be used on the ranks, or '' when it can (found without importing it)."""
     if framework == "mxnet":

@@ -12,15 +12,15 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ..monitor import Monitor, cell_key
 from ..runner.host_loss import hosts_left
-from ..runner.launch import LaunchSpec, parse_hosts, placement
+from ..runner.launch import LaunchSpec, check_placement, parse_export, placement
 from ..runner.slurm import allocation
-from .cell import rank_status
 from .cluster import LaunchConfig, RankCluster
 from .execution import CellRun
 from .failures import RankError
 from .frameworks import FRAMEWORKS, default_framework, unavailable_reason
 from .job_channel import JobChannel
 from .monitor_display import MonitorDisplay, show_monitor
+from .rank_setup import rank_status
 
 @magics_class
 class HvdMagics(Magics):
@@ -191,11 +191,7 @@ class HvdMagics(Magics):
     def _restart_reason(self, config: LaunchConfig) -> str:
         """Why the running ranks cannot serve config, or '' when they can."""
         assert self.cluster is not None
-        if config != self.cluster.config:
-            changed = [k for k in vars(config) if getattr(config, k) != getattr(self.cluster.config, k)]
-            flags = {"np": "-np", "env": "-x", "allocation": "the Slurm allocation"}
-            return "changed " + ", ".join(flags.get(k, f"--{k}") for k in changed)
-        return self.cluster.what_died()
+        return config.changes_from(self.cluster.config) or self.cluster.what_died()
 
     def _launch_config(self, args: Any) -> LaunchConfig:
         """The job a cell asks for: a full spec with -np, else the current job adjusted by the flags given."""
@@ -299,28 +295,22 @@ class HvdMagics(Magics):
 
 def _rank_env(items: list[str]) -> tuple[tuple[str, str], ...]:
     """-x VAR=VALUE flags as sorted (name, value) pairs; the last value of a name counts."""
-    env = {}
-    for item in items:
-        name, assigned, value = item.partition("=")
-        if not assigned or not name.isidentifier():
-            raise UsageError(f"-x needs VAR=VALUE, got {item!r}")
-        env[name] = value
+    try:
+        env = dict(parse_export(item, value_required=True) for item in items)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return tuple(sorted(env.items()))
 
 
 def _check_placement(config: LaunchConfig) -> None:
-    """Reject host lists that mpiexec could not use, with a one-line reason."""
-    if config.hosts and config.hostfile:
-        raise UsageError("give --hosts or --hostfile, not both")
-    if config.hostfile and not os.path.isfile(config.hostfile):
-        raise UsageError(f"--hostfile {config.hostfile}: no such file")
-    if config.hosts:
+    """Reject host lists that mpiexec could not use, with a one-line reason. The hosts of --hosts must
+    resolve here: ranks there are started after the controller, which would wait for them in vain."""
+    try:
+        hosts = check_placement(config.hosts, config.hostfile)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    for host, _ in hosts if config.hosts else []:
         try:
-            hosts = parse_hosts(config.hosts)
-        except ValueError as exc:
-            raise UsageError(f"--hosts: {exc}") from None
-        for host, _ in hosts:
-            try:
-                socket.getaddrinfo(host, None)
-            except OSError:
-                raise UsageError(f"--hosts: unknown host {host!r}") from None
+            socket.getaddrinfo(host, None)
+        except OSError:
+            raise UsageError(f"--hosts: unknown host {host!r}") from None

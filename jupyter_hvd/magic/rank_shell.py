@@ -3,7 +3,7 @@
 ipyparallel runs our cell wrapper as a function call, not as an IPython cell, so IPython's
 execute events do not fire by themselves: matplotlib's inline backend shows a cell's figures from
 ``post_execute``, and other libraries hook these events too. Only the standard library is imported
-here, as in cell.py.
+here.
 """
 from __future__ import annotations
 
@@ -40,3 +40,10 @@ def mime_bundle(shell: Any, value: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - a broken _repr_*_ falls back to the plain repr
         return {}
     return data
+
+
+def current_shell() -> Any:
+    """The rank's IPython shell (ipyparallel's engine kernel), whose namespace the cells run in."""
+    from IPython import get_ipython
+
+    return get_ipython()

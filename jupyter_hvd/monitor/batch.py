@@ -4,9 +4,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-PHASES = ("NEGOTIATE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", "COLLECTIVE", "MEMCPY_OUT_FUSION_BUFFER", "CYCLE",
-          "STALL", "ABORT", "WAIT_FOR_DATA")  # as the engine's timeline.cc names them
-HEALTH = frozenset({"STALL", "ABORT"})  # never merged away: every stall and abort reaches the kernel
+from .._C import Phase
+
+PHASES = tuple(p.name for p in Phase)  # the engine's timeline phases, in the order of their codes
+HEALTH = frozenset({Phase.STALL.name, Phase.ABORT.name})  # never merged away: every stall and abort reaches the kernel
 COLUMNS = ("phase", "name", "op", "start_us", "dur_us", "bytes", "count")
 KEY_PREFIX = "hvd_monitor_"  # a batch travels as one ipyparallel data_message key: KEY_PREFIX + batch number
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .batch import COLUMNS, KEY_PREFIX, PHASES
+from .batch import COLUMNS, HEALTH, KEY_PREFIX, PHASES
 from .rank_track import RankTrack
 
 WINDOW_S = 2.0
@@ -164,7 +164,7 @@ class Monitor:
             "stragglers": sorted(slow),
             "health": self.health[first_health:],
             "health_omitted": self.health_omitted,
-            "timeline": {"phases": list(PHASES), "columns": list(COLUMNS),
+            "timeline": {"phases": list(PHASES), "health_phases": sorted(HEALTH), "columns": list(COLUMNS),
                          "ranks": [t.timeline(since_version) for t in self.ranks]},
         }
 

@@ -23,8 +23,9 @@ from .samples import counted_since, snapshot
 # whatever its size, so fewer, larger batches keep the monitor's share of the CPU low (see
 # benchmarks/monitor_overhead.py).
 INTERVAL_S = 0.5
-# Engine events read per batch: reading costs ~2.5 µs of the rank's CPU (and GIL) per event, so 2 batches/s
-# of 2048 stay near 1% of a core. A rank that emits more falls behind, and its ring's overwrites are counted.
+# Engine events read per batch: each event read costs the rank's CPU (and GIL), so the cap bounds the monitor's
+# share of a core (benchmarks/monitor_overhead.py measures it). A rank that emits more falls behind, and its
+# ring's overwrites are counted.
 MAX_DRAIN = 2048
 MAX_EVENTS = 1024  # rows per batch; more events are merged (counted in the batch's "coarsened")
 SKIP_CHUNK = 65536  # events read at once when skipping or at the end of a cell (the ring's default size)

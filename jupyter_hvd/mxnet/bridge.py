@@ -25,10 +25,8 @@ _C.mxnet_setup(_address("MXEnginePushAsyncND"), _address("MXNDArrayToDLPack"), _
 _NAIVE_ENGINE = os.environ.get("MXNET_ENGINE_TYPE", "") == "NaiveEngine"
 
 
-def push(op: int, names: Sequence[str], tensors: Sequence[mx.nd.NDArray], process_set_id: int, *,
-         reduce: int = 0, root_rank: int = -1, prescale: float = 1.0, postscale: float = 1.0,
-         priority: int = 0) -> None:
-    """Queue one MXNet engine operation that runs ``op`` on every tensor in place, then returns at once.
+def push(spec: _C.OpSpec, names: Sequence[str], tensors: Sequence[mx.nd.NDArray], priority: int = 0) -> None:
+    """Queue one MXNet engine operation that runs ``spec`` on every tensor in place, then returns at once.
 
     The tensors become mutable dependencies of the operation: MXNet starts it after their pending
     writers and readers, and later readers wait for it (and raise its error as MXNetError).
@@ -36,8 +34,7 @@ def push(op: int, names: Sequence[str], tensors: Sequence[mx.nd.NDArray], proces
     if _NAIVE_ENGINE:
         raise MXNetError("jupyter_hvd.mxnet needs MXNet's threaded engine; unset MXNET_ENGINE_TYPE=NaiveEngine")
     try:
-        _C.mxnet_push(op, list(names), [t.handle.value for t in tensors], reduce, process_set_id, root_rank,
-                      float(prescale), float(postscale), int(priority))
+        _C.mxnet_push(spec, list(names), [t.handle.value for t in tensors], int(priority))
     except RuntimeError as e:
         raise MXNetError(str(e)) from e
 

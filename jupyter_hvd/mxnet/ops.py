@@ -16,6 +16,8 @@ from .. import ops as core
 from ..basics import is_initialized
 from ..dtypes import dtype_code
 from ..errors import HorovodInternalError
+from ..naming import op_names, prefixed_name
+from ..ops import ALLREDUCE, BROADCAST, OpSpec, check_reduce, check_root
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, global_process_set, set_id
 from . import bridge
@@ -57,11 +59,11 @@ def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, pr
     _require_init()
     _check_ndarrays(tensors, "allreduce")
     for t in tensors:
-        core._check_reduce(_dtype_code(t, "allreduce"), op, prescale, postscale, "allreduce", False)
+        check_reduce(_dtype_code(t, "allreduce"), op, prescale, postscale, "allreduce", False)
     with mxnet_errors():
         pid = set_id(process_set)
-    bridge.push(core._ALLREDUCE, core.op_names("allreduce", name, len(tensors), pid), tensors, pid, reduce=op,
-                prescale=prescale, postscale=postscale, priority=priority)
+    spec = OpSpec(ALLREDUCE, reduce=op, process_set=pid, prescale=float(prescale), postscale=float(postscale))
+    bridge.push(spec, op_names("allreduce", name, len(tensors), pid), tensors, priority)
 
 
 def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, process_set: ProcessSet,
@@ -72,9 +74,9 @@ def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, proces
     _dtype_code(tensor, "broadcast")
     with mxnet_errors():
         pid = set_id(process_set)
-        root = core._check_root(root_rank, process_set, "broadcast")
-    bridge.push(core._BROADCAST, core.op_names("broadcast", name, 1, pid), [tensor], pid, root_rank=root,
-                priority=priority)
+        root = check_root(root_rank, process_set, "broadcast")
+    spec = OpSpec(BROADCAST, process_set=pid, root_rank=root)
+    bridge.push(spec, op_names("broadcast", name, 1, pid), [tensor], priority)
 
 
 def allreduce(tensor: NDArray, average: Optional[bool] = None, name: Optional[str] = None, priority: int = 0,
@@ -156,7 +158,7 @@ def allgather(tensor: NDArray, name: Optional[str] = None, priority: int = 0,
     """
     _require_init()
     with mxnet_errors():
-        out = core.allgather(_host(tensor, "allgather"), core.prefixed_name("allgather", name), process_set)
+        out = core.allgather(_host(tensor, "allgather"), prefixed_name("allgather", name), process_set)
     return _like(out, tensor)
 
 
@@ -166,7 +168,7 @@ def grouped_allgather(tensors: Sequence[NDArray], name: Optional[str] = None, pr
     _require_init()
     hosts = [_host(t, "grouped_allgather") for t in tensors]
     with mxnet_errors():
-        outs = core.grouped_allgather(hosts, core.prefixed_name("allgather", name), process_set)
+        outs = core.grouped_allgather(hosts, prefixed_name("allgather", name), process_set)
     return [_like(o, t) for o, t in zip(outs, tensors)]
 
 
@@ -181,7 +183,7 @@ def alltoall(tensor: NDArray, splits: Optional[Union[NDArray, Sequence[int]]] = 
     if isinstance(splits, NDArray):
         splits = splits.asnumpy()
     with mxnet_errors():
-        res = core.alltoall(_host(tensor, "alltoall"), splits, core.prefixed_name("alltoall", name), process_set)
+        res = core.alltoall(_host(tensor, "alltoall"), splits, prefixed_name("alltoall", name), process_set)
     if splits is None:
         return _like(res, tensor)
     out, received = res
@@ -199,7 +201,7 @@ def reducescatter(tensor: NDArray, op: int = Average, name: Optional[str] = None
     _check_ndarrays([tensor], "reducescatter")
     core.require_rows([tensor], "reducescatter")
     with mxnet_errors():
-        out = core.reducescatter(_host(tensor, "reducescatter"), op, core.prefixed_name("reducescatter", name),
+        out = core.reducescatter(_host(tensor, "reducescatter"), op, prefixed_name("reducescatter", name),
                                  process_set, prescale_factor, postscale_factor)
     return _like(out, tensor)
 
@@ -213,6 +215,6 @@ def grouped_reducescatter(tensors: Sequence[NDArray], op: int = Average, name: O
     core.require_rows(tensors, "grouped_reducescatter")
     hosts = [_host(t, "grouped_reducescatter") for t in tensors]
     with mxnet_errors():
-        outs = core.grouped_reducescatter(hosts, op, core.prefixed_name("reducescatter", name), process_set,
+        outs = core.grouped_reducescatter(hosts, op, prefixed_name("reducescatter", name), process_set,
                                           prescale_factor, postscale_factor)
     return [_like(o, t) for o, t in zip(outs, tensors)]

@@ -12,9 +12,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
+from jupyter_hvd._C import check_setting, settings
 from jupyter_hvd.runner.child import die_with_parent, wait_relaying
 from jupyter_hvd.runner.host_loss import describe, lost_hosts, ranks_by_host
-from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command, placement
+from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command, parse_export, placement
 from jupyter_hvd.runner.slurm import allocation
 from jupyter_hvd.runner.session_folder import session_folder
 
@@ -71,7 +72,16 @@ FLAG_ENV: dict[str, tuple[str, Callable[..., str]]] = {
     "log_with_timestamp": ("HOROVOD_LOG_HIDE_TIME", lambda shown: "0" if shown else "1"),
 }
 
-LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
+# The engine's settings table (name, default, accepted values, help): the flags of FLAG_ENV take their help
+# from it, and their values are checked by the engine's own reading of each variable before any rank starts.
+SETTINGS = {s["name"]: s for s in settings()}
+LOG_LEVELS = tuple(level.upper() for level in SETTINGS["HOROVOD_LOG_LEVEL"]["choices"])
+
+
+def _about(name: str, what: str | None = None) -> str:
+    """A flag's help: ``what`` (default: the setting's own help), its variable and its default."""
+    default = SETTINGS[name]["default"]
+    return f"{what or SETTINGS[name]['help']} ({name}{f'; default {default}' if default else ''})"
 
 # horovodrun options with no counterpart here, and what to do instead.
 UNSUPPORTED: dict[str, str] = {
@@ -107,9 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="number of ranks to start (required unless --check-build)")
     parser.add_argument("-cb", "--check-build", action="store_true",
                         help="show which frameworks, controllers and tensor operations are available, then exit")
-    placement = parser.add_mutually_exclusive_group()
-    placement.add_argument("-H", "--hosts", help="hosts and slots, e.g. host1:4,host2:4")
-    placement.add_argument("--hostfile", help="Open MPI hostfile listing hosts and slots")
+    parser.add_argument("-H", "--hosts", help="hosts and slots, e.g. host1:4,host2:4")
+    parser.add_argument("--hostfile", help="Open MPI hostfile listing hosts and slots")
     parser.add_argument("-p", "--ssh-port", type=_at_least(1, int), metavar="PORT",
                         help="SSH port of the other hosts")
     parser.add_argument("-i", "--ssh-identity-file", metavar="FILE", help="SSH key for the other hosts")
@@ -119,50 +128,40 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr")
     parser.add_argument("--mpi-args", metavar="ARGS", help='extra mpiexec options, e.g. --mpi-args="--map-by core"')
     parser.add_argument("--mpi", action="store_true", help="accepted for horovodrun scripts; the job always uses MPI")
-    parser.add_argument("--fusion-threshold-mb", type=_at_least(0, float), metavar="MB",
-                        help="tensor fusion buffer size (HOROVOD_FUSION_THRESHOLD)")
-    parser.add_argument("--cycle-time-ms", type=_at_least(0, float), metavar="MS",
-                        help="background cycle time (HOROVOD_CYCLE_TIME)")
+    parser.add_argument("--fusion-threshold-mb", type=float, metavar="MB",
+                        help=_about("HOROVOD_FUSION_THRESHOLD", "tensor fusion buffer size in MiB"))
+    parser.add_argument("--cycle-time-ms", type=float, metavar="MS", help=_about("HOROVOD_CYCLE_TIME"))
     cache = parser.add_mutually_exclusive_group()
-    cache.add_argument("--cache-capacity", type=_at_least(0, int), metavar="N",
-                       help="response cache entries (HOROVOD_CACHE_CAPACITY)")
+    cache.add_argument("--cache-capacity", type=int, metavar="N", help=_about("HOROVOD_CACHE_CAPACITY"))
     cache.add_argument("--disable-cache", action="store_const", const=True,
                        help="no response cache (HOROVOD_CACHE_CAPACITY=0)")
     parser.add_argument("--hierarchical-allreduce", action=argparse.BooleanOptionalAction,
-                        help="GPU allreduce: NCCL within a host, MPI across hosts (HOROVOD_HIERARCHICAL_ALLREDUCE)")
+                        help=_about("HOROVOD_HIERARCHICAL_ALLREDUCE"))
     tune = parser.add_argument_group("autotuning (rank 0 tries fusion thresholds and cycle times while training runs)")
     tune.add_argument("--autotune", action="store_const", const=True,
-                      help="tune the fusion threshold and cycle time not set by flags (HOROVOD_AUTOTUNE)")
-    tune.add_argument("--autotune-log-file", metavar="PATH",
-                      help="write each setting's score as CSV (HOROVOD_AUTOTUNE_LOG)")
-    tune.add_argument("--autotune-warmup-samples", type=_at_least(0, int), metavar="N",
-                      help="samples discarded at the start (default 3)")
-    tune.add_argument("--autotune-steps-per-sample", type=_at_least(1, int), metavar="N",
-                      help="training steps in one sample (default 10)")
-    tune.add_argument("--autotune-bayes-opt-max-samples", type=_at_least(1, int), metavar="N",
-                      help="settings tried before keeping the best (default 20)")
-    tune.add_argument("--autotune-gaussian-process-noise", type=_at_least(0, float), metavar="X",
-                      help="how little one measurement is trusted (default 0.8)")
-    parser.add_argument("--timeline-filename", metavar="PATH",
-                        help="write a timeline to PATH (HOROVOD_TIMELINE)")
+                      help=_about("HOROVOD_AUTOTUNE", "tune the fusion threshold and cycle time not set by flags"))
+    tune.add_argument("--autotune-log-file", metavar="PATH", help=_about("HOROVOD_AUTOTUNE_LOG"))
+    tune.add_argument("--autotune-warmup-samples", type=int, metavar="N",
+                      help=_about("HOROVOD_AUTOTUNE_WARMUP_SAMPLES"))
+    tune.add_argument("--autotune-steps-per-sample", type=int, metavar="N",
+                      help=_about("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"))
+    tune.add_argument("--autotune-bayes-opt-max-samples", type=int, metavar="N",
+                      help=_about("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"))
+    tune.add_argument("--autotune-gaussian-process-noise", type=float, metavar="X",
+                      help=_about("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"))
+    parser.add_argument("--timeline-filename", metavar="PATH", help=_about("HOROVOD_TIMELINE"))
     parser.add_argument("--timeline-mark-cycles", action="store_const", const=True,
-                        help="mark each engine cycle that ran collectives in the timeline "
-                             "(HOROVOD_TIMELINE_MARK_CYCLES)")
+                        help=_about("HOROVOD_TIMELINE_MARK_CYCLES", "mark each engine cycle that ran collectives"))
     stall = parser.add_mutually_exclusive_group()
     stall.add_argument("--no-stall-check", action="store_const", const=True,
-                       help="no warnings about stalled ranks (HOROVOD_STALL_CHECK_DISABLE)")
+                       help=_about("HOROVOD_STALL_CHECK_DISABLE", "no warnings about stalled ranks"))
     stall.add_argument("--stall-check-warning-time-seconds", "--stall-check-seconds", dest="stall_check_seconds",
-                       type=_at_least(0, int), metavar="S",
-                       help="warn about stalled ranks after S seconds (HOROVOD_STALL_CHECK_TIME_SECONDS)")
-    parser.add_argument("--stall-check-shutdown-time-seconds", dest="stall_check_shutdown_seconds",
-                        type=_at_least(0, int), metavar="S",
-                        help="stop the job when a rank has stalled S seconds (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS)")
-    parser.add_argument("--thread-affinity", metavar="CORES",
-                        help="core ids, one per local rank, for each rank's engine thread, e.g. 0,2 "
-                             "(HOROVOD_THREAD_AFFINITY)")
+                       type=int, metavar="S", help=_about("HOROVOD_STALL_CHECK_TIME_SECONDS"))
+    parser.add_argument("--stall-check-shutdown-time-seconds", dest="stall_check_shutdown_seconds", type=int,
+                        metavar="S", help=_about("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"))
+    parser.add_argument("--thread-affinity", metavar="CORES", help=_about("HOROVOD_THREAD_AFFINITY"))
     logs = parser.add_argument_group("engine log on stderr")
-    logs.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS,
-                      help="the least severe engine messages to show (HOROVOD_LOG_LEVEL; default WARNING)")
+    logs.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, help=_about("HOROVOD_LOG_LEVEL"))
     stamp = logs.add_mutually_exclusive_group()
     stamp.add_argument("--log-with-timestamp", dest="log_with_timestamp", action="store_const", const=True,
                        help="start each engine message with the time (the default)")
@@ -197,14 +196,13 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
         value = getattr(args, flag)
         if value is not None:
             env[name] = render(value)
+            check_setting(name, env[name])  # ValueError naming the variable, as hvd.init() would raise
     if args.network_interface:
         env["NCCL_SOCKET_IFNAME"] = args.network_interface
     forward = default_forward(environ)
     for item in args.export:
-        name, assigned, value = item.partition("=")
-        if not name:
-            raise ValueError(f"-x needs a variable name, got {item!r}")
-        if assigned:
+        name, value = parse_export(item)
+        if value is not None:
             env[name] = value
         else:
             forward.append(name)

@@ -1,7 +1,8 @@
-"""Build mpiexec command lines for data-parallel ranks, without side effects.
+"""The launch contract: build mpiexec command lines for data-parallel ranks, without side effects, and read
+what the launcher tells each rank.
 
-Shared by the ``hvdrun`` command and by anything else that starts ranks under
-Open MPI (for example a notebook magic).
+Shared by the ``hvdrun`` command, the ``%%hvd`` magic and the ranks themselves: the one place that parses
+``-x VAR=VALUE``, checks a placement (hosts or a hostfile) and reads ``OMPI_COMM_WORLD_*``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ SESSION_DIR_VAR = "PRTE_MCA_prte_tmpdir_base"
 # make one of that name there too and leave it behind, so they keep their session files where they usually do.
 LOCAL_SESSION_DIR_VAR = "PRTE_MCA_prte_local_tmpdir_base"
 SESSION_DIR_VARS = (SESSION_DIR_VAR, LOCAL_SESSION_DIR_VAR, "PRTE_MCA_prte_remote_tmpdir_base")
-# Open MPI's libfabric transport took a second to start in every rank here, and a job on one host never
+# Open MPI's libfabric transport is slow to start in every rank, and a job on one host never
 # uses it (shared memory carries everything), so single-host launches leave it out unless the user chose
 # the transports themselves.
 BTL_VAR, SINGLE_HOST_BTL = "OMPI_MCA_btl", "^ofi"
@@ -43,6 +44,8 @@ LISTEN_LIBRARY = "libjhvd_listen.so"
 IF_INCLUDE_VARS = ("OMPI_MCA_btl_tcp_if_include", "PRTE_MCA_prte_if_include")
 FORWARD_NAMES = ("PYTHONPATH", "PYTHONUNBUFFERED")
 FORWARD_PREFIXES = ("HOROVOD_", "JUPYTER_HVD_")
+# Set by an MPI launcher in the processes it starts: Open MPI's mpiexec, and PMIx or PMI launchers (srun).
+LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")
 
 _HOST_RE = re.compile(r"([A-Za-z0-9_.-]+)(?::([1-9][0-9]*))?")
 _SLOTS_RE = re.compile(r"slots\s*=\s*([0-9]+)")
@@ -61,6 +64,55 @@ class LaunchSpec:
     mpi_args: list[str] = field(default_factory=list)  # more mpiexec options, after the placement
     listen: str | None = None  # interfaces or networks to use and listen on (hvdrun --network-interface)
     allocation: Allocation | None = None  # the Slurm allocation mpiexec places ranks on, without hosts given
+
+
+@dataclass(frozen=True)
+class RankPlace:
+    """Where this process sits in the job, as mpiexec tells it (a process started without it is rank 0 of 1)."""
+
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+
+
+def rank_place(environ: Mapping[str, str] = os.environ) -> RankPlace:
+    """This process's place in the job, from the OMPI_COMM_WORLD_* variables mpiexec sets for its ranks."""
+    def read(name: str, default: int) -> int:
+        return int(environ.get(f"OMPI_COMM_WORLD_{name}", default))
+
+    return RankPlace(read("RANK", 0), read("SIZE", 1), read("LOCAL_RANK", 0), read("LOCAL_SIZE", 1))
+
+
+def started_by_launcher(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether an MPI launcher started this process (as one of its ranks), rather than a plain command."""
+    return any(name in environ for name in LAUNCHER_VARS)
+
+
+def parse_export(item: str, value_required: bool = False) -> tuple[str, str | None]:
+    """One ``-x`` flag: ``VAR=VALUE`` as (VAR, VALUE); ``VAR`` alone as (VAR, None), which passes the
+    launcher's own value on, unless value_required. A ValueError says what is wrong."""
+    name, assigned, value = item.partition("=")
+    if not name.isidentifier():
+        raise ValueError(f"-x needs a variable name, got {item!r}")
+    if value_required and not assigned:
+        raise ValueError(f"-x needs VAR=VALUE, got {item!r}")
+    return name, value if assigned else None
+
+
+def check_placement(hosts: str | None, hostfile: str | None) -> list[tuple[str, int]]:
+    """The hosts and slots of --hosts or --hostfile (empty for neither); a ValueError when both are given, the
+    hostfile is missing or a host entry is malformed."""
+    if hosts and hostfile:
+        raise ValueError("give --hosts or --hostfile, not both")
+    if hostfile and not os.path.isfile(hostfile):
+        raise ValueError(f"--hostfile {hostfile}: no such file")
+    if hosts:
+        try:
+            return parse_hosts(hosts)
+        except ValueError as exc:
+            raise ValueError(f"--hosts: {exc}") from None
+    return parse_hostfile(hostfile) if hostfile else []
 
 
 def find_mpiexec() -> str:
@@ -122,10 +174,8 @@ def parse_hostfile(path: str) -> list[tuple[str, int]]:
 
 def placement(spec: LaunchSpec) -> list[tuple[str, int]]:
     """The hosts and slots spec places ranks on, in order; empty for this host alone."""
-    if spec.hosts:
-        return parse_hosts(spec.hosts)
-    if spec.hostfile:
-        return parse_hostfile(spec.hostfile)
+    if spec.hosts or spec.hostfile:
+        return check_placement(spec.hosts, spec.hostfile)
     return list(spec.allocation.hosts) if spec.allocation else []
 
 
@@ -201,10 +251,9 @@ def _listen_args(spec: LaunchSpec, env: dict[str, str]) -> tuple[list[str], list
 
 def _host_args(spec: LaunchSpec) -> list[str]:
     """mpiexec options that place ranks on the requested hosts."""
-    if spec.hosts and spec.hostfile:
-        raise ValueError("give hosts or a hostfile, not both")
+    hosts = check_placement(spec.hosts, spec.hostfile)
     if spec.hosts:
-        return ["--host", ",".join(f"{host}:{slots}" for host, slots in parse_hosts(spec.hosts))]
+        return ["--host", ",".join(f"{host}:{slots}" for host, slots in hosts)]
     if spec.hostfile:
         return ["--hostfile", spec.hostfile]
     return []

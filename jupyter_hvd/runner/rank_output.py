@@ -14,19 +14,21 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO
 
 from jupyter_hvd.runner.child import die_with_parent, wait_relaying
+from jupyter_hvd.runner.launch import rank_place
 
 CHUNK = 1 << 16
 
 
-def rank_folder(root: str, environ: dict[str, str] | os._Environ) -> Path:
+def rank_folder(root: str, environ: Mapping[str, str]) -> Path:
     """DIR/rank.<N> for the rank mpiexec started this process as."""
-    rank = int(environ.get("OMPI_COMM_WORLD_RANK", "0"))
-    width = len(str(max(int(environ.get("OMPI_COMM_WORLD_SIZE", "1")) - 1, 0)))
-    return Path(root) / f"rank.{rank:0{width}d}"
+    place = rank_place(environ)
+    width = len(str(max(place.size - 1, 0)))
+    return Path(root) / f"rank.{place.rank:0{width}d}"
 
 
 def _copy(source: BinaryIO, console: BinaryIO, path: Path) -> threading.Thread:

@@ -13,6 +13,7 @@ import torch
 
 from .. import ops as core
 from ..basics import rank
+from ..naming import prefixed_name
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, global_process_set
 from .compression import Compression, Compressor
@@ -65,7 +66,7 @@ def _allreduce_async(tensors: Sequence[torch.Tensor], in_place: bool, group: boo
         tensors = [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors]
         in_place = True
     arrays = [engine_array(t, kind, in_place) for t in tensors]
-    name = core.prefixed_name("allreduce", name)
+    name = prefixed_name("allreduce", name)
     if group:
         call = core.grouped_allreduce_async_ if in_place else core.grouped_allreduce_async
         handle = call(arrays, None, name, op, prescale, postscale, process_set)
@@ -214,7 +215,7 @@ def _allgather_async(tensors: Sequence[torch.Tensor], group: bool, name: Optiona
     kind = "grouped_allgather" if group else "allgather"
     check_tensors(tensors, kind)
     arrays = [engine_array(t, kind) for t in tensors]
-    name = core.prefixed_name("allgather", name)
+    name = prefixed_name("allgather", name)
     if group:
         return Handle(core.grouped_allgather_async(arrays, name, process_set), lambda r: _as_tensors(r, tensors))
     return Handle(core.allgather_async(arrays[0], name, process_set), lambda r: to_torch(r, tensors[0]))
@@ -293,7 +294,7 @@ def _broadcast_async(tensor: torch.Tensor, root_rank: int, name: Optional[str], 
     if not in_place and tensor.is_cuda:
         tensor, in_place = tensor.detach().clone(memory_format=torch.contiguous_format), True
     array = engine_array(tensor, kind, in_place)
-    name = core.prefixed_name("broadcast", name)
+    name = prefixed_name("broadcast", name)
     if in_place:
         return Handle(core.broadcast_async_(array, root_rank, name, process_set), lambda _: tensor)
     return Handle(core.broadcast_async(array, root_rank, name, process_set), lambda r: to_torch(r, tensor))
@@ -358,7 +359,7 @@ def alltoall_async(tensor: torch.Tensor, splits: Optional[Union[torch.Tensor, Se
     sizes, n = _splits_list(splits), process_set.size()
     if sizes is None and array.ndim and n and array.shape[0] % n == 0:
         sizes = [array.shape[0] // n] * n  # so the received splits come back too, as Horovod's handle returns them
-    handle = core.alltoall_async(array, sizes, core.prefixed_name("alltoall", name), process_set)
+    handle = core.alltoall_async(array, sizes, prefixed_name("alltoall", name), process_set)
 
     def result(r: Tuple[Any, np.ndarray]) -> Tuple[torch.Tensor, torch.Tensor]:
         out, received = r
@@ -400,7 +401,7 @@ def _reducescatter_async(tensors: Sequence[torch.Tensor], group: bool, name: Opt
     kind = "grouped_reducescatter" if group else "reducescatter"
     check_tensors(tensors, kind)
     arrays = [engine_array(t, kind) for t in tensors]
-    name = core.prefixed_name("reducescatter", name)
+    name = prefixed_name("reducescatter", name)
     if group:
         handle = core.grouped_reducescatter_async(arrays, op, name, process_set, prescale, postscale)
         return Handle(handle, lambda r: _as_tensors(r, tensors))

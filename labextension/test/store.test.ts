@@ -42,6 +42,15 @@ describe("EventStore", () => {
     expect(store.ranks[0].maxDur).toBe(50);
     expect(store.ranks[0].maxEnd).toBe(301);
   });
+  it("takes the phase list and the health phases from the state, and keeps them for later deltas", () => {
+    const store = new EventStore();
+    store.ingest({ phases: ["NEGOTIATE", "STALL", "NEW_PHASE"], health_phases: ["STALL"], ranks: [] });
+    expect(store.phases).toEqual(["NEGOTIATE", "STALL", "NEW_PHASE"]);
+    expect([...store.healthPhases]).toEqual(["STALL"]);
+    store.ingest({ ranks: [columns([[2, 10, 5], [1, 20, 1]])] });
+    expect(store.ranks[0].spans.map((s) => s.phase)).toEqual(["NEW_PHASE", "STALL"]);
+    expect([...store.otherPhases]).toEqual(["NEW_PHASE"]);
+  });
   it("adds an 'other' row for phases it has no row for", () => {
     const store = new EventStore();
     expect(store.rowCount).toBe(5);

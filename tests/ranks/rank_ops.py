@@ -39,6 +39,39 @@ def test_allreduce_scaling_and_in_place(dtype):
                                rtol=1e-2)
 
 
+def test_allreduce_into_out_arrays_the_caller_keeps():
+    ranks = list(range(hvd.size()))
+    x = data(hvd.rank(), np.float32, (4, 3), 11)
+    out = np.full((4, 3), -1.0, np.float32)
+    for step in range(3):  # the same buffers every step, as a training loop keeps them
+        got = hvd.allreduce(x, op=hvd.Sum, name="out.one", out=out)
+        assert got is out
+        np.testing.assert_array_equal(out, stacked(ranks, np.float32, (4, 3), 11).sum(0))
+    xs = [data(hvd.rank(), np.int32, (i + 2,), i) for i in range(3)]
+    outs = [np.empty(i + 2, np.int32) for i in range(3)]
+    got = hvd.grouped_allreduce_async(xs, op=hvd.Max, name="out.group", out=outs).wait()
+    assert all(g is o for g, o in zip(got, outs))
+    for i, o in enumerate(outs):
+        np.testing.assert_array_equal(o, stacked(ranks, np.int32, (i + 2,), i).max(0))
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.empty((4, 2), np.float32), "shape"), (np.empty((4, 3), np.float64), "float32"),
+    (np.empty((3, 4), np.float32).T, "contiguous"), ("frozen", "read-only"),
+    ([np.empty((4, 3), np.float32)] * 2, "one array per tensor")])
+def test_a_bad_out_array_is_refused_on_the_rank_that_passes_it(bad, match):
+    x = np.ones((4, 3), np.float32)
+    if isinstance(bad, str):
+        bad = np.empty((4, 3), np.float32)
+        bad.flags.writeable = False
+    with pytest.raises(ValueError, match=match):
+        if isinstance(bad, list):
+            hvd.grouped_allreduce([x], name="out.bad.group", out=bad)
+        else:
+            hvd.allreduce(x, name="out.bad", out=bad)
+    np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Sum, name="out.after"), x * hvd.size())
+
+
 def test_default_op_is_average_and_average_kwarg_warns():
     x = np.full(3, float(hvd.rank()), dtype=np.float32)
     mean = sum(range(hvd.size())) / hvd.size()

@@ -1,4 +1,8 @@
-/** Which timeline sub-row each engine phase goes to, and its colour. */
+/**
+ * How the widget draws engine phases: the sub-row and colour of each. Which phases exist, in what order,
+ * and which report health, come from the engine with the widget's state (TimelineColumns); a phase this
+ * file does not style goes to the "other" row with a fallback colour.
+ */
 
 export interface PhaseRow {
   label: string;
@@ -15,7 +19,6 @@ export const PHASE_ROWS: readonly PhaseRow[] = [
 ];
 
 export const OTHER_ROW = PHASE_ROWS.length;
-export const HEALTH_PHASES: ReadonlySet<string> = new Set(["STALL", "ABORT"]);
 
 const KNOWN_COLOURS: Record<string, string> = {
   NEGOTIATE: "#8e7cc3",
@@ -32,8 +35,6 @@ const KNOWN_COLOURS: Record<string, string> = {
 const FALLBACK_COLOURS = ["#bcbd22", "#e377c2", "#8c564b", "#2ca02c", "#9467bd", "#7f7f7f"];
 
 const ROW_OF = new Map<string, number>(PHASE_ROWS.flatMap((row, i) => row.phases.map((p) => [p, i] as const)));
-
-export const KNOWN_PHASES: readonly string[] = PHASE_ROWS.flatMap((row) => row.phases);
 
 export function rowOf(phase: string): number {
   return ROW_OF.get(phase) ?? OTHER_ROW;

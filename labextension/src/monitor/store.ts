@@ -38,6 +38,10 @@ export function spansFromColumns(columns: RankColumns, phases: readonly string[]
 
 export class EventStore {
   readonly ranks: RankEvents[] = [];
+  /** The engine's phases, as the last state named them. */
+  phases: readonly string[] = [];
+  /** The phases that report health, as the last state named them. */
+  healthPhases: ReadonlySet<string> = new Set();
   /** Phases seen that have no row of their own. */
   readonly otherPhases = new Set<string>();
   /** Bumped on every change, so views know when to redraw. */
@@ -81,7 +85,9 @@ export class EventStore {
   }
 
   ingest(timeline: TimelineColumns): void {
-    const phases = timeline.phases ?? [];
+    if (timeline.phases) this.phases = timeline.phases;
+    if (timeline.health_phases) this.healthPhases = new Set(timeline.health_phases);
+    const phases = this.phases;
     (timeline.ranks ?? []).forEach((columns, rank) => {
       const spans = spansFromColumns(columns, phases);
       if (spans.length === 0) return;

@@ -3,7 +3,7 @@
 import { Coalescer } from "./coalesce";
 import { LaneGeometry, laneTop, rowTop } from "./lanes";
 import { niceTicks, tickLabel, timeToX, TimeView } from "./layout";
-import { HEALTH_PHASES, phaseColour, rowOf } from "./phases";
+import { phaseColour, rowOf } from "./phases";
 import { visibleRange } from "./spans";
 import type { EventStore } from "./store";
 
@@ -89,7 +89,7 @@ function drawRank(ctx: CanvasRenderingContext2D, d: DrawInput, rank: number, plo
     rects.set(phase, out);
     const y = rowTop(g, rank, rowOf(phase)) + pad;
     const h = g.rowHeight - pad;
-    const health = HEALTH_PHASES.has(phase);
+    const health = d.store.healthPhases.has(phase);
     c = new Coalescer((x0, x1) => {
       const left = Math.max(x0, -2);
       const right = Math.min(x1, plotWidth + 2);

@@ -4,7 +4,7 @@ import { h } from "./dom";
 import { formatBytes, formatCount, formatDuration, formatOffset } from "./format";
 import { laneGeometry, LaneGeometry, rowAt } from "./lanes";
 import { panBy, slidingWindow, TimeView, viewLimits, xToTime, zoomAt } from "./layout";
-import { KNOWN_PHASES, phaseColour, phaseLabel, rowOf } from "./phases";
+import { phaseColour, phaseLabel, rowOf } from "./phases";
 import { spanAt } from "./spans";
 import type { EventStore } from "./store";
 import { drawTimeline } from "./timelineDraw";
@@ -182,7 +182,7 @@ export class TimelineView {
   };
 
   private updateLegend(): void {
-    const phases = [...KNOWN_PHASES, ...this.store.otherPhases];
+    const phases = [...new Set([...this.store.phases, ...this.store.otherPhases])];
     if (phases.length === this.legendPhases) return;
     this.legendPhases = phases.length;
     this.legend.replaceChildren(

@@ -58,7 +58,10 @@ export interface RankColumns {
 }
 
 export interface TimelineColumns {
+  /** The engine's timeline phases, in the order of their codes. */
   phases?: string[];
+  /** The phases that report stalls and aborts (never merged away; drawn however short). */
+  health_phases?: string[];
   columns?: string[];
   ranks?: RankColumns[];
 }

@@ -1,0 +1,168 @@
+"""The fixed cost of an operation: small allreduces and out-of-place results, against raw MPI in the same run.
+
+    python benchmarks/small_ops_bench.py [--np 2 4] [--calls 3000]
+
+Cases (every rank runs each; rank 0 prints one JSON line per case and a table at the end):
+  numpy_4B      a 4-byte float32 allreduce through ``jupyter_hvd`` (``hvd.allreduce``), p50 and p99 of the
+                per-call time, against mpi4py's ``Allreduce`` of the same buffer.
+  mxnet_4B      the same through ``jupyter_hvd.mxnet`` (pushed to MXNet's engine, then ``wait_to_read``),
+                in a fresh process and again after a 64 MiB allreduce and the ResNet-50 gradient set.
+  resnet50_out  the ResNet-50 gradient set (299 float32 tensors, about 102 MB), enqueued with
+                ``allreduce_async`` (out of place: into new arrays, and with ``out=`` into preallocated ones)
+                and synchronized, against mpi4py's out-of-place ``Allreduce`` into preallocated buffers,
+                tensor by tensor; the in-place forms of both too.
+Rounds of each side alternate, so a busy machine slows both alike.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def per_call_us(fn, calls: int) -> np.ndarray:
+    """Each call's time in microseconds."""
+    out = np.empty(calls)
+    for i in range(calls):
+        t = time.perf_counter()
+        fn()
+        out[i] = time.perf_counter() - t
+    return out * 1e6
+
+
+def alternate(comm, sides: dict, calls: int, rounds: int = 5) -> dict:
+    """Per-call times of each side, in alternating rounds that start together on every rank."""
+    got = {k: [] for k in sides}
+    for _ in range(rounds):
+        for k, fn in sides.items():
+            comm.Barrier()
+            got[k].append(per_call_us(fn, calls))
+    return {k: np.concatenate(v) for k, v in got.items()}
+
+
+def stats(times: np.ndarray) -> dict:
+    return {"p50_us": float(np.percentile(times, 50)), "p99_us": float(np.percentile(times, 99))}
+
+
+def worker(calls: int) -> None:
+    """Runs on every rank under hvdrun."""
+    import mxnet as mx
+    from mpi4py import MPI
+
+    import jupyter_hvd as hvd
+    import jupyter_hvd.mxnet as mxhvd
+
+    mxhvd.init()
+    comm, n, me = MPI.COMM_WORLD, hvd.size(), hvd.rank()
+
+    def emit(row: dict) -> None:
+        if me == 0:
+            print(json.dumps({"np": n, **row}), flush=True)
+
+    x, y = np.ones(1, np.float32), np.empty(1, np.float32)
+    t = alternate(comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": lambda: hvd.allreduce(x, name="tiny")}, calls)
+    emit({"case": "numpy_4B", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"])})
+
+    nd = mx.nd.ones((1,))
+
+    def mx_tiny():
+        mxhvd.allreduce(nd, name="mx.tiny").wait_to_read()
+
+    t = alternate(comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": mx_tiny}, calls // 3)
+    emit({"case": "mxnet_4B", "after": "fresh", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"])})
+
+    big = mx.nd.ones((16 << 20,))
+    mxhvd.allreduce_(big, name="mx.big").wait_to_read()
+    shapes = json.loads((HERE / "resnet50_v1_shapes.json").read_text())["shapes"]
+    grads = [mx.nd.ones(s) for s in shapes]
+    for i, g in enumerate(grads):
+        mxhvd.allreduce_(g, name=f"mx.resnet.{i}")
+    mx.nd.waitall()
+    del big, grads
+    t = alternate(comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": mx_tiny}, calls // 3)
+    emit({"case": "mxnet_4B", "after": "64 MiB + ResNet-50", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"])})
+
+    ins = [np.ones(s, np.float32) for s in shapes]
+    outs = [np.empty_like(a) for a in ins]
+
+    def mpi_out():
+        for a, b in zip(ins, outs):
+            comm.Allreduce(a, b, op=MPI.SUM)
+
+    def mpi_in():
+        for b in outs:
+            comm.Allreduce(MPI.IN_PLACE, b, op=MPI.SUM)
+
+    def hvd_out():
+        hs = [hvd.allreduce_async(a, op=hvd.Sum, name=f"resnet.{i}") for i, a in enumerate(ins)]
+        for h in hs:
+            h.wait()
+
+    hvd_outs = [np.empty_like(a) for a in ins]
+
+    def hvd_into():
+        hs = [hvd.allreduce_async(a, op=hvd.Sum, name=f"resnet.{i}", out=o)
+              for i, (a, o) in enumerate(zip(ins, hvd_outs))]
+        for h in hs:
+            h.wait()
+
+    def hvd_in():
+        hs = [hvd.allreduce_async_(b, op=hvd.Sum, name=f"resnet.{i}") for i, b in enumerate(outs)]
+        for h in hs:
+            h.wait()
+
+    t = alternate(comm, {"mpi_out": mpi_out, "hvd_out": hvd_out, "hvd_into": hvd_into, "mpi_in": mpi_in,
+                         "hvd_in": hvd_in}, 3)
+    emit({"case": "resnet50_out", "bytes": int(sum(a.nbytes for a in ins)),
+          **{k: float(np.median(v)) / 1e3 for k, v in t.items()}})
+    mxhvd.shutdown()
+
+
+def table(rows: list) -> str:
+    out = []
+    for r in rows:
+        if r["case"] in ("numpy_4B", "mxnet_4B"):
+            m, h = r["mpi"], r["hvd"]
+            what = r["case"] + (f" ({r['after']})" if "after" in r else "")
+            out.append(f"np={r['np']} {what:<36} MPI p50 {m['p50_us']:7.1f} p99 {m['p99_us']:8.1f} us   "
+                       f"jupyter_hvd p50 {h['p50_us']:7.1f} p99 {h['p99_us']:8.1f} us   "
+                       f"ratio p50 {h['p50_us'] / m['p50_us']:5.1f}x p99 {h['p99_us'] / m['p99_us']:5.1f}x")
+        else:
+            out.append(f"np={r['np']} ResNet-50 set ({r['bytes'] / 1e6:.0f} MB): out of place MPI {r['mpi_out']:.1f} ms, "
+                       f"jupyter_hvd {r['hvd_out']:.1f} ms ({r['hvd_out'] / r['mpi_out']:.2f}x), with out= "
+                       f"{r['hvd_into']:.1f} ms ({r['hvd_into'] / r['mpi_out']:.2f}x); in place MPI "
+                       f"{r['mpi_in']:.1f} ms, jupyter_hvd {r['hvd_in']:.1f} ms ({r['hvd_in'] / r['mpi_in']:.2f}x)")
+    return "\n".join(out)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--np", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--calls", type=int, default=3000, help="calls per round of the 4-byte cases")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        return worker(args.calls)
+    rows = []
+    for n in args.np:
+        cmd = [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", "-np", str(n), sys.executable, __file__,
+               "--worker", "--calls", str(args.calls)]
+        env = dict(os.environ, OMP_NUM_THREADS="1", MXNET_CPU_WORKER_NTHREADS="1")
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+        if res.returncode:
+            sys.exit(f"np={n} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+        for line in res.stdout.splitlines():
+            if line.startswith("{"):
+                rows.append(json.loads(line))
+                print(line, flush=True)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

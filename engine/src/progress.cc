@@ -1,0 +1,21 @@
+#include "progress.h"
+
+namespace hvd {
+
+bool Progress::try_step() {
+  std::unique_lock<std::mutex> lk(mu_, std::try_to_lock);
+  if (!lk.owns_lock() || !step_) return false;
+  return step_(true);
+}
+
+bool Progress::step() {
+  std::unique_lock<std::mutex> lk(mu_, std::try_to_lock);
+  return lk.owns_lock() && step_ && step_(false);
+}
+
+void Progress::detach() {
+  std::lock_guard<std::mutex> g(mu_);
+  step_ = nullptr;
+}
+
+}  // namespace hvd

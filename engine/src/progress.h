@@ -1,0 +1,47 @@
+// Who moves the engine along. The engine thread runs the loop's steps; a thread that waits for a
+// result may run them itself for a while (Handle::wait_for), so a small collective needs no hand-off
+// to the engine thread and back, each of which waits for a thread to be scheduled. Steps never overlap:
+// whoever runs one holds the step lock.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+
+namespace hvd {
+
+class Progress {
+ public:
+  // `step(by_waiter)` runs one pass of the engine's loop and returns whether it did any work; it may
+  // refuse a waiter (GPU work stays on the engine thread).
+  explicit Progress(std::function<bool(bool)> step) : step_(std::move(step)) {}
+
+  // A waiter's step: runs one unless another thread is running one or the engine is gone; true when it
+  // did work.
+  bool try_step();
+  // The engine thread's step; false when it did no work, or another thread is running one (the engine
+  // thread then idles instead of queueing for the lock behind a waiter that does the same work).
+  bool step();
+  // No step runs once this returns (the engine is stopping for good).
+  void detach();
+
+  // A waiter drives the engine while it holds a Driving; the engine thread need not spin meanwhile.
+  class Driving {
+   public:
+    explicit Driving(Progress& p) : p_(p) { p_.drivers_.fetch_add(1, std::memory_order_relaxed); }
+    ~Driving() { p_.drivers_.fetch_sub(1, std::memory_order_relaxed); }
+    Driving(const Driving&) = delete;
+    Driving& operator=(const Driving&) = delete;
+
+   private:
+    Progress& p_;
+  };
+  bool driven() const { return drivers_.load(std::memory_order_relaxed) > 0; }
+
+ private:
+  std::mutex mu_;
+  std::function<bool(bool)> step_;  // empty once detached
+  std::atomic<int> drivers_{0};
+};
+
+}  // namespace hvd

@@ -1,0 +1,122 @@
+"""Rank side: the %%hvd cell wrapper each rank runs, with its timeout and the job abort when it fails."""
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import linecache
+import pickle
+import signal
+import threading
+from types import CodeType
+from typing import Any
+
+from ..runner.launch import rank_place
+from . import rank_shell
+from .engine_restart import restart_engine
+from .rank_setup import STATE
+from .remote_repr import RemoteRepr
+
+
+def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value_ranks: list[int] | None,
+             monitor: bool = False) -> Any:
+    """Run a %%hvd cell in this rank's namespace; on error abort the job so peers cannot hang, then re-raise.
+
+    The last expression's value is sent back only from value_ranks (None: from every rank). With monitor,
+    the rank publishes its progress and engine events to the kernel while the cell runs.
+    """
+    __tracebackhide__ = True  # keep this wrapper out of the traceback the notebook shows
+    if reinit and STATE.engine is not None:
+        restart_engine(STATE.engine, STATE.api)
+    rank = rank_place().rank
+    publisher = importlib.import_module("jupyter_hvd.monitor.publisher") if monitor else None
+    if publisher is not None:
+        publisher.start_publisher(rank)
+    deadline = _Deadline(timeout)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        body, last = compile_cell(code, f"<hvd cell {cell_id}>")
+        shell = rank_shell.current_shell()
+        namespace = shell.user_ns
+        with rank_shell.execute_events(shell):
+            exec(body, namespace)
+            value = eval(last, namespace) if last is not None else None
+    except BaseException as exc:
+        if deadline.expired:
+            raise TimeoutError(f"cell exceeded --timeout {timeout:g}s").with_traceback(
+                exc.__traceback__
+            ) from None
+        _abort_job(exc)
+        raise
+    finally:
+        deadline.cancel()
+        if publisher is not None:
+            publisher.stop_publisher()
+        signal.signal(signal.SIGINT, previous)
+    if deadline.expired:  # it fired as the cell ended: the engine is aborted, so the cell counts as failed
+        raise TimeoutError(f"cell exceeded --timeout {timeout:g}s")
+    if value_ranks is not None and rank not in value_ranks:
+        return None
+    return sendable(value)
+
+
+class _Deadline:
+    """Cuts a cell off after a timeout: aborts the engine (freeing peers in collectives), then interrupts."""
+
+    def __init__(self, timeout: float | None):
+        self.timeout = timeout
+        self.expired = False
+        self._lock = threading.Lock()
+        self._done = False
+        self._main = threading.main_thread().ident
+        self._timer = threading.Timer(timeout, self._expire) if timeout else None
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.expired = True
+        engine = STATE.engine
+        if engine is not None and engine.is_initialized():
+            engine.abort(f"rank {rank_place().rank}: cell exceeded --timeout {self.timeout:g}s")
+        signal.pthread_kill(self._main, signal.SIGINT)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._done = True
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _abort_job(exc: BaseException) -> None:
+    """Abort every rank's collectives because this rank failed, unless the failure is itself an abort."""
+    engine = STATE.engine
+    if engine is None or not engine.is_initialized() or isinstance(exc, engine.EngineAbortedError):
+        return
+    # A failing abort must not hide the cell's own error; peers it failed to free get SIGINT from the kernel.
+    with contextlib.suppress(Exception):
+        engine.abort(f"rank {rank_place().rank} raised {type(exc).__name__}: {exc}")
+
+
+def compile_cell(code: str, filename: str) -> tuple[CodeType, CodeType | None]:
+    """Compile IPython cell syntax into a body and, when the cell ends in an expression, that expression
+    (the value the cell returns)."""
+    source = rank_shell.current_shell().transform_cell(code)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    tree = ast.parse(source, filename)
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = compile(ast.Expression(tree.body.pop().value), filename, "eval")
+    return compile(tree, filename, "exec"), last
+
+
+def sendable(value: Any) -> Any:
+    """Return value if it can travel back to the notebook, else its repr (arrays are checked without copying)."""
+    try:
+        pickle.dumps(value, protocol=5, buffer_callback=lambda buffer: False)
+    except Exception:
+        return RemoteRepr(repr(value), rank_shell.mime_bundle(rank_shell.current_shell(), value))
+    return value

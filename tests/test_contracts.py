@@ -1,0 +1,109 @@
+"""The engine defines each cross-tier contract once (op, reduce op, dtype, status and phase codes, and its
+settings); the Python API, hvdrun and the README follow it. No MPI ranks: only the extension is loaded."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jupyter_hvd as hvd
+from jupyter_hvd import _C, dtypes, errors
+from jupyter_hvd.monitor import Monitor, batch
+from jupyter_hvd.runner import hvdrun
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+SETTINGS = {s["name"]: s for s in _C.settings()}
+
+
+def test_reduce_ops_are_plain_ints_valued_as_the_engine_codes() -> None:
+    for r in _C.ReduceOp:
+        assert type(getattr(hvd, r.name)) is int and getattr(hvd, r.name) == int(r)
+    assert type(hvd.Adasum) is int and hvd.Adasum not in {int(r) for r in _C.ReduceOp}
+    with pytest.raises(ValueError, match="unknown reduce op 99; use hvd.Sum, hvd.Average, hvd.Min"):
+        hvd.allreduce(np.ones(2), op=99)
+
+
+def test_dtype_codes_follow_the_engine_list() -> None:
+    for t in _C.DataType:
+        numpy_type = getattr(dtypes.ml_dtypes, t.name) if t.name == "bfloat16" else t.name
+        assert dtypes.dtype_code(np.dtype(numpy_type), "x") == int(t)
+    assert dtypes.FLOAT_CODES == {int(_C.DataType[n]) for n in ("float16", "bfloat16", "float32", "float64")}
+    assert dtypes.BOOL_CODE == int(_C.DataType.bool)
+    with pytest.raises(TypeError, match="allreduce: unsupported dtype uint32; supported: bfloat16, bool, float16, "):
+        dtypes.dtype_code(np.dtype(np.uint32), "allreduce")
+
+
+def test_every_status_code_raises_its_exception() -> None:
+    raised = {}
+    for code in _C.StatusCode:
+        try:
+            errors.raise_for_status((int(code), f"why {code.name}", 3))
+        except Exception as e:  # noqa: BLE001 - the class is what is checked
+            raised[code.name] = e
+    assert "Ok" not in raised
+    assert {name: type(e) for name, e in raised.items()} == {
+        "Mismatch": hvd.TensorMismatchError, "Invalid": ValueError, "Aborted": hvd.EngineAbortedError,
+        "Shutdown": hvd.EngineShutdownError, "Internal": hvd.HorovodInternalError}
+    assert raised["Aborted"].origin_rank == 3 and str(raised["Invalid"]) == "why Invalid"
+    with pytest.raises(hvd.HorovodInternalError, match="later"):
+        errors.raise_for_status((len(_C.StatusCode), "later", -1))
+
+
+def test_timeline_phases_are_the_engines_in_code_order() -> None:
+    assert batch.PHASES[0] == "NEGOTIATE" and batch.PHASES == tuple(p.name for p in _C.Phase)
+    assert [int(_C.Phase[name]) for name in batch.PHASES] == list(range(len(batch.PHASES)))
+    assert batch.HEALTH == {"STALL", "ABORT"}
+    timeline = Monitor(1).state()["timeline"]  # the widget draws from these lists, not its own
+    assert timeline["phases"] == list(batch.PHASES) and timeline["health_phases"] == ["ABORT", "STALL"]
+
+
+def test_op_spec_takes_codes_and_refuses_unknown_ones() -> None:
+    spec = _C.OpSpec(hvd.ops.BROADCAST, process_set=2, root_rank=1)
+    assert (spec.op, spec.reduce, spec.process_set, spec.root_rank) == (_C.OpType.broadcast, _C.ReduceOp.Sum, 2, 1)
+    assert repr(_C.OpSpec(hvd.ops.ALLREDUCE, reduce=hvd.Average, prescale=0.5)).startswith(
+        "OpSpec(allreduce, reduce=Average, process_set=0, root_rank=-1, prescale=0.5")
+    with pytest.raises(ValueError, match=f"op {len(_C.OpType)} is not one the engine knows"):
+        _C.OpSpec(len(_C.OpType))
+    with pytest.raises(ValueError, match="reduce op -1 is not one the engine knows"):
+        _C.OpSpec(hvd.ops.ALLREDUCE, reduce=-1)
+    with pytest.raises(TypeError):  # everything but the op by keyword
+        _C.OpSpec(hvd.ops.ALLREDUCE, hvd.Sum)
+
+
+def readme_defaults() -> dict[str, str]:
+    """Each variable of the README's environment-variable table, with the default it shows."""
+    section = README.read_text().split("\n## Environment variables\n", 1)[1].split("\n## ", 1)[0]
+    return {m[1]: m[2].strip() for m in re.finditer(r"^\| `(\w+)` \| ([^|]*) \|", section, re.M)}
+
+
+def test_the_readme_lists_every_engine_setting_with_its_default() -> None:
+    readme = readme_defaults()
+    engine = {name: s["default"] or "unset" for name, s in SETTINGS.items()}
+    assert {name: readme.get(name) for name in engine} == engine
+    assert [n for n in readme if n.startswith("HOROVOD_") and n not in SETTINGS] == []
+
+
+def test_settings_are_checked_as_the_engine_reads_them() -> None:
+    _C.check_setting("HOROVOD_CYCLE_TIME", "2.5")
+    with pytest.raises(ValueError, match=r"^HOROVOD_CACHE_CAPACITY='-1': expected an integer >= 0$"):
+        _C.check_setting("HOROVOD_CACHE_CAPACITY", "-1")
+    with pytest.raises(ValueError, match="expected an integer from 0 to 2147483647"):
+        _C.check_setting("HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "2147483648")
+    with pytest.raises(ValueError, match="expected one of trace, debug, info, warning, error, fatal"):
+        _C.check_setting("HOROVOD_LOG_LEVEL", "loud")
+    with pytest.raises(KeyError, match="HOROVOD_NO_SUCH"):
+        _C.check_setting("HOROVOD_NO_SUCH", "1")
+    assert SETTINGS["HOROVOD_LOG_LEVEL"]["kind"] == "choice" and SETTINGS["HOROVOD_LOG_LEVEL"]["default"] == "warning"
+
+
+def test_hvdrun_flags_take_help_and_checks_from_the_settings() -> None:
+    text = " ".join(hvdrun.build_parser().format_help().split())
+    assert "(HOROVOD_AUTOTUNE_WARMUP_SAMPLES; default 3)" in text
+    assert hvdrun.LOG_LEVELS == tuple(c.upper() for c in SETTINGS["HOROVOD_LOG_LEVEL"]["choices"])
+    for flag, (name, _) in hvdrun.FLAG_ENV.items():
+        assert name in SETTINGS, flag
+    args = hvdrun.build_parser().parse_args(["-np", "2", "--autotune-steps-per-sample", "0", "prog"])
+    with pytest.raises(ValueError, match="HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE='0': expected an integer from 1 to"):
+        hvdrun.launch_spec(args, {})
