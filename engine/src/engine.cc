@@ -7,6 +7,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "clock.h"
 #include "log.h"
 #include "log_format.h"
 #include "mpi_wiring.h"
