@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <future>
 #include <numeric>
 #include <sstream>
 
@@ -71,12 +72,18 @@ Engine::Engine(EngineWiring wiring, Config config)
   }
   progress_ = std::make_shared<Progress>([this](bool by_waiter) { return step(by_waiter); });
   last_work_us_ = now_us();
-  thread_ = std::thread([this] {
+  // The thread is named and placed before the engine is handed out: waiters may run every step of a
+  // job's first operations before the engine thread itself is scheduled.
+  std::promise<void> placed;
+  std::future<void> ready = placed.get_future();
+  thread_ = std::thread([this, &placed] {
     pthread_setname_np(pthread_self(), "hvd-engine");  // as top -H, perf and gdb show it
     if (!config_.thread_affinity.empty()) pin_thread(config_.thread_affinity, topo_.local_rank, topo_.local_size);
     prctl(PR_SET_TIMERSLACK, 1UL);  // its short sleeps end on time, not up to 50 us late
+    placed.set_value();
     loop();
   });
+  ready.wait();
 }
 
 Engine::~Engine() { shutdown(); }
