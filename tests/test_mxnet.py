@@ -1,5 +1,4 @@
 """jupyter_hvd.mxnet as a drop-in for horovod.mxnet: API surface here, behaviour on real MPI ranks."""
-import inspect
 import re
 import textwrap
 
@@ -11,6 +10,7 @@ mx = pytest.importorskip("mxnet")
 import jupyter_hvd.mxnet as hvd  # noqa: E402
 from jupyter_hvd import _C  # noqa: E402
 from jupyter_hvd.mxnet.optimizer import split_list  # noqa: E402
+from horovod_api import COMMON_EXPORTS, check_signature  # noqa: E402
 from multirank import ROOT, run_rank_tests, run_ranks  # noqa: E402
 
 # One compute thread per rank: the test box has two cores for up to four ranks.
@@ -44,31 +44,14 @@ HOROVOD_SIGNATURES.update({
     "grouped_allgather": ["tensors"] + HOROVOD_SIGNATURES["allgather"][1:],
     "grouped_reducescatter": ["tensors"] + HOROVOD_SIGNATURES["reducescatter"][1:],
 })
-NAMED_DEFAULTS = {"global_process_set": hvd.global_process_set, "Average": hvd.Average,
-                  "Compression.none": hvd.Compression.none}
-EXPORTS = ("init shutdown is_initialized size local_size cross_size rank local_rank cross_rank mpi_threads_supported "
-           "mpi_enabled mpi_built gloo_enabled gloo_built nccl_built ddl_built ccl_built cuda_built rocm_built "
-           "start_timeline stop_timeline Average Sum Adasum Min Max Product ProcessSet global_process_set "
-           "add_process_set remove_process_set Compression").split()
-
-
 @pytest.mark.parametrize("name", sorted(HOROVOD_SIGNATURES))
 def test_signature_matches_horovod(name):
     """Same parameters, order and defaults; extras (like process_set on the object collectives) only after them."""
-    params = [p for p in inspect.signature(getattr(hvd, name)).parameters.values() if p.name != "self"]
-    specs = HOROVOD_SIGNATURES[name]
-    assert [p.name for p in params[:len(specs)]] == [s if isinstance(s, str) else s[0] for s in specs]
-    assert all(p.default is not inspect.Parameter.empty for p in params[len(specs):])
-    for p, spec in zip(params, specs):
-        if isinstance(spec, str):
-            assert p.default is inspect.Parameter.empty, p
-        else:
-            want = NAMED_DEFAULTS.get(spec[1], spec[1]) if isinstance(spec[1], str) else spec[1]
-            assert p.default is want or p.default == want, (p, want)
+    check_signature(hvd, name, HOROVOD_SIGNATURES[name])
 
 
 def test_everything_else_horovod_exports_is_here():
-    assert all(hasattr(hvd, n) for n in EXPORTS)
+    assert all(hasattr(hvd, n) for n in COMMON_EXPORTS)
     assert len({hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product}) == 6
     assert hasattr(_C, "mxnet_push"), "the extension was built without its MXNet bridge"
 
