@@ -14,6 +14,18 @@ from listening import tree
 
 JOB_TIMEOUT_S = 240
 
+# A rank script that warms up, says "ready", and holds rank 0 (and so every rank, at the last allreduce) until a
+# line arrives on its stdin: the job stays up while a test looks at it, then ends cleanly.
+WAITING_RANK = (
+    "import sys, numpy as np, jupyter_hvd as hvd\n"
+    "hvd.init()\n"
+    "hvd.allreduce(np.ones(1 << 16, np.float32), name='warm')\n"
+    "print('ready', hvd.rank(), flush=True)\n"
+    "if hvd.rank() == 0:\n"
+    "    sys.stdin.readline()\n"
+    "hvd.allreduce(np.ones(1), name='done')\n"
+)
+
 
 def run_job(cluster: ClusterInfo, *args: str, config: str = "config", timeout: float = JOB_TIMEOUT_S,
             **env: str) -> subprocess.CompletedProcess:

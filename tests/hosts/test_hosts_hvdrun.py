@@ -9,7 +9,7 @@ import uuid
 
 import psutil
 import pytest
-from hosts_jobs import JobOutput, job_processes, rank_tests, run_job
+from hosts_jobs import WAITING_RANK, JobOutput, job_processes, rank_tests, run_job
 from hvdrun_cli import hvdrun_argv
 from listening import connected, listening, loopback
 
@@ -68,17 +68,6 @@ def test_ssh_port_and_identity_file_reach_the_hosts(cluster):
     assert result.returncode == 0, result.stdout
     assert sorted(line for line in result.stdout.splitlines() if line.startswith("on ")) == ["on h1", "on h2"]
     assert run_job(cluster, "-i", cluster.ssh["alt_key"], *args, config="config_bare", timeout=60).returncode != 0
-
-
-WAITING_RANK = (
-    "import sys, numpy as np, jupyter_hvd as hvd\n"
-    "hvd.init()\n"
-    "hvd.allreduce(np.ones(1 << 16, np.float32), name='warm')\n"
-    "print('ready', hvd.rank(), flush=True)\n"
-    "if hvd.rank() == 0:\n"
-    "    sys.stdin.readline()\n"
-    "hvd.allreduce(np.ones(1), name='done')\n"
-)
 
 
 @pytest.mark.parametrize("chosen", [None, 1], ids=["the network that reaches the hosts", "--network-interface"])

@@ -8,7 +8,7 @@ import uuid
 
 import psutil
 import pytest
-from hosts_jobs import JobOutput, job_processes
+from hosts_jobs import WAITING_RANK, JobOutput, job_processes
 from listening import listening, loopback
 
 from cluster_info import REPO, REQUIRE
@@ -22,17 +22,6 @@ def salloc(name: str) -> list[str]:
 
 # The hosts Slurm chose, with their slots, for rank_hosts.py to check the ranks against.
 EXPECT = 'JHVD_EXPECT_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed s/$/:2/ | paste -sd, -)'
-WAITING_RANK = (
-    "import sys, numpy as np, jupyter_hvd as hvd\n"
-    "hvd.init()\n"
-    "hvd.allreduce(np.ones(1 << 16, np.float32), name='warm')\n"
-    "print('ready', hvd.rank(), flush=True)\n"
-    "if hvd.rank() == 0:\n"
-    "    sys.stdin.readline()\n"
-    "hvd.allreduce(np.ones(1), name='done')\n"
-)
-
-
 @pytest.fixture
 def slurm(cluster):
     if cluster.slurm is None:
