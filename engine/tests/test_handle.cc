@@ -1,6 +1,11 @@
-// Handle: waiting polls for its spin time, then sleeps until completion or the timeout.
+// Handle: waiting works for its spin time (running the engine's steps when it has a Progress, else polling),
+// then sleeps until completion or the timeout.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include <doctest/doctest.h>
 #include "handle.h"
@@ -56,4 +61,44 @@ TEST_CASE("handle_completes_once") {
   h.complete(Status::Error(Status::Code::Aborted, "late"));
   CHECK(h.wait_for(microseconds(0)));
   CHECK(h.status().ok());
+}
+
+TEST_CASE("a_waiter_runs_the_steps_that_complete_its_own_operation") {
+  // No engine thread here: only the waiter's own steps can complete the handle.
+  Handle* h = nullptr;
+  int steps = 0;
+  auto progress = std::make_shared<hvd::Progress>([&](bool by_waiter) {
+    CHECK(by_waiter);
+    if (++steps == 3) h->complete(Status::Ok());
+    return true;
+  });
+  Handle handle(seconds(5).count() * 1000000, progress);
+  h = &handle;
+  CHECK(handle.wait_for(seconds(5)));
+  CHECK(steps == 3);
+  CHECK_FALSE(progress->driven());  // the waiter stopped driving when it returned
+}
+
+TEST_CASE("steps_never_overlap_and_stop_once_detached") {
+  std::atomic<int> inside{0}, most{0}, ran{0};
+  hvd::Progress progress([&](bool) {
+    most = std::max(most.load(), ++inside);
+    std::this_thread::sleep_for(microseconds(200));
+    --inside;
+    ++ran;
+    return true;
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&progress, t] {
+      for (int i = 0; i < 50; ++i) (t % 2 ? progress.try_step() : progress.step());
+    });
+  for (auto& t : threads) t.join();
+  CHECK(most == 1);
+  CHECK(ran > 0);
+  const int before = ran;
+  progress.detach();
+  CHECK_FALSE(progress.try_step());
+  CHECK_FALSE(progress.step());
+  CHECK(ran == before);
 }
