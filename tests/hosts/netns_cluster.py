@@ -32,9 +32,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hosts_slurm  # noqa: E402
 import hosts_ssh  # noqa: E402
 
 STATE = Path("/run/jhvd-cluster")
+REPO = Path(__file__).resolve().parents[2]
+# The repository, bound here while the cluster's private /tmp and /dev/shm go on, when it lives under one of them
+# (a clone in /tmp): bound back in place afterwards, on the head and on every host, so the command and the ranks
+# still find it.
+KEPT_REPO = Path("/run/jhvd-repo")
 NETWORKS = [("10.213.0", "jhvd0", "eth0"), ("10.214.0", "jhvd1", "eth1")]  # (/24 prefix, head's bridge, hosts' link)
 PREFIX_LEN = 24
 HEAD = "head"
@@ -51,6 +57,11 @@ READY_TIMEOUT_S = 60
 def host_addr(index: int, network: int = 0) -> str:
     """The address of host h<index> (1-based) on one of NETWORKS."""
     return f"{NETWORKS[network][0]}.{10 + index}"
+
+
+def repo_under_private_mounts() -> bool:
+    """Whether the repository lies where the cluster mounts private folders (/tmp, /dev/shm)."""
+    return any(top == REPO or top in REPO.parents for top in (Path("/tmp"), Path("/dev/shm")))
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -117,8 +128,6 @@ def run(hosts: int, slurm: bool, command: list[str]) -> int:
         print(f"netns_cluster: ended a cluster left by a killed run (pid {pid})", file=sys.stderr)
     reason = unavailable_reason()
     if reason is None and slurm:
-        import hosts_slurm
-
         if slurm_reason := hosts_slurm.unavailable_reason():
             print(f"netns_cluster: no Slurm on the namespace hosts: {slurm_reason}", file=sys.stderr)
             slurm = False
@@ -207,6 +216,9 @@ class Host:
             self.run("ip", "link", "set", device, "up")
         self.run("mount", "--bind", str(self.root / "tmp"), "/tmp")
         self.run("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/dev/shm")
+        if repo_under_private_mounts():
+            self.run("mkdir", "-p", str(REPO))
+            self.run("mount", "--bind", str(KEPT_REPO), str(REPO))
         self.run("mount", "--bind", str(self.root / "munge"), "/run/munge")
 
     def _holder(self) -> int:
@@ -250,8 +262,6 @@ class Cluster:
                 "ssh": ssh.describe()}
         env = {**os.environ, "JHVD_CLUSTER": str(STATE / "cluster.json")}
         if self.slurm:
-            import hosts_slurm
-
             slurm = hosts_slurm.SlurmSetup(STATE / "slurm", HEAD, HEAD_ADDR, [(h.name, h.addr) for h in self.hosts])
             self.daemons += slurm.start_head()
             for host in self.hosts:
@@ -269,8 +279,14 @@ class Cluster:
     def build_head(self) -> None:
         """head: its own /run (the cluster's files) and /tmp, its hostname, loopback, the bridge, /etc/hosts."""
         sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run")
+        if repo_under_private_mounts():
+            KEPT_REPO.mkdir()
+            sh("mount", "--bind", str(REPO), str(KEPT_REPO))
         sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp")
         sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/dev/shm")
+        if repo_under_private_mounts():
+            REPO.mkdir(parents=True, exist_ok=True)
+            sh("mount", "--bind", str(KEPT_REPO), str(REPO))
         for folder in (STATE, Path("/run/sshd"), Path("/run/munge")):
             folder.mkdir(mode=0o755, parents=True, exist_ok=True)
         socket.sethostname(HEAD)
