@@ -55,9 +55,12 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
     if (progress_) driving.emplace(*progress_);
     while (!poll()) {
       if (std::chrono::steady_clock::now() - start >= spin) break;
-      // Between steps that found nothing to do, a pause, not a yield: yielding hands the core to any
-      // other runnable thread for a whole time slice, which on a busy host is far longer than a reply takes.
-      if (!progress_ || !progress_->try_step()) cpu_relax();
+      // After a step that found nothing to do, a pause, not a yield: yielding hands the core to any other
+      // runnable thread for a whole time slice, which on a busy host is far longer than a reply takes. But
+      // when another thread holds the step (the engine thread, in a collective), yield: it may need this core.
+      const Progress::Stepped did = progress_ ? progress_->try_step() : Progress::Stepped::Idle;
+      if (did == Progress::Stepped::Idle) cpu_relax();
+      else if (did == Progress::Stepped::NotRun) std::this_thread::yield();
     }
     if (poll()) return true;
   }

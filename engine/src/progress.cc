@@ -2,10 +2,10 @@
 
 namespace hvd {
 
-bool Progress::try_step() {
+Progress::Stepped Progress::try_step() {
   std::unique_lock<std::mutex> lk(mu_, std::try_to_lock);
-  if (!lk.owns_lock() || !step_) return false;
-  return step_(true);
+  if (!lk.owns_lock() || !step_) return Stepped::NotRun;
+  return step_(true) ? Stepped::Worked : Stepped::Idle;
 }
 
 bool Progress::step() {

@@ -16,9 +16,11 @@ class Progress {
   // refuse a waiter (GPU work stays on the engine thread).
   explicit Progress(std::function<bool(bool)> step) : step_(std::move(step)) {}
 
-  // A waiter's step: runs one unless another thread is running one or the engine is gone; true when it
-  // did work.
-  bool try_step();
+  // What a waiter's step did: ran and did work, ran and found nothing, or did not run (another thread is
+  // running one, or the engine is gone or refused the waiter).
+  enum class Stepped { Worked, Idle, NotRun };
+  // A waiter's step: runs one unless another thread is running one or the engine is gone.
+  Stepped try_step();
   // The engine thread's step; false when it did no work, or another thread is running one (the engine
   // thread then idles instead of queueing for the lock behind a waiter that does the same work).
   bool step();
