@@ -45,6 +45,7 @@ bool Engine::step(bool by_waiter) {
   try {
     const bool worked = work();
     if (worked) last_work_us_.store(now_us(), std::memory_order_relaxed);
+    progress_->set_lone(table_.size() <= 1 && exec_queue_.empty());
     return worked;
   } catch (const std::exception& e) {
     on_engine_error(e.what());

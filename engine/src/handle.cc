@@ -1,11 +1,13 @@
 #include "handle.h"
 
 #include <algorithm>
-#include <optional>
 #include <thread>
 
 namespace hvd {
 namespace {
+
+// How long a waiter that does not drive the engine polls before it sleeps.
+constexpr int64_t kPollUs = 50;
 
 // A short busy wait that leaves the core's resources to its sibling hyper-thread.
 void cpu_relax() {
@@ -48,22 +50,28 @@ bool Handle::poll() const { return done_.load(std::memory_order_acquire); }
 
 bool Handle::wait_for(std::chrono::microseconds timeout) const {
   if (poll()) return true;
+  // While its operation is the engine's only one, a waiter runs the engine's steps itself, for up to its
+  // spin time; otherwise it polls briefly, as the engine thread is at work anyway.
   const auto spin = std::min(timeout, std::chrono::microseconds(spin_us_));
+  const auto poll_only = std::min(spin, std::chrono::microseconds(kPollUs));
   const auto start = std::chrono::steady_clock::now();
-  if (spin.count() > 0) {
-    std::optional<Progress::Driving> driving;
-    if (progress_) driving.emplace(*progress_);
-    while (!poll()) {
-      if (std::chrono::steady_clock::now() - start >= spin) break;
-      // After a step that found nothing to do, a pause, not a yield: yielding hands the core to any other
-      // runnable thread for a whole time slice, which on a busy host is far longer than a reply takes. But
-      // when another thread holds the step (the engine thread, in a collective), yield: it may need this core.
-      const Progress::Stepped did = progress_ ? progress_->try_step() : Progress::Stepped::Idle;
-      if (did == Progress::Stepped::Idle) cpu_relax();
-      else if (did == Progress::Stepped::NotRun) std::this_thread::yield();
+  while (!poll()) {
+    const auto spent = std::chrono::steady_clock::now() - start;
+    const bool drive = progress_ && progress_->lone();
+    if (spent >= (drive ? spin : poll_only)) break;
+    if (!drive) {
+      std::this_thread::yield();
+      continue;
     }
-    if (poll()) return true;
+    Progress::Driving driving(*progress_);
+    // After a step that found nothing to do, a pause, not a yield: yielding hands the core to any other
+    // runnable thread for a whole time slice, which on a busy host is far longer than a reply takes. But
+    // when another thread holds the step (the engine thread, in a collective), yield: it may need this core.
+    const Progress::Stepped did = progress_->try_step();
+    if (did == Progress::Stepped::Idle) cpu_relax();
+    else if (did == Progress::Stepped::NotRun) std::this_thread::yield();
   }
+  if (poll()) return true;
   const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
   std::unique_lock<std::mutex> lk(mu_);
   return cv_.wait_for(lk, std::max(timeout - spent, std::chrono::microseconds(0)),
