@@ -27,6 +27,20 @@ WAITING_RANK = (
 )
 
 
+def end_waiting_job(proc: subprocess.Popen, output: "JobOutput") -> None:
+    """Let a job of WAITING_RANK ranks finish (rank 0 reads its line) and check that it ended cleanly."""
+    proc.stdin.write("end\n")
+    proc.stdin.flush()
+    assert proc.wait(timeout=60) == 0, output.text()
+
+
+def kill_if_running(proc: subprocess.Popen) -> None:
+    """Kill a launcher a failed test left running."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 def run_job(cluster: ClusterInfo, *args: str, config: str = "config", timeout: float = JOB_TIMEOUT_S,
             **env: str) -> subprocess.CompletedProcess:
     """Run hvdrun ARGS on head to completion (output and errors together in stdout)."""

@@ -9,7 +9,8 @@ import uuid
 
 import psutil
 import pytest
-from hosts_jobs import WAITING_RANK, JobOutput, job_processes, rank_tests, run_job
+from hosts_jobs import (WAITING_RANK, JobOutput, end_waiting_job, job_processes, kill_if_running, rank_tests,
+                        run_job)
 from hvdrun_cli import hvdrun_argv
 from listening import connected, listening, loopback
 
@@ -95,12 +96,8 @@ def test_a_job_connects_and_listens_on_one_network_only(cluster, chosen):
         ranks = [p for p in processes if p.name() == "python" and p.pid != proc.pid]
         between = {(s.addr, s.peer) for s in connected(ranks) if not loopback(s.peer)}
         assert between and all(a.startswith(prefix) and b.startswith(prefix) for a, b in between), between
-        proc.stdin.write("end\n")
-        proc.stdin.flush()
-        assert proc.wait(timeout=60) == 0, output.text()
+        end_waiting_job(proc, output)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_if_running(proc)
     time.sleep(0.5)
     assert not left_behind(cluster, before)

@@ -8,7 +8,7 @@ import uuid
 
 import psutil
 import pytest
-from hosts_jobs import WAITING_RANK, JobOutput, job_processes
+from hosts_jobs import WAITING_RANK, JobOutput, end_waiting_job, job_processes, kill_if_running
 from listening import listening, loopback
 
 from cluster_info import REPO, REQUIRE
@@ -66,13 +66,9 @@ def test_an_allocations_job_listens_on_the_hosts_network_only(slurm, job_name):
         assert {"prterun", "prted", "python"} <= names, found
         network = slurm.networks[0].rsplit(".", 1)[0] + "."
         assert all(loopback(s.addr) or s.addr.startswith(network) for s in found), found
-        proc.stdin.write("end\n")
-        proc.stdin.flush()
-        assert proc.wait(timeout=60) == 0, output.text()
+        end_waiting_job(proc, output)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_if_running(proc)
 
 
 def test_a_notebook_in_an_allocation_runs_its_cells_on_its_hosts(slurm, job_name):
