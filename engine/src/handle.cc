@@ -1,6 +1,7 @@
 #include "handle.h"
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 namespace hvd {
@@ -55,15 +56,17 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
   const auto spin = std::min(timeout, std::chrono::microseconds(spin_us_));
   const auto poll_only = std::min(spin, std::chrono::microseconds(kPollUs));
   const auto start = std::chrono::steady_clock::now();
+  std::optional<Progress::Driving> driving;  // held while this waiter drives, not taken per step
   while (!poll()) {
     const auto spent = std::chrono::steady_clock::now() - start;
     const bool drive = progress_ && progress_->lone();
     if (spent >= (drive ? spin : poll_only)) break;
     if (!drive) {
+      driving.reset();
       std::this_thread::yield();
       continue;
     }
-    Progress::Driving driving(*progress_);
+    if (!driving) driving.emplace(*progress_);
     // After a step that found nothing to do, a pause, not a yield: yielding hands the core to any other
     // runnable thread for a whole time slice, which on a busy host is far longer than a reply takes. But
     // when another thread holds the step (the engine thread, in a collective), yield: it may need this core.
@@ -71,6 +74,7 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
     if (did == Progress::Stepped::Idle) cpu_relax();
     else if (did == Progress::Stepped::NotRun) std::this_thread::yield();
   }
+  driving.reset();
   if (poll()) return true;
   const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
   std::unique_lock<std::mutex> lk(mu_);

@@ -42,7 +42,7 @@ class Progress {
 
   // Whether the engine had at most one operation in flight after its last step. Only a lone operation's
   // waiter drives: with many in flight the engine thread is busy with them anyway, and a second busy thread
-  // per rank takes a core the ranks' collectives need (a ResNet-50 gradient set took 15-20% longer).
+  // per rank takes a core the ranks' collectives need (see benchmarks/allreduce_bench.py's ResNet-50 step).
   bool lone() const { return lone_.load(std::memory_order_relaxed); }
   void set_lone(bool lone) { lone_.store(lone, std::memory_order_relaxed); }
 
