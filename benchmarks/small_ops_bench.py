@@ -18,22 +18,17 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+from allreduce_bench import timed
 
 HERE = Path(__file__).resolve().parent
 
 
 def per_call_us(fn, calls: int) -> np.ndarray:
     """Each call's time in microseconds."""
-    out = np.empty(calls)
-    for i in range(calls):
-        t = time.perf_counter()
-        fn()
-        out[i] = time.perf_counter() - t
-    return out * 1e6
+    return np.array(timed(fn, calls)) * 1e6
 
 
 def alternate(comm, sides: dict, calls: int, rounds: int = 5) -> dict:
