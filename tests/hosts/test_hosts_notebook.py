@@ -107,8 +107,10 @@ def test_the_monitor_puts_every_rank_on_one_time_axis(kernel, cluster):
     assert shown["samples"] == [30 * 32] * 4, shown["samples"]
     complete = [ranks for ranks in shown["starts"].values() if len(ranks) == 4]
     assert complete, shown["starts"]
-    spread = max(max(r.values()) - min(r.values()) for r in complete)
-    assert spread < ALIGNED_WITHIN_US, shown["starts"]  # the hosts' clocks are hours apart
+    # Clocks hours apart would put every operation's starts hours apart, while a rank descheduled on a busy
+    # machine starts an operation late (by 0.1 to 5 s seen): the typical operation is the one that counts.
+    spreads = sorted(max(r.values()) - min(r.values()) for r in complete)
+    assert spreads[len(spreads) // 2] < ALIGNED_WITHIN_US, shown["starts"]  # the hosts' clocks are hours apart
 
 
 def test_stop_and_kernel_shutdown_leave_nothing_on_any_host(kernel_env, cluster):
