@@ -37,6 +37,9 @@ STOP_TIMEOUT_S = 15.0
 # so a short period makes registration fast; 20 misses still tolerate 10 s of silence.
 HEARTBEAT_MS = 500
 HEARTBEAT_MISSES = 20
+# A silent host's ranks stop answering at the same moment, but the controller may drop their engines heartbeats
+# apart (seconds apart on a busy machine): how long to wait for the rest of a host whose first rank was dropped.
+HOST_SETTLE_S = HEARTBEAT_MS * HEARTBEAT_MISSES / 2000
 CONTROLLER_ARGS = [
     "--usethreads",
     f"--HeartMonitor.period={HEARTBEAT_MS}",
@@ -291,7 +294,7 @@ class RankCluster:
         if not died:
             return
         mpiexec_alive = self._mpiexec_alive()
-        dead = self.dead_ranks() or ([] if mpiexec_alive else list(self.ranks))
+        dead = self._settled(self.dead_ranks()) if mpiexec_alive else (self.dead_ranks() or list(self.ranks))
         output = None if mpiexec_alive else self._output()  # read before stop() removes the logs
         silence_s = HEARTBEAT_MS * HEARTBEAT_MISSES / 1000
         lost, how = lost_from(self.ranks, dead, output, socket.gethostname(), silence_s)
@@ -301,6 +304,18 @@ class RankCluster:
             raise RankError(loss_message(self.ranks, lost, how), tuple(r.rank for r in dead))
         raise RankError(f"{died}. The job was stopped; the next %%hvd cell starts new ranks.",
                         tuple(r.rank for r in dead))
+
+    def _settled(self, dead: list[Any]) -> list[Any]:
+        """The dead ranks once every other rank on the hosts of dropped remote ones has been dropped too, or
+        HOST_SETTLE_S has passed: a silent host is then reported as lost, not as one rank that died."""
+        deadline = time.monotonic() + HOST_SETTLE_S
+        while time.monotonic() < deadline:
+            hosts = {r.host for r in dead if r.process is None}
+            if all(r in dead for r in self.ranks if r.host in hosts):
+                break
+            time.sleep(HEARTBEAT_MS / 1000)
+            dead = self.dead_ranks()
+        return dead
 
     def signal_ranks(self, signum: int) -> list[int]:
         """Send a signal to every rank process on this host; return the ranks signalled."""
