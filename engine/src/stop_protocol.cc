@@ -54,16 +54,18 @@ void Engine::finish_stop() {
   {
     std::lock_guard<std::mutex> g(mu_);
     s = stop_status_;
-    state_ = State::Stopped;
   }
-  cv_.notify_all();  // remove_process_set waits for the engine thread, or for this
+  // The table is emptied before the engine says it stopped: from then on remove_process_set works on it from
+  // the caller's thread.
   for (auto& kv : table_) fail(kv.second, s);
   table_.clear();
   std::vector<TensorEntry> rest;
   {
     std::lock_guard<std::mutex> g(mu_);
+    state_ = State::Stopped;
     rest.swap(queue_);
   }
+  cv_.notify_all();  // remove_process_set waits for the engine thread, or for this
   for (auto& e : rest) fail(e, s);
 }
 
