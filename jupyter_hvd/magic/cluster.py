@@ -37,9 +37,10 @@ STOP_TIMEOUT_S = 15.0
 # so a short period makes registration fast; 20 misses still tolerate 10 s of silence.
 HEARTBEAT_MS = 500
 HEARTBEAT_MISSES = 20
+SILENCE_S = HEARTBEAT_MS * HEARTBEAT_MISSES / 1000  # how long an engine goes unheard before it is dropped
 # A silent host's ranks stop answering at the same moment, but the controller may drop their engines heartbeats
 # apart (seconds apart on a busy machine): how long to wait for the rest of a host whose first rank was dropped.
-HOST_SETTLE_S = HEARTBEAT_MS * HEARTBEAT_MISSES / 2000
+HOST_SETTLE_S = SILENCE_S / 2
 CONTROLLER_ARGS = [
     "--usethreads",
     f"--HeartMonitor.period={HEARTBEAT_MS}",
@@ -296,8 +297,7 @@ class RankCluster:
         mpiexec_alive = self._mpiexec_alive()
         dead = self._settled(self.dead_ranks()) if mpiexec_alive else (self.dead_ranks() or list(self.ranks))
         output = None if mpiexec_alive else self._output()  # read before stop() removes the logs
-        silence_s = HEARTBEAT_MS * HEARTBEAT_MISSES / 1000
-        lost, how = lost_from(self.ranks, dead, output, socket.gethostname(), silence_s)
+        lost, how = lost_from(self.ranks, dead, output, socket.gethostname(), SILENCE_S)
         self.stop()
         self.lost_hosts = lost
         if lost:
