@@ -74,6 +74,18 @@ def test_allreduce_scaling_and_in_place(dtype):
 
 # Byte sizes at the edges of the copy kernel's 16-byte loads and 64 KiB blocks.
 EDGE_BYTES = [1, 3, 15, 16, 17, 4095, 65535, 65536, 65537, 200003, (1 << 20) + 5]
+COPY_MAX = 120  # copies per launch of the copy kernel (JHVD_COPY_MAX in engine/src/gpu/copy_kernel_args.h)
+
+
+def edge_sizes() -> list:
+    """Byte sizes of 300 tensors, three launches' worth: each launch starts with every edge size twice (at an even
+    and an odd index, so once aligned and once not in the test below) and is filled up with the small ones; odd
+    sizes end the last."""
+    small = [b for b in EDGE_BYTES if b < 4096]
+    sizes = []
+    for n in (COPY_MAX, COPY_MAX, 300 - 2 * COPY_MAX - 3):
+        sizes += (EDGE_BYTES * 2 + small * n)[:n]
+    return sizes + [7, 1, 33]
 
 
 def fused_group(xs: list, name: str, in_place: bool) -> list:
@@ -112,7 +124,7 @@ def test_fused_copies_of_every_size_and_alignment(in_place):
     start 1 byte (uint8) or 4 bytes (float32) past an aligned address, which take its unaligned path."""
     ranks = list(range(hvd.size()))
     for dtype in (np.dtype(np.uint8), np.dtype(np.float32)):
-        shapes = [(max(b // dtype.itemsize, 1),) for b in EDGE_BYTES] * 27 + [(7,), (1,), (33,)]
+        shapes = [(max(b // dtype.itemsize, 1),) for b in edge_sizes()]
         xs, wants = [], []
         for i, shape in enumerate(shapes):
             x = data(hvd.rank(), dtype, shape, i)

@@ -122,7 +122,6 @@ def test_a_dropped_handle_keeps_its_arrays_until_the_operation_ends():
     hvd.allreduce_async(np.ones(1 << 24, np.float32), name="dropped")
     hvd.grouped_allreduce_async([np.ones(1 << 24, np.float32)], name="dropped.group")
     gc.collect()
-    time.sleep(0.5)
     np.testing.assert_array_equal(hvd.allreduce(np.ones(2, np.float32), op=hvd.Sum), np.full(2, hvd.size()))
 
 
@@ -304,15 +303,27 @@ def test_ops_that_only_read_take_any_layout():
 def test_an_op_submitted_before_rank_0_has_registered_its_set(monkeypatch):
     """A member may use a new set before rank 0 (the coordinator) has registered it: the request waits for the
     set, and must run once it is known even if nothing else is ever submitted (it waited for ever)."""
+    from mpi4py import MPI
+
     from jupyter_hvd import process_sets
 
-    if hvd.rank() == 0:
+    world, member = MPI.COMM_WORLD, hvd.size() - 1
+    late_start = member != 0  # on one rank there is no one to be early
+    if hvd.rank() == 0 and late_start:
         register = process_sets._C.add_process_set
-        monkeypatch.setattr(process_sets._C, "add_process_set", lambda ranks: (time.sleep(2.0), register(ranks))[1])
-    last = hvd.add_process_set([hvd.size() - 1])
+
+        def late(ranks):  # once the member has submitted, and its request has had time to reach rank 0
+            world.recv(source=member, tag=77)
+            time.sleep(0.2)
+            return register(ranks)
+
+        monkeypatch.setattr(process_sets._C, "add_process_set", late)
+    last = hvd.add_process_set([member])
     if last.included():
-        got = hvd.allreduce_async(np.ones(2, np.float32), op=hvd.Sum, process_set=last, name="early").wait(timeout=60)
-        np.testing.assert_array_equal(got, np.ones(2, np.float32))
+        handle = hvd.allreduce_async(np.ones(2, np.float32), op=hvd.Sum, process_set=last, name="early")
+        if late_start:
+            world.send("submitted", dest=0, tag=77)
+        np.testing.assert_array_equal(handle.wait(timeout=60), np.ones(2, np.float32))
     assert hvd.remove_process_set(last)
 
 
