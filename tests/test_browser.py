@@ -25,14 +25,18 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-g
                  "--disable-sync", "--no-first-run", "--disable-quic"]
 TOKEN = "hvd-browser-test"
 RUN_S = 150_000  # ms a notebook may take to run all its cells here
+STOP = "monitor_check.stop"  # the monitor notebook's cell ends once this file is in the server's folder
+# Runs until the test has seen what it needs and creates the file {stop} (at least 1 s, at most 60 s).
 MONITOR_CELL = """%%hvd -np 2 --framework none
+import os
 import time
 import numpy as np
 a, flag, began = np.random.rand(64, 64), np.zeros(1, np.float32), time.monotonic()
 while True:
     a @ a
     hvd.monitor_step(32)
-    flag[0] = time.monotonic() - began > 10
+    ran = time.monotonic() - began
+    flag[0] = (ran > 1 and os.path.exists({stop!r})) or ran > 60
     if hvd.allreduce(flag, name="done", op=hvd.Max)[0]:
         break
 """
@@ -62,7 +66,7 @@ for epoch, steps in ((1, 20), (2, 80)):
         noise = hvd.allreduce(np.random.rand(4).astype(np.float32), name="noise")
         losses.append(float(np.exp(-len(losses) / 15) + 0.05 * noise.mean()))
         hvd.monitor_step(32)
-        time.sleep(0.08)
+        time.sleep(0.05)
     if epoch == 1:
         plt.figure(figsize=(5, 2.2))
         plt.plot(losses)
@@ -122,7 +126,7 @@ def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     shutil.copy(ROOT / "notebooks" / "01_quickstart.ipynb", root)
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%load_ext jupyter_hvd"),
-                                         nbformat.v4.new_code_cell(MONITOR_CELL),
+                                         nbformat.v4.new_code_cell(MONITOR_CELL.format(stop=str(root / STOP))),
                                          nbformat.v4.new_code_cell("%hvd stop"),
                                          nbformat.v4.new_code_cell("%hvd monitor")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -272,7 +276,8 @@ def test_quickstart_in_jupyterlab_shows_two_ranks_training(server, browser):
 
 
 def test_monitor_renders_in_notebook_7(server, browser):
-    url, _, _ = server
+    url, _, root = server
+    (root / STOP).unlink(missing_ok=True)  # the cell runs until the refreshes are counted
     page = browser.new_page(viewport={"width": 1300, "height": 900})
     open_notebook(page, f"{url}/notebooks/monitor_check.ipynb?token={TOKEN}")
     assert page.locator(".jhvd-job-panel").count() == 1  # the job panel is in Notebook 7's left area too
@@ -280,6 +285,7 @@ def test_monitor_renders_in_notebook_7(server, browser):
     page.wait_for_function(LIVE_RATES, timeout=RUN_S)  # while the cell runs, both ranks show a rate
     updates = page.evaluate(COUNT_UPDATES, 3000) // 3  # three bars: ranks 0, 1 and the total
     print(f"\n{updates} throughput refreshes in 3 s while the cell ran")
+    (root / STOP).touch()
     assert updates >= 3, f"only {updates} throughput refreshes in 3 s while the cell ran"
     wait_monitor(page, "monitor-notebook7")
     page.locator('.jhvd-monitor[data-state="finished"]').nth(1).wait_for(timeout=60_000)  # %hvd monitor
@@ -289,7 +295,8 @@ def test_monitor_renders_in_notebook_7(server, browser):
 
 
 def test_job_panel_lists_the_ranks_and_stops_and_restarts_them(server, browser):
-    url, _, _ = server
+    url, _, root = server
+    (root / STOP).touch()  # the cell need not run for long here
     page = browser.new_page(viewport={"width": 1300, "height": 900})
     open_notebook(page, f"{url}/lab/workspaces/monitor-check/tree/monitor_check.ipynb?token={TOKEN}")
     page.locator('li[data-id="jupyter-hvd-job-panel"]').click()
