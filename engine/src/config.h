@@ -33,6 +33,7 @@ struct Config {
   bool timeline_mark_cycles = false;    // HOROVOD_TIMELINE_MARK_CYCLES=1: a mark per cycle that ran collectives
   size_t ring_capacity = 1 << 16;       // JUPYTER_HVD_TIMELINE_RING events kept in memory
   int64_t spin_us = 2000;               // JUPYTER_HVD_SPIN_US: busy-poll this long after work
+  bool mpi_yield = true;                // JUPYTER_HVD_MPI_YIELD=0: MPI never yields the core for the engine
   int64_t sync_reduce_bytes = 64 << 10;  // JUPYTER_HVD_SYNC_REDUCE_BYTES: a barrier before larger host allreduces and reducescatters; 0: never
   int64_t ring_allreduce_bytes = 16 << 20;  // JUPYTER_HVD_RING_ALLREDUCE_BYTES: larger host allreduces run our ring; 0: never
   bool gpu_staging = false;             // JUPYTER_HVD_GPU_STAGING=1: GPU tensors via host memory and MPI

@@ -26,6 +26,7 @@ Engine::Engine(EngineWiring wiring, Config config)
       events_(config_.ring_capacity),
       stalls_(config_),
       origins_us_(std::move(wiring.origins_us)) {
+  if (config_.mpi_yield) mpi_yield_ = std::move(wiring.mpi_yield);
   log::configure(config_.log_level, topo_.rank, !config_.log_hide_time);
   // A waiter works (see progress.h) for as long as the engine thread would otherwise spin, and only where
   // each local rank can have a core: with more ranks than cores, a busy waiter takes the core another
@@ -71,6 +72,7 @@ Engine::Engine(EngineWiring wiring, Config config)
     log::write(log::Level::Info, o.str());
   }
   progress_ = std::make_shared<Progress>([this](bool by_waiter) { return step(by_waiter); });
+  if (mpi_yield_) progress_->set_wait_hook([yield = mpi_yield_] { yield(false); });  // see update_mpi_yield
   last_work_us_ = now_us();
   // The thread is named and placed before the engine is handed out: waiters may run every step of a
   // job's first operations before the engine thread itself is scheduled.

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,7 @@
 #include "data_plane.h"
 #include "engine_wiring.h"
 #include "metrics.h"
+#include "mpi_yield.h"
 #include "process_sets.h"
 #include "progress.h"
 #include "response_cache.h"
@@ -89,6 +91,7 @@ class Engine {
   bool step(bool by_waiter);
   bool work();                          // step() without its bookkeeping
   void idle(int64_t& next_poll_us);     // the engine thread, between steps that found nothing to do
+  void update_mpi_yield();
   void on_engine_error(const std::string& what);  // anything a step threw: an abort
   void submit(std::vector<TensorEntry> fresh);
   void remove_sets(const std::vector<int32_t>& ids);  // engine thread: what remove_process_set asked
@@ -145,6 +148,9 @@ class Engine {
   int64_t last_periodic_us_ = 0;
   int64_t cycle_time_us_ = 0;  // rank 0's: config_.cycle_time_ms, or the autotuner's
   int64_t wait_spin_us_ = 0;   // how long a thread waiting for one of this engine's results polls first
+  std::function<void(bool)> mpi_yield_;  // see mpi_yield.h; empty: MPI's choice is left as it is
+  CoreContention contention_;            // of the engine thread's core
+  bool contended_ = false;               // as the engine thread last sampled it
 
   std::mutex timeline_mu_;
   std::unique_ptr<TraceWriter> writer_;  // rank 0

@@ -43,6 +43,7 @@ void Engine::loop() {
 bool Engine::step(bool by_waiter) {
   if (state_ == State::Stopped || (by_waiter && gpu_device_.load() >= 0)) return false;
   try {
+    if (mpi_yield_ && !by_waiter) contended_ = contention_.sample(now_us());
     const bool worked = work();
     if (worked) last_work_us_.store(now_us(), std::memory_order_relaxed);
     progress_->set_lone(table_.size() <= 1 && exec_queue_.empty());
@@ -53,6 +54,14 @@ bool Engine::step(bool by_waiter) {
     on_engine_error("unknown error");
   }
   return true;
+}
+
+// A collective lets MPI yield the core while it waits for a peer only where the engine thread's core is
+// contended and no caller waits for a result: a waiting caller's core has nothing else to do, and
+// yielding would make it wait for the scheduler. A caller that starts to wait turns yielding off at once
+// (the wait hook), even inside a collective already running (mpi_yield.h).
+void Engine::update_mpi_yield() {
+  mpi_yield_(contended_ && !progress_->waited());
 }
 
 // Between steps that found nothing to do: within the spin time of the last work, and while no waiter
@@ -264,6 +273,7 @@ void Engine::execute(const Response& r) {
   } else if (es.size() != r.names.size()) {
     s = Status::Error(Status::Code::Internal, "engine state out of sync for " + label(r));
   } else {
+    if (mpi_yield_) update_mpi_yield();
     s = run(r, es, *set);
   }
   if (log::enabled(log::Level::Debug)) {

@@ -29,6 +29,7 @@ struct EngineWiring {
   MPI_Comm data_comm = MPI_COMM_NULL;  // the global process set's communicator
   MPI_Comm admin = MPI_COMM_NULL;      // new process sets' parent; MPI_COMM_NULL: sets get no communicator
   std::vector<int64_t> origins_us;     // rank 0: each rank's trace origin, on that rank's own clock
+  std::function<void(bool)> mpi_yield;  // MPI's yield-when-idle switch (mpi_yield.h); empty: none to turn
 };
 
 }  // namespace hvd

@@ -7,6 +7,7 @@
 #include "comm_pool.h"
 #include "control_channel.h"
 #include "mpi_data_plane.h"
+#include "mpi_yield.h"
 
 namespace hvd {
 namespace {
@@ -51,6 +52,7 @@ EngineWiring mpi_wiring(MPI_Comm comm) {
   origin_us -= clock_offset_us;
   if (t.rank == 0) w.origins_us.resize(t.size);
   MPI_Gather(&origin_us, 1, MPI_INT64_T, w.origins_us.data(), 1, MPI_INT64_T, 0, w.admin);
+  w.mpi_yield = mpi_yield_switch();
   const int rank = t.rank;
   w.make_data_plane = [rank](const Config& config, std::function<bool()> abandoned) -> std::unique_ptr<DataPlane> {
     return std::make_unique<MpiDataPlane>(config, rank, std::move(abandoned));

@@ -40,6 +40,25 @@ class Progress {
   };
   bool driven() const { return drivers_.load(std::memory_order_relaxed) > 0; }
 
+  // A caller blocks in a wait for a result while it holds a Waiting (whether or not it drives); each
+  // Waiting calls the wait hook first, if one is set.
+  class Waiting {
+   public:
+    explicit Waiting(Progress& p) : p_(p) {
+      if (p_.wait_hook_) p_.wait_hook_();
+      p_.waiters_.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~Waiting() { p_.waiters_.fetch_sub(1, std::memory_order_relaxed); }
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+
+   private:
+    Progress& p_;
+  };
+  bool waited() const { return waiters_.load(std::memory_order_relaxed) > 0; }
+  // Set before any handle exists; it must not refer to the engine (handles may outlive it).
+  void set_wait_hook(std::function<void()> hook) { wait_hook_ = std::move(hook); }
+
   // Whether the engine had at most one operation in flight after its last step. Only a lone operation's
   // waiter drives: with many in flight the engine thread is busy with them anyway, and a second busy thread
   // per rank takes a core the ranks' collectives need (see benchmarks/allreduce_bench.py's ResNet-50 step).
@@ -49,7 +68,9 @@ class Progress {
  private:
   std::mutex mu_;
   std::function<bool(bool)> step_;  // empty once detached
+  std::function<void()> wait_hook_;
   std::atomic<int> drivers_{0};
+  std::atomic<int> waiters_{0};
   std::atomic<bool> lone_{true};
 };
 

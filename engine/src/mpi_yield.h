@@ -1,0 +1,33 @@
+// Open MPI's yield-when-idle switch (the mpi_yield_when_idle setting), turned at run time.
+//
+// A rank's engine runs its collectives while the rank computes (gradients reduced during backward), and
+// where each rank has about one core, MPI polling for a late peer takes the core the computation needs.
+// Open MPI yields it only when told to, and telling it to for good makes each small operation wait for
+// the scheduler. So the engine turns yielding on only while its thread's core is contended, and never
+// for a step a waiting caller runs (progress.h): the caller's core has nothing else to do.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace hvd {
+
+// The switch of the MPI library this process has loaded, or an empty function where it has none (not
+// Open MPI) or where it yields already (oversubscribed, or asked to with OMPI_MCA_mpi_yield_when_idle=1):
+// that choice is kept.
+std::function<void(bool)> mpi_yield_switch();
+
+// Whether another thread has wanted the calling thread's core lately: the thread's involuntary context
+// switches (preemptions, and yields that handed the core over) grew within the last kHoldUs. Always
+// sampled by the same thread.
+class CoreContention {
+ public:
+  bool sample(int64_t now_us);
+
+ private:
+  static constexpr int64_t kEveryUs = 1000, kHoldUs = 200000;
+  int64_t next_us_ = 0, until_us_ = 0;
+  long switches_ = -1;  // -1 until the first sample, which only takes the count
+};
+
+}  // namespace hvd
