@@ -10,6 +10,7 @@ import psutil
 import pytest
 from IPython.core.error import UsageError
 
+from jupyter_hvd.magic import execution
 from jupyter_hvd.magic.cluster import LaunchConfig, RankCluster
 from jupyter_hvd.magic.failures import RankError
 from jupyter_hvd.magic.magics import HvdMagics
@@ -264,7 +265,8 @@ def test_raise_while_peer_waits_in_allreduce_aborts_the_peer(ip, started, capsys
     assert result.success and result.result == 0.5
 
 
-def test_peer_outside_collectives_is_interrupted_after_grace(ip, started, capsys):
+def test_peer_outside_collectives_is_interrupted_after_grace(ip, started, capsys, monkeypatch):
+    monkeypatch.setattr(execution, "FAILURE_GRACE_S", 1.0)  # the peer sleeps on whatever the grace
     source = f"{HEAD}\nimport time\nif hvd.rank() == 1:\n    raise KeyError('k')\ntime.sleep(60)"
     began = time.monotonic()
     result, out = run(ip, capsys, source)

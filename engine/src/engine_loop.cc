@@ -28,6 +28,7 @@ void Engine::loop() {
     else idle(next_poll_us);
   }
   progress_->detach();  // waiters' handles may outlive the engine
+  if (mpi_yield_) mpi_yield_(false);  // MPI as it was, for whatever runs on it next
   try {
     forward_timeline();  // this rank's last events: into the file on rank 0
   } catch (const std::exception& e) {
@@ -107,6 +108,9 @@ bool Engine::work() {
     dispatch(*m);
     worked = true;
   }
+  // Once stopped (a peer's notice), the table belongs to remove_process_set's callers, which remove
+  // the sets handed over here themselves: the rest of the step must not touch it.
+  if (state_ == State::Stopped) return true;
   if (state_ == State::Running && coordinator_) coordinate(got_requests);
   if (!exec_queue_.empty() && mark_cycles_) {
     int64_t at = now_us();
@@ -128,6 +132,7 @@ bool Engine::work() {
   if (stop_now && state_ == State::Running) begin_stop(requested);  // unless a peer's notice stopped it
   int64_t now = now_us();
   if (state_ == State::Draining && (final_received_ || now > drain_deadline_us_)) finish_stop();
+  if (state_ == State::Stopped) return true;
   if (now - last_periodic_us_ > kPeriodUs) periodic(now);
   transport_->reap();
   return worked;

@@ -8,7 +8,12 @@ here.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import struct
+import sys
+import termios
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +35,27 @@ def execute_events(shell: Any) -> Iterator[None]:
         yield
     finally:
         shell.events.trigger("post_execute")
+        forward_captured_output()
+
+
+def forward_captured_output(limit_s: float = 0.2) -> None:
+    """Wait (up to ``limit_s``) until the kernel has read what was written to fds 1 and 2 so far, so a line
+    the engine or a C library wrote as the cell ended shows under this cell, not the next. ipykernel reads
+    those fds through a pipe on a thread of its own (``_fid``, its read end), which may not have run yet."""
+    pipes = [fid for fid in (getattr(s, "_fid", None) for s in (sys.stdout, sys.stderr)) if isinstance(fid, int)]
+    deadline = time.monotonic() + limit_s
+    while pipes and time.monotonic() < deadline:
+        try:
+            pipes = [fid for fid in pipes if _unread(fid)]
+        except OSError:  # closed meanwhile
+            return
+        if pipes:
+            time.sleep(0.0005)
+
+
+def _unread(fd: int) -> int:
+    """Bytes waiting in the pipe ``fd``."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
 def mime_bundle(shell: Any, value: Any) -> dict[str, Any]:

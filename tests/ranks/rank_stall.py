@@ -26,8 +26,12 @@ def test_late_rank_is_reported_then_completes():
 @pytest.mark.skipif(not SHUTDOWN, reason="needs stall shutdown")
 def test_stall_shutdown_aborts_every_rank():
     if hvd.rank() == 1:
+        deadline = time.monotonic() + 60
         with pytest.raises(hvd.EngineAbortedError, match="stall shutdown"):
-            time.sleep(5)
+            while time.monotonic() < deadline:  # until rank 0's stall shutdown reaches this rank
+                hvd.check_running()
+                time.sleep(0.05)
+        with pytest.raises(hvd.EngineAbortedError, match="stall shutdown"):
             hvd.allreduce(np.ones(2), name="too.late")
     else:
         with pytest.raises(hvd.EngineAbortedError, match="stall shutdown.*never.sent"):
