@@ -27,33 +27,33 @@ class Progress {
   // No step runs once this returns (the engine is stopping for good).
   void detach();
 
-  // A waiter drives the engine while it holds a Driving; the engine thread need not spin meanwhile.
-  class Driving {
+  // Holds a count of this Progress up while it lives (after running `first`, if set).
+  class Mark {
    public:
-    explicit Driving(Progress& p) : p_(p) { p_.drivers_.fetch_add(1, std::memory_order_relaxed); }
-    ~Driving() { p_.drivers_.fetch_sub(1, std::memory_order_relaxed); }
-    Driving(const Driving&) = delete;
-    Driving& operator=(const Driving&) = delete;
+    Mark(std::atomic<int>& count, const std::function<void()>& first) : count_(count) {
+      if (first) first();
+      count_.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~Mark() { count_.fetch_sub(1, std::memory_order_relaxed); }
+    Mark(const Mark&) = delete;
+    Mark& operator=(const Mark&) = delete;
 
    private:
-    Progress& p_;
+    std::atomic<int>& count_;
+  };
+
+  // A waiter drives the engine while it holds a Driving; the engine thread need not spin meanwhile.
+  class Driving : public Mark {
+   public:
+    explicit Driving(Progress& p) : Mark(p.drivers_, nullptr) {}
   };
   bool driven() const { return drivers_.load(std::memory_order_relaxed) > 0; }
 
   // A caller blocks in a wait for a result while it holds a Waiting (whether or not it drives); each
   // Waiting calls the wait hook first, if one is set.
-  class Waiting {
+  class Waiting : public Mark {
    public:
-    explicit Waiting(Progress& p) : p_(p) {
-      if (p_.wait_hook_) p_.wait_hook_();
-      p_.waiters_.fetch_add(1, std::memory_order_relaxed);
-    }
-    ~Waiting() { p_.waiters_.fetch_sub(1, std::memory_order_relaxed); }
-    Waiting(const Waiting&) = delete;
-    Waiting& operator=(const Waiting&) = delete;
-
-   private:
-    Progress& p_;
+    explicit Waiting(Progress& p) : Mark(p.waiters_, p.wait_hook_) {}
   };
   bool waited() const { return waiters_.load(std::memory_order_relaxed) > 0; }
   // Set before any handle exists; it must not refer to the engine (handles may outlive it).
