@@ -3,8 +3,9 @@
 // A rank's engine runs its collectives while the rank computes (gradients reduced during backward), and
 // where each rank has about one core, MPI polling for a late peer takes the core the computation needs.
 // Open MPI yields it only when told to, and telling it to for good makes each small operation wait for
-// the scheduler. So the engine turns yielding on only while its thread's core is contended, and never
-// for a step a waiting caller runs (progress.h): the caller's core has nothing else to do.
+// the scheduler. So as each collective starts, the engine turns yielding on only where its thread's core
+// is contended and no caller waits for a result (progress.h: a waiting caller's core has nothing else to
+// do); a caller that starts to wait turns it off at once (the wait hook).
 #pragma once
 
 #include <cstdint>

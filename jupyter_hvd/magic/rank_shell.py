@@ -29,7 +29,8 @@ def use_inline_matplotlib() -> None:
 @contextlib.contextmanager
 def execute_events(shell: Any) -> Iterator[None]:
     """Fire IPython's ``pre_execute`` and ``post_execute`` around a cell (post_execute also after an error,
-    as IPython does), so figures drawn in the cell are shown when it ends."""
+    as IPython does), so figures drawn in the cell are shown when it ends; then let the kernel read what the
+    cell wrote to fds 1 and 2 (``forward_captured_output``)."""
     shell.events.trigger("pre_execute")
     try:
         yield
