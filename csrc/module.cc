@@ -3,6 +3,7 @@
 #include <Python.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -162,7 +163,12 @@ NB_MODULE(_C, m) {
       .def("poll", [](const jhvd::HandleGroup& g) {
         return std::all_of(g.handles.begin(), g.handles.end(), [](const auto& h) { return h->poll(); });
       })
-      .def("wait", &wait_group, "timeout_s"_a = -1.0)
+      // The group's status code once every handle is done (0: all succeeded; `status` has the failure),
+      // or None when `timeout_s` passed first: one call on a blocking op's usual path.
+      .def("wait", [](const jhvd::HandleGroup& g, double timeout_s) -> std::optional<int> {
+        if (!wait_group(g, timeout_s)) return std::nullopt;
+        return static_cast<int>(first_failure(g).code);
+      }, "timeout_s"_a = -1.0)
       .def("status", [](const jhvd::HandleGroup& g) { return status_tuple(first_failure(g)); })
       .def("__len__", [](const jhvd::HandleGroup& g) { return g.handles.size(); })
       .def("__getitem__", [](const jhvd::HandleGroup& g, size_t i) {

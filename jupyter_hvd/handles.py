@@ -43,13 +43,17 @@ class Handle:
         if self._done:
             return self._result
         natives = self._natives
-        if not natives.wait(-1.0 if timeout is None else float(timeout)):
+        code = natives.wait(-1.0 if timeout is None else float(timeout))
+        if code is None:
             raise TimeoutError(f"operation not finished after {timeout} s")
-        raise_for_status(natives.status())
-        outs = self._keep[1]
-        results = [out if finish is None else finish(natives[i])
-                   for i, (finish, out) in enumerate(zip(self._finishes, outs))]
-        self._result = results if self._group else results[0]
+        if code:
+            raise_for_status(natives.status())
+        outs, finishes = self._keep[1], self._finishes
+        if self._group:
+            self._result = [out if finish is None else finish(natives[i])
+                            for i, (finish, out) in enumerate(zip(finishes, outs))]
+        else:  # one tensor: the usual blocking call, without the list
+            self._result = outs[0] if finishes[0] is None else finishes[0](natives[0])
         self._done = True
         self._keep = ()
         return self._result

@@ -91,7 +91,7 @@ class Engine {
   bool step(bool by_waiter);
   bool work();                          // step() without its bookkeeping
   void idle(int64_t& next_poll_us);     // the engine thread, between steps that found nothing to do
-  void update_mpi_yield();
+  void update_mpi_yield(int64_t bytes);
   void on_engine_error(const std::string& what);  // anything a step threw: an abort
   void submit(std::vector<TensorEntry> fresh);
   void remove_sets(const std::vector<int32_t>& ids);  // engine thread: what remove_process_set asked

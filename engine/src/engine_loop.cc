@@ -57,12 +57,10 @@ bool Engine::step(bool by_waiter) {
   return true;
 }
 
-// A collective lets MPI yield the core while it waits for a peer only where the engine thread's core is
-// contended and no caller waits for a result: a waiting caller's core has nothing else to do, and
-// yielding would make it wait for the scheduler. A caller that starts to wait turns yielding off at once
-// (the wait hook), even inside a collective already running (mpi_yield.h).
-void Engine::update_mpi_yield() {
-  mpi_yield_(contended_ && !progress_->waited());
+// Whether MPI may yield the core inside this collective (mpi_yield.h). A caller that starts to wait turns
+// yielding off at once (the wait hook), even inside a collective already running.
+void Engine::update_mpi_yield(int64_t bytes) {
+  mpi_yield_(YieldInside::wanted(contended_, progress_->waited(), bytes));
 }
 
 // Between steps that found nothing to do: within the spin time of the last work, and while no waiter
@@ -278,7 +276,11 @@ void Engine::execute(const Response& r) {
   } else if (es.size() != r.names.size()) {
     s = Status::Error(Status::Code::Internal, "engine state out of sync for " + label(r));
   } else {
-    if (mpi_yield_) update_mpi_yield();
+    if (mpi_yield_) {
+      int64_t bytes = 0;
+      for (auto* e : es) bytes += e->request.num_bytes();
+      update_mpi_yield(bytes);
+    }
     s = run(r, es, *set);
   }
   if (log::enabled(log::Level::Debug)) {
