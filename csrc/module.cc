@@ -28,10 +28,11 @@ namespace {
 
 std::mutex g_mu;
 std::unique_ptr<hvd::Engine> g_engine;
+constexpr const char* kNotInitialized = "jupyter_hvd has not been initialized; use hvd.init().";
 
 hvd::Engine& engine() {
   std::lock_guard<std::mutex> g(g_mu);
-  if (!g_engine) throw nb::value_error("jupyter_hvd has not been initialized; use hvd.init().");
+  if (!g_engine) throw nb::value_error(kNotInitialized);
   return *g_engine;
 }
 
@@ -135,7 +136,7 @@ namespace jhvd {
 // Holds the registry lock while enqueueing, so a concurrent shutdown cannot free the engine meanwhile.
 HandleGroup enqueue_entries(std::vector<hvd::TensorEntry> group) {
   std::lock_guard<std::mutex> g(g_mu);
-  if (!g_engine) throw std::runtime_error("jupyter_hvd has not been initialized; use hvd.init().");
+  if (!g_engine) throw nb::value_error(kNotInitialized);
   return {g_engine->enqueue(std::move(group))};
 }
 

@@ -102,7 +102,9 @@ def _output_like(arr: Any, out: Any) -> tuple:
         if out is None:
             out = arr.empty_like()  # CuPy: from its memory pool; others: the engine allocates
         return (None, arr.wrap_output) if out is None else (out, lambda _: out.source)
-    return (np.empty_like(arr) if out is None else out), None
+    if out is None:  # np.empty is faster; np.empty_like keeps a subclass
+        out = np.empty(arr.shape, arr.dtype) if type(arr) is np.ndarray else np.empty_like(arr)
+    return out, None
 
 
 def _allreduce(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequence[Optional[str]], op: int,
