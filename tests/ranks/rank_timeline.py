@@ -9,6 +9,26 @@ import pytest
 import jupyter_hvd as hvd
 
 
+def trace_events(path: str, complete) -> list:
+    """On rank 0, the file's events once ``complete(events)`` holds (every rank forwards its events and the
+    writer writes every 100 ms); then every rank goes on together."""
+    events = []
+    if hvd.rank() == 0:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with open(path) as f:
+                    events = json.load(f)["traceEvents"]  # valid JSON while running, whenever read
+            except FileNotFoundError:
+                events = []
+            if complete(events):
+                break
+            assert time.monotonic() < deadline, f"the trace never got complete: {len(events)} events"
+            time.sleep(0.05)
+    hvd.barrier()
+    return events
+
+
 def test_drain_events_has_every_phase():
     for i in range(5):
         hvd.grouped_allreduce([np.ones(100, np.float32)] * 3, name=f"tl.{i}")
@@ -24,15 +44,11 @@ def test_file_is_valid_json_while_running_and_has_all_ranks():
     path = os.environ["HOROVOD_TIMELINE"]
     for i in range(20):
         hvd.allreduce(np.ones(10, np.float32), name=f"file.{i}")
-    time.sleep(0.5)  # forwarding and the writer run every 100 ms
-    hvd.barrier()
+    every_rank = set(range(hvd.size()))
+    events = trace_events(path, lambda es: {e["pid"] for e in es} >= every_rank)
     if hvd.rank() == 0:
-        with open(path) as f:
-            trace = json.load(f)
-        pids = {e["pid"] for e in trace["traceEvents"]}
-        assert pids == set(range(hvd.size())), pids
-        names = {e["name"] for e in trace["traceEvents"]}
-        assert {"NEGOTIATE", "ALLREDUCE"} <= names
+        assert {e["pid"] for e in events} == every_rank
+        assert {"NEGOTIATE", "ALLREDUCE"} <= {e["name"] for e in events}
 
 
 def test_start_and_stop_timeline_at_run_time(tmp_path_factory):
@@ -40,8 +56,8 @@ def test_start_and_stop_timeline_at_run_time(tmp_path_factory):
     hvd.start_timeline(path)
     for i in range(5):
         hvd.allreduce(np.ones(4, np.float32), name=f"second.{i}")
-    time.sleep(0.3)
-    hvd.barrier()
+    trace_events(path, lambda es: {e["pid"] for e in es if e.get("args", {}).get("tensor") == "second.4"} ==
+                 set(range(hvd.size())))
     hvd.stop_timeline()
     if hvd.rank() == 0:
         with open(path) as f:
@@ -56,8 +72,8 @@ def test_mark_cycles_marks_every_rank_until_the_timeline_stops():
     hvd.start_timeline(path, mark_cycles=True)
     for i in range(5):
         hvd.allreduce(np.ones(4, np.float32), name=f"cycles.{i}")
-    time.sleep(0.3)
-    hvd.barrier()
+    trace_events(path, lambda es: all(sum(e["name"] == "CYCLE" and e["pid"] == r for e in es) >= 5
+                                      for r in range(hvd.size())))
     hvd.stop_timeline()
     after = hvd.drain_events()[0][-1].seq + 1
     hvd.allreduce(np.ones(4, np.float32), name="cycles.after")
