@@ -276,11 +276,6 @@ void Engine::execute(const Response& r) {
   } else if (es.size() != r.names.size()) {
     s = Status::Error(Status::Code::Internal, "engine state out of sync for " + label(r));
   } else {
-    if (mpi_yield_) {
-      int64_t bytes = 0;
-      for (auto* e : es) bytes += e->request.num_bytes();
-      update_mpi_yield(bytes);
-    }
     s = run(r, es, *set);
   }
   if (log::enabled(log::Level::Debug)) {
@@ -313,6 +308,7 @@ void Engine::execute(const Response& r) {
 Status Engine::run(const Response& r, std::vector<TensorEntry*>& entries, const ProcessSet& set) {
   int64_t total = 0;
   for (auto* e : entries) total += e->request.num_bytes();
+  if (mpi_yield_) update_mpi_yield(total);
   const std::string name = label(r);
   // One span of this response: a timeline event and the phase's time in the metrics.
   auto span = [&](Phase p, const char* op, int64_t start, int64_t end) {
