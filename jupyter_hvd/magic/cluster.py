@@ -33,11 +33,11 @@ from .sweeper import new_job_folder, sweep
 
 POLL_S = 0.05
 STOP_TIMEOUT_S = 15.0
-# The hub pings engines every HEARTBEAT_MS and registers a new engine at its first reply,
-# so a short period makes registration fast; 20 misses still tolerate 10 s of silence.
-HEARTBEAT_MS = 500
-HEARTBEAT_MISSES = 20
-SILENCE_S = HEARTBEAT_MS * HEARTBEAT_MISSES / 1000  # how long an engine goes unheard before it is dropped
+# The hub pings engines every HEARTBEAT_MS and registers a new engine at its first reply, so a short period
+# makes registration fast; an engine unheard for SILENCE_S is dropped, however many beats that is.
+HEARTBEAT_MS = 100
+SILENCE_S = 10.0
+HEARTBEAT_MISSES = round(SILENCE_S * 1000 / HEARTBEAT_MS)
 # A silent host's ranks stop answering at the same moment, but the controller may drop their engines heartbeats
 # apart (seconds apart on a busy machine): how long to wait for the rest of a host whose first rank was dropped.
 HOST_SETTLE_S = SILENCE_S / 2

@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import threading
-import time
 
 CHUNK = 65536
 TAIL_BYTES = 65536
@@ -50,12 +49,19 @@ def main() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # for mpiexec to act on, not this
         signal.signal(signum, signal.SIG_IGN)
     tails = [bytearray(), bytearray()]
-    copies = [threading.Thread(target=copy, args=(source, dest, tail), daemon=True)
+    ended = threading.Semaphore(0)  # released once by each copy at its end of file
+
+    def copy_then_signal(source: int, dest: int, tail: bytearray) -> None:
+        copy(source, dest, tail)
+        ended.release()
+
+    copies = [threading.Thread(target=copy_then_signal, args=(source, dest, tail), daemon=True)
               for source, dest, tail in ((out_fd, 1, tails[0]), (err_fd, 2, tails[1]))]
     for thread in copies:
         thread.start()
-    while running(mpiexec) and any(t.is_alive() for t in copies):
-        time.sleep(POLL_S)
+    waiting = len(copies)
+    while waiting and running(mpiexec):  # both outputs ended (the usual end) or mpiexec did
+        waiting -= ended.acquire(timeout=POLL_S)
     for thread in copies:
         thread.join(JOIN_S)
     with os.fdopen(tail_fd, "wb") as out:
