@@ -65,7 +65,7 @@ browser:
 		|| (apt-get update -q > /dev/null && apt-get install -y -q chromium > /dev/null)
 
 test-py: setup sim-gpu browser
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest -q -p no:cacheprovider --ignore=tests/hosts
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest -q -p no:cacheprovider --ignore=tests/hosts --durations=15
 
 # The multi-host suite (tests/hosts) on hosts made of Linux namespaces on this machine (tests/hosts/netns_cluster.py;
 # needs root). Debian's ip, sshd, Slurm and munge are installed here when missing and this is a root Debian box; without
