@@ -49,11 +49,13 @@ def main() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # for mpiexec to act on, not this
         signal.signal(signum, signal.SIG_IGN)
     tails = [bytearray(), bytearray()]
-    ended = threading.Semaphore(0)  # released once by each copy at its end of file
+    ended = threading.Semaphore(0)  # released once by each copy as it ends
 
     def copy_then_signal(source: int, dest: int, tail: bytearray) -> None:
-        copy(source, dest, tail)
-        ended.release()
+        try:
+            copy(source, dest, tail)
+        finally:
+            ended.release()
 
     copies = [threading.Thread(target=copy_then_signal, args=(source, dest, tail), daemon=True)
               for source, dest, tail in ((out_fd, 1, tails[0]), (err_fd, 2, tails[1]))]
