@@ -49,21 +49,12 @@ def main() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # for mpiexec to act on, not this
         signal.signal(signum, signal.SIG_IGN)
     tails = [bytearray(), bytearray()]
-    ended = threading.Semaphore(0)  # released once by each copy as it ends
-
-    def copy_then_signal(source: int, dest: int, tail: bytearray) -> None:
-        try:
-            copy(source, dest, tail)
-        finally:
-            ended.release()
-
-    copies = [threading.Thread(target=copy_then_signal, args=(source, dest, tail), daemon=True)
+    copies = [threading.Thread(target=copy, args=(source, dest, tail), daemon=True)
               for source, dest, tail in ((out_fd, 1, tails[0]), (err_fd, 2, tails[1]))]
     for thread in copies:
         thread.start()
-    waiting = len(copies)
-    while waiting and running(mpiexec):  # both outputs ended (the usual end) or mpiexec did
-        waiting -= ended.acquire(timeout=POLL_S)
+    while running(mpiexec) and any(t.is_alive() for t in copies):  # till both outputs end, or mpiexec does
+        next(t for t in copies if t.is_alive()).join(POLL_S)  # returns as soon as that copy ends
     for thread in copies:
         thread.join(JOIN_S)
     with os.fdopen(tail_fd, "wb") as out:
