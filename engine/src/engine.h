@@ -151,6 +151,7 @@ class Engine {
   std::function<void(bool)> mpi_yield_;  // see mpi_yield.h; empty: MPI's choice is left as it is
   CoreContention contention_;            // of the engine thread's core
   bool contended_ = false;               // as the engine thread last sampled it
+  std::atomic<bool> in_flight_{false};   // after the last step: see idle()
 
   std::mutex timeline_mu_;
   std::unique_ptr<TraceWriter> writer_;  // rank 0

@@ -44,10 +44,12 @@ void Engine::loop() {
 bool Engine::step(bool by_waiter) {
   if (state_ == State::Stopped || (by_waiter && gpu_device_.load() >= 0)) return false;
   try {
-    if (mpi_yield_ && !by_waiter) contended_ = contention_.sample(now_us());
+    if (!by_waiter) contended_ = contention_.sample(now_us());
     const bool worked = work();
     if (worked) last_work_us_.store(now_us(), std::memory_order_relaxed);
     progress_->set_lone(table_.size() <= 1 && exec_queue_.empty());
+    in_flight_.store(!table_.empty() || !exec_queue_.empty() || (coordinator_ && coordinator_->pending() > 0),
+                     std::memory_order_relaxed);
     return worked;
   } catch (const std::exception& e) {
     on_engine_error(e.what());
@@ -65,14 +67,17 @@ void Engine::update_mpi_yield(int64_t bytes) {
 
 // Between steps that found nothing to do: within the spin time of the last work, and while no waiter
 // moves the engine along itself, it only yields, so the next operation or reply is seen at once; after
-// that it sleeps, longer the longer it has been idle.
+// that it sleeps, longer the longer it has been idle. Where its core is contended and nothing is in flight
+// (no operation of this rank's, no request rank 0 coordinates), it neither spins nor polls often: each wake
+// takes the core from the rank's compute, and an enqueue wakes it anyway.
 void Engine::idle(int64_t& next_poll_us) {
   const int64_t now = now_us(), since_work = now - last_work_us_.load(std::memory_order_relaxed);
-  if (since_work < config_.spin_us && !progress_->driven()) {
+  const bool quiet = contended_ && !in_flight_.load(std::memory_order_relaxed);
+  if (since_work < config_.spin_us && !progress_->driven() && !quiet) {
     std::this_thread::yield();
     return;
   }
-  const int64_t cap = since_work < kLongIdleUs ? kIdlePollUs : kLongIdlePollUs;
+  const int64_t cap = since_work < kLongIdleUs && !quiet ? kIdlePollUs : kLongIdlePollUs;
   const int64_t poll_us = std::min(next_poll_us, cap);
   next_poll_us = std::min(2 * poll_us, cap);
   std::unique_lock<std::mutex> lk(mu_);
