@@ -18,6 +18,10 @@ constexpr int64_t kPeriodUs = 100000;  // stall checks and timeline forwarding
 // cap (a reply that comes soon is seen soon; a long wait wakes the thread seldom), and a longer cap once
 // idle for a while.
 constexpr int64_t kFirstPollUs = 20, kIdlePollUs = 100, kLongIdlePollUs = 1000, kLongIdleUs = 50000;
+// How long the engine thread spins after work where its core is contended and nothing is in flight: long
+// enough to see at once an operation that follows another directly (a loop of small ones), short enough
+// to leave the core to the rank's compute between bursts of gradients.
+constexpr int64_t kContendedSpinUs = 200;
 
 }  // namespace
 
@@ -68,12 +72,13 @@ void Engine::update_mpi_yield(int64_t bytes) {
 // Between steps that found nothing to do: within the spin time of the last work, and while no waiter
 // moves the engine along itself, it only yields, so the next operation or reply is seen at once; after
 // that it sleeps, longer the longer it has been idle. Where its core is contended and nothing is in flight
-// (no operation of this rank's, no request rank 0 coordinates), it neither spins nor polls often: each wake
-// takes the core from the rank's compute, and an enqueue wakes it anyway.
+// (no operation of this rank's, no request rank 0 coordinates), it spins only briefly and then polls
+// seldom: each wake takes the core from the rank's compute, and an enqueue wakes it anyway.
 void Engine::idle(int64_t& next_poll_us) {
   const int64_t now = now_us(), since_work = now - last_work_us_.load(std::memory_order_relaxed);
   const bool quiet = contended_ && !in_flight_.load(std::memory_order_relaxed);
-  if (since_work < config_.spin_us && !progress_->driven() && !quiet) {
+  const int64_t spin_us = quiet ? std::min(config_.spin_us, kContendedSpinUs) : config_.spin_us;
+  if (since_work < spin_us && !progress_->driven()) {
     std::this_thread::yield();
     return;
   }
