@@ -137,8 +137,8 @@ def launch(np_: int, args: list, env: dict | None = None, timeout: float = 600) 
 
 
 # What runs in each round at each rank count: (worker, environment). The engine thread's busy-polling after work
-# (JUPYTER_HVD_SPIN_US, 2000 us by default) takes CPU from the ranks' compute threads where they fill the cores:
-# the second row shows training without it.
+# (JUPYTER_HVD_SPIN_US: 2000 us by default, at most 200 us where its core is contended) takes CPU from the ranks'
+# compute threads where they fill the cores: the second row shows training without it.
 VARIANTS = {"jupyter_hvd": ("jupyter_hvd", {}), "jupyter_hvd spin 0": ("jupyter_hvd", {"JUPYTER_HVD_SPIN_US": "0"}),
             "ddp": ("ddp", {})}
 
