@@ -1,6 +1,7 @@
 #include "handle.h"
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 namespace hvd {
@@ -50,22 +51,24 @@ bool Handle::poll() const { return done_.load(std::memory_order_acquire); }
 
 bool Handle::wait_for(std::chrono::microseconds timeout) const {
   if (poll()) return true;
+  std::optional<Progress::Waiting> waiting;
+  if (progress_) waiting.emplace(*progress_);
   // While its operation is the engine's only one, a waiter runs the engine's steps itself, for up to its
   // spin time; otherwise it polls briefly, as the engine thread is at work anyway.
   const auto spin = std::min(timeout, std::chrono::microseconds(spin_us_));
   const auto poll_only = std::min(spin, std::chrono::microseconds(kPollUs));
   const auto start = std::chrono::steady_clock::now();
-  Progress::Driving driving(progress_.get());  // on while this waiter drives, not set per step
+  std::optional<Progress::Driving> driving;  // held while this waiter drives, not taken per step
   while (!poll()) {
     const auto spent = std::chrono::steady_clock::now() - start;
     const bool drive = progress_ && progress_->lone();
     if (spent >= (drive ? spin : poll_only)) break;
     if (!drive) {
-      driving.set(false);
+      driving.reset();
       std::this_thread::yield();
       continue;
     }
-    driving.set(true);
+    if (!driving) driving.emplace(*progress_);
     // After a step that found nothing to do, a pause, not a yield: yielding hands the core to any other
     // runnable thread for a whole time slice, which on a busy host is far longer than a reply takes. But
     // when another thread holds the step (the engine thread, in a collective), yield: it may need this core.
@@ -73,7 +76,7 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
     if (did == Progress::Stepped::Idle) cpu_relax();
     else if (did == Progress::Stepped::NotRun) std::this_thread::yield();
   }
-  driving.set(false);
+  driving.reset();
   if (poll()) return true;
   const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
   std::unique_lock<std::mutex> lk(mu_);

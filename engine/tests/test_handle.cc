@@ -105,3 +105,28 @@ TEST_CASE("steps_never_overlap_and_stop_once_detached") {
   CHECK_FALSE(progress.step());
   CHECK(ran == before);
 }
+
+TEST_CASE("a_caller_counts_as_waiting_only_while_it_waits_and_calls_the_wait_hook_first") {
+  Handle* h = nullptr;
+  bool seen_waiting = false;
+  int hooks = 0;
+  std::shared_ptr<hvd::Progress> progress;
+  progress = std::make_shared<hvd::Progress>([&](bool) {
+    seen_waiting = progress->waited();
+    h->complete(Status::Ok());
+    return true;
+  });
+  progress->set_wait_hook([&] {
+    CHECK_FALSE(progress->waited());  // before the count: the hook acts before any step sees the waiter
+    ++hooks;
+  });
+  Handle handle(seconds(5).count() * 1000000, progress);
+  h = &handle;
+  CHECK_FALSE(progress->waited());
+  CHECK(handle.wait_for(seconds(5)));
+  CHECK(seen_waiting);
+  CHECK(hooks == 1);
+  CHECK_FALSE(progress->waited());
+  CHECK(handle.wait_for(seconds(5)));  // already done: no wait, no hook
+  CHECK(hooks == 1);
+}
