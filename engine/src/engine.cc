@@ -72,7 +72,6 @@ Engine::Engine(EngineWiring wiring, Config config)
     log::write(log::Level::Info, o.str());
   }
   progress_ = std::make_shared<Progress>([this](bool by_waiter) { return step(by_waiter); });
-  if (mpi_yield_) progress_->set_wait_hook([yield = mpi_yield_] { yield(false); });  // see update_mpi_yield
   last_work_us_ = now_us();
   // The thread is named and placed before the engine is handed out: waiters may run every step of a
   // job's first operations before the engine thread itself is scheduled.

@@ -63,10 +63,9 @@ bool Engine::step(bool by_waiter) {
   return true;
 }
 
-// Whether MPI may yield the core inside this collective (mpi_yield.h). A caller that starts to wait turns
-// yielding off at once (the wait hook), even inside a collective already running.
+// Whether MPI may yield the core inside this collective (mpi_yield.h).
 void Engine::update_mpi_yield(int64_t bytes) {
-  mpi_yield_(YieldInside::wanted(contended_, progress_->waited(), bytes));
+  mpi_yield_(YieldInside::wanted(contended_, progress_->driven(), bytes));
 }
 
 // Between steps that found nothing to do: within the spin time of the last work, and while no waiter

@@ -51,8 +51,6 @@ bool Handle::poll() const { return done_.load(std::memory_order_acquire); }
 
 bool Handle::wait_for(std::chrono::microseconds timeout) const {
   if (poll()) return true;
-  std::optional<Progress::Waiting> waiting;
-  if (progress_) waiting.emplace(*progress_);
   // While its operation is the engine's only one, a waiter runs the engine's steps itself, for up to its
   // spin time; otherwise it polls briefly, as the engine thread is at work anyway.
   const auto spin = std::min(timeout, std::chrono::microseconds(spin_us_));

@@ -4,8 +4,8 @@
 // where each rank has about one core, MPI polling for a late peer takes the core the computation needs.
 // Open MPI yields it only when told to, and telling it to for good makes each small operation wait for
 // the scheduler. So as each collective starts, the engine turns yielding on only where its thread's core
-// is contended, no caller waits for a result (progress.h) and the collective is not a tiny one (YieldInside);
-// a caller that starts to wait turns it off at once (the wait hook).
+// is contended, no caller drives the engine itself (progress.h) and the collective is not a tiny one
+// (YieldInside).
 #pragma once
 
 #include <cstdint>
@@ -19,14 +19,15 @@ namespace hvd {
 std::function<void(bool)> mpi_yield_switch();
 
 // Whether a collective of `bytes` lets MPI yield the core while it waits for a peer: only where the engine
-// thread's core is `contended`, no caller is `waited` on a result, and it moves at least kMinBytes. A
-// waiting caller's core has nothing else to do, and yielding would make it wait for the scheduler, as it
-// would make a small operation whose caller waits where the engine cannot see it (MXNet's wait_to_read,
-// a flag or a metric reduced before the caller blocks on it).
+// thread's core is `contended`, no caller has `driven` the engine since (the caller of a lone operation,
+// which spins for it: yielding would make it wait for the scheduler), and it moves at least kMinBytes (a
+// flag or a metric, whose caller may wait where the engine cannot see it: MXNet's wait_to_read). A caller
+// that sleeps until its results come (gradients in step(), many at once) leaves its core to whatever else
+// is runnable: the peer's engine thread that the collective waits for, or the rank's own computation.
 struct YieldInside {
   static constexpr int64_t kMinBytes = 1 << 10;
-  static bool wanted(bool contended, bool waited, int64_t bytes) {
-    return contended && !waited && bytes >= kMinBytes;
+  static bool wanted(bool contended, bool driven, int64_t bytes) {
+    return contended && !driven && bytes >= kMinBytes;
   }
 };
 

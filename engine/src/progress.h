@@ -27,37 +27,19 @@ class Progress {
   // No step runs once this returns (the engine is stopping for good).
   void detach();
 
-  // Holds a count of this Progress up while it lives (after running `first`, if set).
-  class Mark {
+  // A waiter drives the engine while it holds a Driving; the engine thread need not spin meanwhile, and
+  // MPI does not yield the core inside the collectives that start then (mpi_yield.h).
+  class Driving {
    public:
-    Mark(std::atomic<int>& count, const std::function<void()>& first) : count_(count) {
-      if (first) first();
-      count_.fetch_add(1, std::memory_order_relaxed);
-    }
-    ~Mark() { count_.fetch_sub(1, std::memory_order_relaxed); }
-    Mark(const Mark&) = delete;
-    Mark& operator=(const Mark&) = delete;
+    explicit Driving(Progress& p) : p_(p) { p_.drivers_.fetch_add(1, std::memory_order_relaxed); }
+    ~Driving() { p_.drivers_.fetch_sub(1, std::memory_order_relaxed); }
+    Driving(const Driving&) = delete;
+    Driving& operator=(const Driving&) = delete;
 
    private:
-    std::atomic<int>& count_;
-  };
-
-  // A waiter drives the engine while it holds a Driving; the engine thread need not spin meanwhile.
-  class Driving : public Mark {
-   public:
-    explicit Driving(Progress& p) : Mark(p.drivers_, nullptr) {}
+    Progress& p_;
   };
   bool driven() const { return drivers_.load(std::memory_order_relaxed) > 0; }
-
-  // A caller blocks in a wait for a result while it holds a Waiting (whether or not it drives); each
-  // Waiting calls the wait hook first, if one is set.
-  class Waiting : public Mark {
-   public:
-    explicit Waiting(Progress& p) : Mark(p.waiters_, p.wait_hook_) {}
-  };
-  bool waited() const { return waiters_.load(std::memory_order_relaxed) > 0; }
-  // Set before any handle exists; it must not refer to the engine (handles may outlive it).
-  void set_wait_hook(std::function<void()> hook) { wait_hook_ = std::move(hook); }
 
   // Whether the engine had at most one operation in flight after its last step. Only a lone operation's
   // waiter drives: with many in flight the engine thread is busy with them anyway, and a second busy thread
@@ -68,9 +50,7 @@ class Progress {
  private:
   std::mutex mu_;
   std::function<bool(bool)> step_;  // empty once detached
-  std::function<void()> wait_hook_;
   std::atomic<int> drivers_{0};
-  std::atomic<int> waiters_{0};
   std::atomic<bool> lone_{true};
 };
 

@@ -168,7 +168,7 @@ std::vector<Setting> make_settings() {
       integer("JUPYTER_HVD_SPIN_US", HVD_FIELD(spin_us), 0,
               "microseconds the engine thread keeps polling after work before it sleeps"),
       flag("JUPYTER_HVD_MPI_YIELD", HVD_FIELD(mpi_yield),
-           "0 keeps Open MPI from yielding the core while collectives nobody waits for wait for a peer", true),
+           "0 keeps Open MPI from yielding the core while collectives no caller drives wait for a peer", true),
   };
 #undef HVD_FIELD
 }

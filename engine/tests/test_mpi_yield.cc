@@ -40,10 +40,10 @@ TEST_CASE("a_thread_sharing_its_core_with_a_busy_thread_sees_contention") {
   CHECK(contended);
 }
 
-TEST_CASE("mpi_yields_only_inside_a_collective_of_a_contended_core_that_no_caller_waits_for_and_not_tiny") {
+TEST_CASE("mpi_yields_only_inside_a_collective_of_a_contended_core_that_no_caller_drives_and_not_tiny") {
   const int64_t big = hvd::YieldInside::kMinBytes, tiny = big - 1;
   CHECK(hvd::YieldInside::wanted(true, false, big));
   CHECK_FALSE(hvd::YieldInside::wanted(false, false, big));  // the core is free: polling costs nothing
-  CHECK_FALSE(hvd::YieldInside::wanted(true, true, big));    // a caller waits for the result
+  CHECK_FALSE(hvd::YieldInside::wanted(true, true, big));    // a caller spins for the result
   CHECK_FALSE(hvd::YieldInside::wanted(true, false, tiny));  // a flag or a metric: its caller may wait unseen
 }
