@@ -19,11 +19,12 @@ namespace hvd {
 std::function<void(bool)> mpi_yield_switch();
 
 // Whether a collective of `bytes` lets MPI yield the core while it waits for a peer: only where the engine
-// thread's core is `contended`, no caller has `driven` the engine since (the caller of a lone operation,
-// which spins for it: yielding would make it wait for the scheduler), and it moves at least kMinBytes (a
-// flag or a metric, whose caller may wait where the engine cannot see it: MXNet's wait_to_read). A caller
-// that sleeps until its results come (gradients in step(), many at once) leaves its core to whatever else
-// is runnable: the peer's engine thread that the collective waits for, or the rank's own computation.
+// thread's core is `contended`, no caller is `driven`-ing the engine as the collective starts (the caller of
+// a lone operation, which spins for it: yielding would make it wait for the scheduler), and it moves at
+// least kMinBytes (a flag or a metric, whose caller may wait where the engine cannot see it: MXNet's
+// wait_to_read). A caller that sleeps until its results come (gradients in step(), many at once) leaves its
+// core to whatever else is runnable: the peer's engine thread that the collective waits for, or the rank's
+// own computation. A caller that starts to drive while a collective runs changes only the next one's choice.
 struct YieldInside {
   static constexpr int64_t kMinBytes = 1 << 10;
   static bool wanted(bool contended, bool driven, int64_t bytes) {
