@@ -41,19 +41,20 @@ def resolve_op(average: Optional[bool], op: Optional[int], default: int = Averag
     return op
 
 
-def check_reduce(code: int, op: int, prescale: float, postscale: float, what: str, on_device: bool) -> None:
-    """Reject reductions a dtype cannot do (other ops pass Sum and no scaling, so they always pass).
+def check_reduce(codes: Sequence[int], op: int, prescale: float, postscale: float, what: str,
+                 on_device: bool) -> None:
+    """Reject reductions the dtypes ``codes`` cannot do (other ops pass Sum and no scaling, so they always pass).
 
     As in Horovod, host tensors of any numeric dtype may be scaled: integers in float64, the result cast
     back (toward zero); GPU tensors are scaled by NCCL, which multiplies integers by an integer factor, so
     there only floating-point tensors may be."""
-    if code == BOOL_CODE and op == Average:
+    if op == Average and BOOL_CODE in codes:
         raise TypeError(f"{what}: Average is not defined for bool tensors")
     if prescale == 1.0 and postscale == 1.0:
         return
-    if code == BOOL_CODE:
+    if BOOL_CODE in codes:
         raise TypeError(f"{what}: prescale_factor/postscale_factor cannot scale bool tensors")
-    if on_device and code not in FLOAT_CODES:
+    if on_device and any(code not in FLOAT_CODES for code in codes):
         raise TypeError(f"{what}: prescale_factor/postscale_factor on GPU tensors need a floating-point dtype")
 
 
@@ -65,12 +66,12 @@ def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names
     result goes (None: the engine allocates it) and ``finishes`` how each is returned."""
     pid = set_id(process_set)
     release_orphans()
-    codes, named, on_device = [], [], 0
-    for a in arrs:  # a plain loop: a single op pays for no comprehension frames
+    codes, on_device = [], 0
+    for a in arrs:  # plain loops: a blocking small op's cost is mostly this layer's, so no comprehension frames
         codes.append(dtype_code(a.dtype, kind))
         on_device += isinstance(a, DeviceArray)
-    for code in set(codes):
-        check_reduce(code, reduce, prescale, postscale, kind, on_device > 0)
+    check_reduce(codes, reduce, prescale, postscale, kind, on_device > 0)
+    named = []
     for n in names:  # once all are valid: only calls that will run take an automatic name
         named.append(engine_name(kind, n, pid))
     spec = OpSpec(op, reduce=reduce, process_set=pid, root_rank=root_rank, prescale=float(prescale),

@@ -58,8 +58,7 @@ def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, pr
     """Queue an in-place allreduce of ``tensors`` as one MXNet engine operation."""
     _require_init()
     _check_ndarrays(tensors, "allreduce")
-    for t in tensors:
-        check_reduce(_dtype_code(t, "allreduce"), op, prescale, postscale, "allreduce", False)
+    check_reduce([_dtype_code(t, "allreduce") for t in tensors], op, prescale, postscale, "allreduce", False)
     with mxnet_errors():
         pid = set_id(process_set)
     spec = OpSpec(ALLREDUCE, reduce=op, process_set=pid, prescale=float(prescale), postscale=float(postscale))
