@@ -91,6 +91,15 @@ def test_mpiexec_command_layout(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (env.get("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1") == root
 
 
+@pytest.mark.parametrize("binding", [["--bind-to", "core"], ["-bind-to", "core"], ["--bind-to=core"]])
+def test_a_callers_binding_replaces_the_default_one(binding: list[str]) -> None:
+    """mpiexec refuses a second --bind-to, so the caller's own (--binding-args, --mpi-args) is the only one."""
+    cmd, _ = mpiexec_command(LaunchSpec(np=2, mpi_args=[*binding, "--report-bindings"]), ["true"])
+    assert "none" not in cmd
+    assert cmd[-len(binding) - 2:] == [*binding, "--report-bindings", "true"]
+    assert mpiexec_command(LaunchSpec(np=2, mpi_args=["--map-by", "core"]), ["true"])[0][3:5] == ["--bind-to", "none"]
+
+
 def test_mpiexec_command_session_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SESSION_DIR_VAR, raising=False)
     assert SESSION_DIR_VAR not in mpiexec_command(LaunchSpec(np=1), ["true"])[1]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -117,6 +119,8 @@ def parse(*argv: str):
         (["-p", "2222"], ["--prtemca", "plm_ssh_args", "-p 2222"]),
         (["-p", "2222", "-i", "/keys/id rsa"], ["--prtemca", "plm_ssh_args", "-p 2222 -i '/keys/id rsa'"]),
         (["--mpi-args=--map-by ppr:2:node --report-bindings"], ["--map-by", "ppr:2:node", "--report-bindings"]),
+        (["--mpi-args=--report-bindings", "--binding-args=--bind-to core --map-by core"],
+         ["--bind-to", "core", "--map-by", "core", "--report-bindings"]),
     ],
 )
 def test_mpiexec_options(argv: list[str], options: list[str]) -> None:
@@ -154,6 +158,20 @@ def test_mpiexec_options_are_accepted_by_mpiexec() -> None:
                         "os.environ['OMPI_COMM_WORLD_RANK'], os.environ['NCCL_SOCKET_IFNAME'])")
     assert result.returncode == 0, result.stderr
     assert rank_lines(result.stdout) == [f"rank 0 {nic}", f"rank 1 {nic}"]
+
+
+def test_ranks_bound_each_to_its_own_core_still_run_their_lone_ops_themselves() -> None:
+    """Ranks bound one core each see one core apiece, but the host has one for each of them: the caller of a
+    lone op still runs the engine's steps itself (the engine's start-up line says how long it may)."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("binding 2 ranks to their own cores needs 2 cores")
+    show = "import os, jupyter_hvd as hvd; hvd.init(); print('rank', hvd.rank(), len(os.sched_getaffinity(0)))"
+    result = run_hvdrun("-np", "2", "--binding-args=--bind-to core", "--log-level", "info", sys.executable, "-c",
+                        show)
+    assert result.returncode == 0, result.stderr
+    assert rank_lines(result.stdout) == ["rank 0 1", "rank 1 1"]
+    waiters = re.findall(r"waiters (\d+) us: 2 ranks on (\d+) cores of this host", result.stderr)
+    assert len(waiters) == 2 and all(int(us) > 0 and int(cores) >= 2 for us, cores in waiters), result.stderr
 
 
 def test_output_filename_writes_each_rank_and_still_prints(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ struct Topology {
 
 struct EngineWiring {
   Topology topology;
+  int host_cores = 0;  // the cores this host's ranks may use together (thread_placement.h)
   std::unique_ptr<Transport> transport;
   // Makes the data plane once the engine exists: `abandoned` is true when an abort must cut a running
   // collective short (this rank's abort, or a peer's notice that has arrived).

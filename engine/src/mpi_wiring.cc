@@ -8,6 +8,7 @@
 #include "control_channel.h"
 #include "mpi_data_plane.h"
 #include "mpi_yield.h"
+#include "thread_placement.h"
 
 namespace hvd {
 namespace {
@@ -33,6 +34,7 @@ EngineWiring mpi_wiring(MPI_Comm comm) {
   MPI_Comm_split_type(w.admin, MPI_COMM_TYPE_SHARED, t.rank, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &t.local_rank);
   MPI_Comm_size(local, &t.local_size);
+  w.host_cores = host_cores(local);
   MPI_Comm_split(w.admin, t.local_rank, t.rank, &cross);
   MPI_Comm_rank(cross, &t.cross_rank);
   MPI_Comm_size(cross, &t.cross_size);

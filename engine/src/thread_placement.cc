@@ -17,6 +17,17 @@ int usable_cores() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+int host_cores(MPI_Comm local) {
+  cpu_set_t mine, all;
+  CPU_ZERO(&mine);
+  CPU_ZERO(&all);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) return usable_cores();
+  static_assert(sizeof(cpu_set_t) % sizeof(unsigned long) == 0, "a cpu_set_t is a whole number of longs");
+  MPI_Allreduce(&mine, &all, static_cast<int>(sizeof(cpu_set_t) / sizeof(unsigned long)), MPI_UNSIGNED_LONG,
+                MPI_BOR, local);
+  return CPU_COUNT(&all);
+}
+
 void pin_thread(const std::vector<int>& cores, int local_rank, int local_size) {
   if (static_cast<int>(cores.size()) < local_size) {
     log::warning("HOROVOD_THREAD_AFFINITY lists " + std::to_string(cores.size()) + " cores for " +

@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output-filename", metavar="DIR",
                         help="also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr")
     parser.add_argument("--mpi-args", metavar="ARGS", help='extra mpiexec options, e.g. --mpi-args="--map-by core"')
+    parser.add_argument("--binding-args", metavar="ARGS",
+                        help='mpiexec options that place the ranks, e.g. --binding-args="--bind-to core"; a --bind-to '
+                             'here or in --mpi-args replaces the default --bind-to none')
     parser.add_argument("--mpi", action="store_true", help="accepted for horovodrun scripts; the job always uses MPI")
     parser.add_argument("--fusion-threshold-mb", type=float, metavar="MB",
                         help=_about("HOROVOD_FUSION_THRESHOLD", "tensor fusion buffer size in MiB"))
@@ -178,14 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def mpiexec_options(args: argparse.Namespace) -> list[str]:
-    """mpiexec options from hvdrun's SSH and --mpi-args flags."""
+    """mpiexec options from hvdrun's SSH, --binding-args and --mpi-args flags."""
     opts = []
     ssh = [*(["-p", str(args.ssh_port)] if args.ssh_port else []),
            *(["-i", args.ssh_identity_file] if args.ssh_identity_file else [])]
     if ssh:
         opts += ["--prtemca", "plm_ssh_args", shlex.join(ssh)]
-    if args.mpi_args:
-        opts += shlex.split(args.mpi_args)
+    for extra in (args.binding_args, args.mpi_args):
+        if extra:
+            opts += shlex.split(extra)
     return opts
 
 
