@@ -1,6 +1,6 @@
 """The fixed cost of an operation: small allreduces and out-of-place results, against raw MPI in the same run.
 
-    python benchmarks/small_ops_bench.py [--np 2 4] [--calls 3000]
+    python benchmarks/small_ops_bench.py [--np 2 4] [--calls 3000] [--binding-args "--bind-to none"]
 
 Cases (every rank runs each; rank 0 prints one JSON line per case and a table at the end):
   numpy_4B      a 4-byte float32 allreduce through ``jupyter_hvd`` (``hvd.allreduce``), p50 and p99 of the
@@ -140,13 +140,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--np", type=int, nargs="+", default=[2, 4])
     p.add_argument("--calls", type=int, default=3000, help="calls per round of the 4-byte cases")
+    p.add_argument("--binding-args", metavar="ARGS",
+                   help='hvdrun\'s, e.g. "--bind-to none" (default: hvdrun\'s placement)')
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         return worker(args.calls)
     rows = []
     for n in args.np:
-        cmd = [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", "-np", str(n), sys.executable, __file__,
+        binding = [f"--binding-args={args.binding_args}"] if args.binding_args else []
+        cmd = [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", "-np", str(n), *binding, sys.executable, __file__,
                "--worker", "--calls", str(args.calls)]
         env = dict(os.environ, OMP_NUM_THREADS="1", MXNET_CPU_WORKER_NTHREADS="1")
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)

@@ -15,7 +15,8 @@ import pytest
 from hvdrun_cli import PRINT_ENV, PRINT_RANK, clean_env, hvdrun_argv, rank_lines, run_hvdrun, running
 
 from jupyter_hvd.runner import child as child_process
-from jupyter_hvd.runner import hvdrun, session_folder
+from jupyter_hvd.runner import binding, hvdrun, session_folder
+from jupyter_hvd.runner.binding import binding_options
 from jupyter_hvd.runner.launch import (
     BTL_VAR,
     LOCAL_SESSION_DIR_VAR,
@@ -77,6 +78,7 @@ def test_find_mpiexec_names_what_it_searched(
 
 
 def test_mpiexec_command_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binding, "host_cores", lambda: 2)  # 3 ranks outnumber them: unbound
     monkeypatch.setenv("SET_IN_ENV", "1")
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
     spec = LaunchSpec(np=3, env={"A": "1"}, forward=["SET_IN_ENV", "NOT_SET_ANYWHERE", "A"])
@@ -215,7 +217,7 @@ def test_hosts_option_with_localhost_slots() -> None:
 def test_verbose_prints_mpiexec_command() -> None:
     result = run_hvdrun("-np", "1", "--verbose", sys.executable, "-c", "pass")
     assert result.returncode == 0, result.stderr
-    assert f"{find_mpiexec()} -np 1 --bind-to none --oversubscribe" in result.stderr
+    assert f"{find_mpiexec()} -np 1 {' '.join(binding_options(1, [], False))} --oversubscribe" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .binding import binding_options
 from .host_loss import KEEPALIVE
 from .networks import reaching_networks
 from .slurm import Allocation
@@ -220,21 +221,14 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
     else:
         for name, value in KEEPALIVE.items():  # a host that goes silent is noticed in seconds (host_loss)
             env.setdefault(name, value)
-    # Ranks are not bound (as horovodrun runs them), unless the caller's mpiexec options bind them: mpiexec
-    # refuses a second --bind-to.
-    binding = [] if any(_is_option(a, "bind-to") for a in spec.mpi_args) else ["--bind-to", "none"]
-    cmd = [find_mpiexec(), "-np", str(spec.np), *binding, "--oversubscribe", *_host_args(spec)]
+    cmd = [find_mpiexec(), "-np", str(spec.np), *binding_options(spec.np, spec.mpi_args, several_hosts),
+           "--oversubscribe", *_host_args(spec)]
     listen_args, exported = _listen_args(spec, env)
     cmd += listen_args + spec.mpi_args
     for name in dict.fromkeys([*spec.env, *spec.forward, *exported]):
         if name in env:
             cmd += ["-x", name]
     return cmd + list(argv), env
-
-
-def _is_option(arg: str, name: str) -> bool:
-    """Whether ``arg`` is mpiexec's option ``name``, in any of its spellings (-name, --name, --name=value)."""
-    return arg.lstrip("-").split("=", 1)[0] == name and arg.startswith("-")
 
 
 def _listen_args(spec: LaunchSpec, env: dict[str, str]) -> tuple[list[str], list[str]]:
