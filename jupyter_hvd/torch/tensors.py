@@ -53,10 +53,11 @@ def engine_array(t: torch.Tensor, what: str, in_place: bool = False) -> EngineAr
         if in_place:
             raise ValueError(f"{what}: Tensor is required to be contiguous.")
         t = t.contiguous()
-    t = t.detach()
+    if t.requires_grad:  # numpy() refuses it; detaching costs a new tensor object, so only where needed
+        t = t.detach()
     if t.is_cuda:
         return _device_array(t, what)
-    if t.device.type != "cpu":
+    if not t.is_cpu:  # the property: reading t.device builds an object on every call
         raise TypeError(f"{what}: tensors on {t.device.type} are not supported; use CPU or CUDA tensors")
     dtype = _numpy_dtype(t, what)
     if dtype is _BF16:
