@@ -42,18 +42,10 @@ class Handle:
         """Block until done (Ctrl-C still works) and return the result; TimeoutError on timeout."""
         if self._done:
             return self._result
-        natives = self._natives
-        code = natives.wait(-1.0 if timeout is None else float(timeout))
+        code = self._natives.wait(-1.0 if timeout is None else float(timeout))
         if code is None:
             raise TimeoutError(f"operation not finished after {timeout} s")
-        if code:
-            raise_for_status(natives.status())
-        outs, finishes = self._keep[1], self._finishes
-        if self._group:
-            self._result = [out if finish is None else finish(natives[i])
-                            for i, (finish, out) in enumerate(zip(finishes, outs))]
-        else:  # one tensor: the usual blocking call, without the list
-            self._result = outs[0] if finishes[0] is None else finishes[0](natives[0])
+        self._result = _result(self._natives, code, self._keep[1], self._finishes, self._group)
         self._done = True
         self._keep = ()
         return self._result
@@ -63,6 +55,30 @@ class Handle:
     def __del__(self) -> None:
         if not self._done and self._keep and not self._natives.poll():
             _orphans[id(self._natives)] = (self._natives, self._keep)
+
+
+def wait_for_result(natives: Any, keep: tuple, finishes: Sequence[Optional[Callable[[Any], Any]]],
+                    group: bool = False) -> Any:
+    """A blocking call's wait, with no Handle to make: the result of the native group ``natives`` (whose
+    arrays ``keep`` holds), or its error. Interrupted (Ctrl-C), it leaves the arrays to the orphans, as a
+    dropped handle does."""
+    try:
+        code = natives.wait(-1.0)
+    except BaseException:
+        if not natives.poll():
+            _orphans[id(natives)] = (natives, keep)
+        raise
+    return _result(natives, code, keep[1], finishes, group)
+
+
+def _result(natives: Any, code: int, outs: Sequence[Any], finishes: Sequence[Optional[Callable[[Any], Any]]],
+            group: bool) -> Any:
+    """A finished group's result (a group's: the list of results), or the exception of its first error."""
+    if code:
+        raise_for_status(natives.status())
+    if group:
+        return [out if finish is None else finish(natives[i]) for i, (finish, out) in enumerate(zip(finishes, outs))]
+    return outs[0] if finishes[0] is None else finishes[0](natives[0])  # one tensor: without the list
 
 
 def synchronize(handle: Handle) -> Any:

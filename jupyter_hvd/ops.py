@@ -9,7 +9,7 @@ from ._C import OpSpec, OpType, ReduceOp
 from .arrays import as_array
 from .dtypes import BOOL_CODE, FLOAT_CODES, dtype_code
 from .gpu import DeviceArray
-from .handles import Handle, release_orphans
+from .handles import Handle, release_orphans, wait_for_result
 from .naming import engine_name, group_names
 from .process_sets import ProcessSet, global_process_set, set_id
 
@@ -61,9 +61,10 @@ def check_reduce(codes: Sequence[int], op: int, prescale: float, postscale: floa
 def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names: Sequence[Optional[str]],
              process_set: ProcessSet, finishes: Sequence[Callable[[Any], Any]], *, group: bool = False,
              reduce: int = Sum, root_rank: int = -1, prescale: float = 1.0, postscale: float = 1.0,
-             splits: Sequence[int] = ()) -> Handle:
+             splits: Sequence[int] = (), wait: bool = False) -> Any:
     """Queues one operation per array of ``arrs``, all together (a group fuses); ``outs`` holds where each
-    result goes (None: the engine allocates it) and ``finishes`` how each is returned."""
+    result goes (None: the engine allocates it) and ``finishes`` how each is returned. Returns a Handle, or
+    with ``wait`` the result itself: a blocking call makes no handle."""
     pid = set_id(process_set)
     release_orphans()
     codes, on_device = [], 0
@@ -84,6 +85,8 @@ def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names
                                     [a.stream for a in arrs])
     else:
         raise ValueError(f"{kind}: the tensors of one group must all be on the host or all on the GPU")
+    if wait:
+        return wait_for_result(natives, (arrs, outs), finishes, group)
     return Handle(natives, (arrs, outs), finishes, group)
 
 
@@ -110,7 +113,7 @@ def _output_like(arr: Any, out: Any) -> tuple:
 
 def _allreduce(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequence[Optional[str]], op: int,
                prescale: float, postscale: float, process_set: ProcessSet, group: bool,
-               out: Optional[Sequence[Any]] = None) -> Handle:
+               out: Optional[Sequence[Any]] = None, wait: bool = False) -> Any:
     if out is not None and len(out) != len(tensors):
         raise ValueError(f"{kind}: out= needs one array per tensor, got {len(out)} for {len(tensors)}")
     arrs, outs, finishes = [], [], []
@@ -122,7 +125,7 @@ def _allreduce(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequenc
         outs.append(o)
         finishes.append(finish)
     return _enqueue(ALLREDUCE, kind, arrs, outs, names, process_set, finishes, group=group, reduce=op,
-                    prescale=prescale, postscale=postscale)
+                    prescale=prescale, postscale=postscale, wait=wait)
 
 
 def _given_output(out: Any, arr: Any, kind: str) -> Any:
@@ -148,7 +151,8 @@ def allreduce(tensor: Any, average: Optional[bool] = None, name: Optional[str] =
               prescale_factor: float = 1.0, postscale_factor: float = 1.0,
               process_set: ProcessSet = global_process_set, out: Any = None) -> np.ndarray:
     """Reduce ``tensor`` over the ranks of ``process_set`` (default op: Average), into ``out`` if given."""
-    return allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor, process_set, out).wait()
+    return _allreduce([tensor], False, "allreduce", [name], resolve_op(average, op), prescale_factor,
+                      postscale_factor, process_set, False, None if out is None else [out], wait=True)
 
 
 def allreduce_async_(tensor: np.ndarray, average: Optional[bool] = None, name: Optional[str] = None,
@@ -163,7 +167,8 @@ def allreduce_(tensor: np.ndarray, average: Optional[bool] = None, name: Optiona
                op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                process_set: ProcessSet = global_process_set) -> np.ndarray:
     """Reduce ``tensor`` in place and return it."""
-    return allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set).wait()
+    return _allreduce([tensor], True, "allreduce_", [name], resolve_op(average, op), prescale_factor,
+                      postscale_factor, process_set, False, wait=True)
 
 
 def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
@@ -181,8 +186,8 @@ def grouped_allreduce(tensors: Sequence[Any], average: Optional[bool] = None, na
                       op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                       process_set: ProcessSet = global_process_set, out: Optional[Sequence[Any]] = None) -> list:
     """Allreduce a list of tensors; returns the reduced arrays in order (into ``out``'s, when given)."""
-    return grouped_allreduce_async(tensors, average, name, op, prescale_factor, postscale_factor,
-                                   process_set, out).wait()
+    return _allreduce(tensors, False, "grouped_allreduce", group_names(name, len(tensors)),
+                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out, wait=True)
 
 
 def grouped_allreduce_async_(tensors: Sequence[np.ndarray], average: Optional[bool] = None,
@@ -198,8 +203,8 @@ def grouped_allreduce_(tensors: Sequence[np.ndarray], average: Optional[bool] = 
                        op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                        process_set: ProcessSet = global_process_set) -> list:
     """Allreduce a list of tensors in place."""
-    return grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor,
-                                    process_set).wait()
+    return _allreduce(tensors, True, "grouped_allreduce_", group_names(name, len(tensors)),
+                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, wait=True)
 
 
 def require_rows(tensors: Sequence[Any], kind: str) -> None:
@@ -209,11 +214,11 @@ def require_rows(tensors: Sequence[Any], kind: str) -> None:
 
 
 def _allgather(tensors: Sequence[Any], kind: str, names: Sequence[Optional[str]], process_set: ProcessSet,
-               group: bool) -> Handle:
+               group: bool, wait: bool = False) -> Any:
     arrs = [as_array(t, kind) for t in tensors]
     require_rows(arrs, kind)
     return _enqueue(ALLGATHER, kind, arrs, [None] * len(arrs), names, process_set,
-                    [_engine_output(a) for a in arrs], group=group)
+                    [_engine_output(a) for a in arrs], group=group, wait=wait)
 
 
 def allgather_async(tensor: Any, name: Optional[str] = None,
@@ -224,7 +229,7 @@ def allgather_async(tensor: Any, name: Optional[str] = None,
 
 def allgather(tensor: Any, name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> np.ndarray:
     """Concatenate every rank's ``tensor`` along dimension 0, in rank order."""
-    return allgather_async(tensor, name, process_set).wait()
+    return _allgather([tensor], "allgather", [name], process_set, False, wait=True)
 
 
 def grouped_allgather_async(tensors: Sequence[Any], name: Optional[str] = None,
@@ -236,7 +241,7 @@ def grouped_allgather_async(tensors: Sequence[Any], name: Optional[str] = None,
 def grouped_allgather(tensors: Sequence[Any], name: Optional[str] = None,
                       process_set: ProcessSet = global_process_set) -> list:
     """Allgather a list of tensors."""
-    return grouped_allgather_async(tensors, name, process_set).wait()
+    return _allgather(tensors, "grouped_allgather", group_names(name, len(tensors)), process_set, True, wait=True)
 
 
 def check_root(root_rank: int, process_set: ProcessSet, what: str) -> int:
@@ -248,32 +253,36 @@ def check_root(root_rank: int, process_set: ProcessSet, what: str) -> int:
     return int(root_rank)
 
 
-def broadcast_async(tensor: Any, root_rank: int, name: Optional[str] = None,
-                    process_set: ProcessSet = global_process_set, *, _out: Optional[np.ndarray] = None) -> Handle:
-    """Start a broadcast of ``root_rank``'s tensor (a global rank in ``process_set``)."""
-    arr = as_array(tensor, "broadcast")
+def _broadcast(tensor: Any, root_rank: int, name: Optional[str], process_set: ProcessSet, in_place: bool,
+               wait: bool = False) -> Any:
+    arr = as_array(tensor, "broadcast_" if in_place else "broadcast", in_place)
     root = check_root(root_rank, process_set, "broadcast")
-    out, finish = _output_like(arr, _out)
-    return _enqueue(BROADCAST, "broadcast", [arr], [out], [name], process_set, [finish], root_rank=root)
+    out, finish = _output_like(arr, arr if in_place else None)
+    return _enqueue(BROADCAST, "broadcast", [arr], [out], [name], process_set, [finish], root_rank=root, wait=wait)
+
+
+def broadcast_async(tensor: Any, root_rank: int, name: Optional[str] = None,
+                    process_set: ProcessSet = global_process_set) -> Handle:
+    """Start a broadcast of ``root_rank``'s tensor (a global rank in ``process_set``)."""
+    return _broadcast(tensor, root_rank, name, process_set, False)
 
 
 def broadcast(tensor: Any, root_rank: int, name: Optional[str] = None,
               process_set: ProcessSet = global_process_set) -> np.ndarray:
     """Return ``root_rank``'s value of ``tensor`` on every rank."""
-    return broadcast_async(tensor, root_rank, name, process_set).wait()
+    return _broadcast(tensor, root_rank, name, process_set, False, wait=True)
 
 
 def broadcast_async_(tensor: np.ndarray, root_rank: int, name: Optional[str] = None,
                      process_set: ProcessSet = global_process_set) -> Handle:
     """Start an in-place broadcast."""
-    arr = as_array(tensor, "broadcast_", in_place=True)
-    return broadcast_async(arr, root_rank, name, process_set, _out=arr)
+    return _broadcast(tensor, root_rank, name, process_set, True)
 
 
 def broadcast_(tensor: np.ndarray, root_rank: int, name: Optional[str] = None,
                process_set: ProcessSet = global_process_set) -> np.ndarray:
     """Overwrite ``tensor`` with ``root_rank``'s value and return it."""
-    return broadcast_async_(tensor, root_rank, name, process_set).wait()
+    return _broadcast(tensor, root_rank, name, process_set, True, wait=True)
 
 
 def _split_counts(splits: Any) -> list:
@@ -289,9 +298,8 @@ def _received_rows(rows: list) -> np.ndarray:
     return np.asarray(rows, dtype=np.int32 if max(rows, default=0) < 2**31 else np.int64)
 
 
-def alltoall_async(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional[str] = None,
-                   process_set: ProcessSet = global_process_set) -> Handle:
-    """Start an alltoall: rows splits[i] of ``tensor`` go to the i-th member of the set."""
+def _alltoall(tensor: Any, splits: Optional[Sequence[int]], name: Optional[str], process_set: ProcessSet,
+              wait: bool = False) -> Any:
     arr = as_array(tensor, "alltoall")
     n = process_set.size()
     require_rows([arr], "alltoall")
@@ -310,24 +318,31 @@ def alltoall_async(tensor: Any, splits: Optional[Sequence[int]] = None, name: Op
         out = _engine_output(arr)(native)
         return (out, _received_rows(native.received_splits)) if want_splits else out
 
-    return _enqueue(ALLTOALL, "alltoall", [arr], [None], [name], process_set, [finish], splits=split_list)
+    return _enqueue(ALLTOALL, "alltoall", [arr], [None], [name], process_set, [finish], splits=split_list, wait=wait)
+
+
+def alltoall_async(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional[str] = None,
+                   process_set: ProcessSet = global_process_set) -> Handle:
+    """Start an alltoall: rows splits[i] of ``tensor`` go to the i-th member of the set."""
+    return _alltoall(tensor, splits, name, process_set)
 
 
 def alltoall(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional[str] = None,
              process_set: ProcessSet = global_process_set) -> Any:
     """Scatter rows to every rank and gather theirs; with ``splits``, also the received splits."""
-    return alltoall_async(tensor, splits, name, process_set).wait()
+    return _alltoall(tensor, splits, name, process_set, wait=True)
 
 
 def _reducescatter(tensors: Sequence[Any], kind: str, names: Sequence[Optional[str]], op: Optional[int],
-                   prescale: float, postscale: float, process_set: ProcessSet, group: bool) -> Handle:
+                   prescale: float, postscale: float, process_set: ProcessSet, group: bool, wait: bool = False) -> Any:
     arrs = [as_array(t, kind) for t in tensors]
     op = resolve_op(None, op)
     if op not in (Sum, Average):
         raise ValueError(f"{kind} supports op=hvd.Sum or hvd.Average")
     require_rows(arrs, kind)
     return _enqueue(REDUCESCATTER, kind, arrs, [None] * len(arrs), names, process_set,
-                    [_engine_output(a) for a in arrs], group=group, reduce=op, prescale=prescale, postscale=postscale)
+                    [_engine_output(a) for a in arrs], group=group, reduce=op, prescale=prescale, postscale=postscale,
+                    wait=wait)
 
 
 def reducescatter_async(tensor: Any, op: Optional[int] = None, name: Optional[str] = None,
@@ -342,7 +357,8 @@ def reducescatter(tensor: Any, op: Optional[int] = None, name: Optional[str] = N
                   process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                   postscale_factor: float = 1.0) -> np.ndarray:
     """Reduce ``tensor`` over ranks and return this rank's block of rows (default op: Average)."""
-    return reducescatter_async(tensor, op, name, process_set, prescale_factor, postscale_factor).wait()
+    return _reducescatter([tensor], "reducescatter", [name], op, prescale_factor, postscale_factor, process_set,
+                          False, wait=True)
 
 
 def grouped_reducescatter_async(tensors: Sequence[Any], op: Optional[int] = None, name: Optional[str] = None,
@@ -357,10 +373,11 @@ def grouped_reducescatter(tensors: Sequence[Any], op: Optional[int] = None, name
                           process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                           postscale_factor: float = 1.0) -> list:
     """Reducescatter a list of tensors."""
-    return grouped_reducescatter_async(tensors, op, name, process_set, prescale_factor, postscale_factor).wait()
+    return _reducescatter(tensors, "grouped_reducescatter", group_names(name, len(tensors)), op, prescale_factor,
+                          postscale_factor, process_set, True, wait=True)
 
 
 def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Return once every rank of ``process_set`` has called barrier()."""
     arr = np.zeros(0, dtype=np.uint8)
-    _enqueue(BARRIER, "barrier", [arr], [None], [None], process_set, [lambda _: None]).wait()
+    _enqueue(BARRIER, "barrier", [arr], [None], [None], process_set, [lambda _: None], wait=True)

@@ -157,6 +157,39 @@ def test_by_default_the_engine_logs_only_warnings(tmp_path):
     assert "ValueError: HOROVOD_LOG_LEVEL='loud': expected one of trace, debug, info, warning, error, fatal" in bad.stdout
 
 
+INTERRUPTED = ("import os, signal, threading, time, numpy as np, jupyter_hvd as hvd\n"
+               "from jupyter_hvd import handles\n"
+               "hvd.init()\n"
+               "x = np.arange(1 << 16, dtype=np.float32)\n"
+               "if hvd.rank() == 0:\n"
+               "    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+               "    try:\n"
+               "        hvd.allreduce(x, name='late', op=hvd.Sum)\n"
+               "        raise SystemExit('the blocking allreduce was not interrupted')\n"
+               "    except KeyboardInterrupt:\n"
+               "        (natives, (ins, outs)), = handles._orphans.values()\n"
+               "        assert ins[0] is x and outs[0].shape == x.shape and not natives.poll()\n"
+               "        out = outs[0]\n"
+               "else:\n"
+               "    time.sleep(1.5)\n"
+               "    out = hvd.allreduce(x, name='late', op=hvd.Sum)\n"
+               "hvd.barrier()\n"
+               "assert np.array_equal(out, 2 * x)\n"
+               "hvd.barrier()  # the next op lets go of the finished orphan's arrays\n"
+               "assert not handles._orphans\n"
+               "print('rank', hvd.rank(), 'ok')\n"
+               "hvd.shutdown()\n")
+
+
+def test_an_interrupted_blocking_call_keeps_its_arrays_until_the_engine_is_done_with_them(tmp_path):
+    """Ctrl-C in a blocking call leaves the operation in flight: its input and the output the engine writes
+    must outlive the call, as a dropped handle's do, and be let go once it completes."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED)
+    out = run_ranks(2, [str(script)]).stdout
+    assert "rank 0 ok" in out and "rank 1 ok" in out, out
+
+
 PINNED = ("import os, jupyter_hvd as hvd\nhvd.init()  # returns once the engine thread is named and placed\n"
           "for t in os.listdir('/proc/self/task'):\n"
           "    try:  # short-lived threads of MPI may end meanwhile\n"
