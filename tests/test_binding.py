@@ -10,7 +10,8 @@ import pytest
 from hvdrun_cli import rank_lines, run_hvdrun
 
 from jupyter_hvd.runner import binding
-from jupyter_hvd.runner.binding import UNBOUND, binding_options, host_cores, is_option
+from jupyter_hvd.runner.binding import BINDING_VAR, UNBOUND, binding_options, host_cores, is_option
+from jupyter_hvd.runner.launch import LaunchSpec, mpiexec_command
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,7 +43,17 @@ def test_other_words_are_not_the_option(arg: str) -> None:
 def test_binding_options(monkeypatch: pytest.MonkeyPatch, np: int, cores: int, mpi_args: list[str],
                          several_hosts: bool, options: list[str]) -> None:
     monkeypatch.setattr(binding, "host_cores", lambda: cores)
-    assert binding_options(np, mpi_args, several_hosts) == options
+    assert binding_options(np, mpi_args, several_hosts, {}) == options
+
+
+def test_the_launchers_variable_places_ranks_unless_the_caller_binds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binding, "host_cores", lambda: 8)
+    env = {BINDING_VAR: "--bind-to none --map-by core"}
+    assert binding_options(2, [], False, env) == ["--bind-to", "none", "--map-by", "core"]
+    assert binding_options(2, [], True, env) == ["--bind-to", "none", "--map-by", "core"]
+    assert binding_options(2, ["--bind-to", "core"], False, env) == []
+    monkeypatch.setenv(BINDING_VAR, "--bind-to none")  # where the kernel of %%hvd runs
+    assert mpiexec_command(LaunchSpec(np=2), ["true"])[0][3:6] == ["--bind-to", "none", "--oversubscribe"]
 
 
 def test_host_cores_counts_cores_only_where_the_launcher_may_use_them_all() -> None:

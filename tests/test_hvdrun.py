@@ -217,7 +217,7 @@ def test_hosts_option_with_localhost_slots() -> None:
 def test_verbose_prints_mpiexec_command() -> None:
     result = run_hvdrun("-np", "1", "--verbose", sys.executable, "-c", "pass")
     assert result.returncode == 0, result.stderr
-    assert f"{find_mpiexec()} -np 1 {' '.join(binding_options(1, [], False))} --oversubscribe" in result.stderr
+    assert f"{find_mpiexec()} -np 1 {' '.join(binding_options(1, [], False, {}))} --oversubscribe" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -6,15 +6,18 @@ workers) then hand work to each other on the cores they share, rather than wakin
 cores the other ranks are using. Anywhere else ranks are left unbound, as horovodrun leaves them: several
 hosts (which may differ), more ranks than cores, or a launcher already kept to some cores (mpiexec
 binds by the machine's numbering, not within the launcher's own affinity). The caller's own
-``--bind-to`` (hvdrun --binding-args or --mpi-args) replaces all of this; mpiexec refuses a second one.
+``--bind-to`` (hvdrun --binding-args or --mpi-args) replaces all of this, as mpiexec refuses a second one;
+so does JUPYTER_HVD_BINDING_ARGS in the launcher's environment (for %%hvd, which takes no mpiexec options).
 """
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import shlex
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 UNBOUND = ["--bind-to", "none"]
+BINDING_VAR = "JUPYTER_HVD_BINDING_ARGS"
 
 
 def is_option(arg: str, name: str) -> bool:
@@ -38,10 +41,13 @@ def host_cores() -> int:
     return len(cores)
 
 
-def binding_options(np: int, mpi_args: Sequence[str], several_hosts: bool) -> list[str]:
-    """The mpiexec options that place ``np`` ranks, given the caller's own ``mpi_args``."""
+def binding_options(np: int, mpi_args: Sequence[str], several_hosts: bool, env: Mapping[str, str]) -> list[str]:
+    """The mpiexec options that place ``np`` ranks, given the caller's own ``mpi_args`` and the launcher's
+    environment ``env``."""
     if any(is_option(a, "bind-to") for a in mpi_args):
         return []
+    if BINDING_VAR in env:
+        return shlex.split(env[BINDING_VAR])
     if several_hosts or any(is_option(a, "map-by") for a in mpi_args):
         return UNBOUND
     cores = host_cores()

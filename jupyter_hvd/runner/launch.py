@@ -221,7 +221,7 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
     else:
         for name, value in KEEPALIVE.items():  # a host that goes silent is noticed in seconds (host_loss)
             env.setdefault(name, value)
-    cmd = [find_mpiexec(), "-np", str(spec.np), *binding_options(spec.np, spec.mpi_args, several_hosts),
+    cmd = [find_mpiexec(), "-np", str(spec.np), *binding_options(spec.np, spec.mpi_args, several_hosts, env),
            "--oversubscribe", *_host_args(spec)]
     listen_args, exported = _listen_args(spec, env)
     cmd += listen_args + spec.mpi_args
