@@ -428,3 +428,22 @@ def test_ranks_placed_with_hosts_get_the_connection_in_their_environment(ip, sta
     assert result.success, out
     assert "restarting the ranks (changed -np, --hosts" in out
     assert result.result == (True, 1)
+
+
+def test_a_cell_that_ends_before_its_output_is_collected_keeps_the_order(ip, started, capsys, monkeypatch):
+    """The ranks may finish a short cell before the kernel starts collecting its output (a busy kernel): what
+    came back meanwhile must not lose the order of lines and displays."""
+    from jupyter_hvd.magic import output
+
+    listen = output.RankOutput.listen
+
+    def slow_listen(self, results):
+        time.sleep(1.0)  # the ranks run the cell meanwhile
+        listen(self, results)
+
+    monkeypatch.setattr(output.RankOutput, "listen", slow_listen)
+    source = f"{HEAD}\nprint('before')\ndisplay('middle %d' % hvd.rank())\nprint('after')"
+    result, out = run(ip, capsys, source)
+    assert result.success
+    assert [line for line in out.splitlines() if line.startswith(("[rank 0]", "'middle 0'"))] == [
+        "[rank 0] before", "[rank 0]", "'middle 0'", "[rank 0] after"], out

@@ -229,6 +229,11 @@ class RankCluster:
 
     # -- work on ranks ---------------------------------------------------------------------------
 
+    @property
+    def io_loop(self) -> Any:
+        """The client's I/O loop: it sends the requests and dispatches their replies and output."""
+        return self._client._io_loop
+
     def submit(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
         """Call fn(*args) on every rank without waiting; return the AsyncResults in rank order."""
         return [self._client[r.engine_id].apply_async(fn, *args) for r in self.ranks]

@@ -12,6 +12,7 @@ from .failures import RankError, describe_failure
 from .monitor_display import MonitorDisplay
 from .output import RankOutput
 from .rank_cell import run_cell
+from .rank_messages import io_held
 
 FAILURE_GRACE_S = 5.0  # peers of a failed rank get this long to finish (they should see the abort)
 TIMEOUT_GRACE_S = 2.0  # the rank-side deadline fires first; the kernel steps in after this grace
@@ -29,7 +30,9 @@ class CellRun:
         self.monitor = monitor
         self.timeout = timeout
         self.output = RankOutput(len(cluster.ranks), only_rank, all_displays)
-        self.results = cluster.submit(run_cell, code, cell_id, reinit, timeout, value_ranks, monitor is not None)
+        with io_held(cluster.io_loop):  # a cell that ends at once still has its output in order
+            self.results = cluster.submit(run_cell, code, cell_id, reinit, timeout, value_ranks, monitor is not None)
+            self.output.listen(self.results)
         self.started = time.monotonic()
         self.failed_order: list[int] = []  # ranks in the order their failure was seen
         self.first_failure_at: float | None = None

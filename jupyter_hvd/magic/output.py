@@ -54,14 +54,17 @@ class RankOutput:
         self._in_place = getattr(shell, "kernel", None) is not None  # a front end that updates outputs
         self._bars = self._in_place and widgets_available()
         self._lines = {(rank, name): _Line() for rank in range(ranks) for name in STREAMS}
-        self._messages: RankMessages | None = None
+        self._messages: RankMessages | None = None  # listen() sets it
         self._prefix = uuid.uuid4().hex[:8]
         self.displays = RankDisplays(ranks, only_rank, all_displays, publish_display_data, _widget_known)
 
+    def listen(self, results: Sequence[Any]) -> None:
+        """Collect the output of a cell's per-rank AsyncResults (submitted under rank_messages.io_held)."""
+        self._messages = RankMessages(results)
+
     def poll(self, results: Sequence[Any]) -> None:
         """Show what arrived since the last poll: complete lines, live lines, displays."""
-        if self._messages is None:
-            self._messages = RankMessages(results)
+        assert self._messages is not None, "listen() first"
         for rank in range(len(results)):
             if self.only_rank not in (None, rank):
                 self._messages.take(rank)

@@ -5,18 +5,34 @@ in a list, which loses their order, and drops update_display_data and clear_outp
 So the cell's AsyncResults get an IOPub callback each, registered on the client's I/O thread
 (which dispatches IOPub): whatever that thread had filed before the callback is taken from the
 result's metadata, and everything after comes through the callback, so nothing is lost or seen twice.
+Submitted under ``io_held``, the callbacks are registered before anything the cell prints comes back,
+so even a cell that ends at once keeps its order (the metadata has no order between streams and displays).
 """
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 KINDS = frozenset({"stream", "display_data", "update_display_data", "clear_output", "execute_result"})
 REGISTER_WAIT_S = 10.0  # the I/O thread registers within milliseconds; this only bounds a wedged client
 
 Message = tuple[str, dict[str, Any]]  # (msg_type, content)
+
+
+@contextmanager
+def io_held(io_loop: Any) -> Iterator[None]:
+    """Holds the client's I/O loop (which sends requests and dispatches what comes back) while the block
+    runs: what the block queues on it (sends, then RankMessages' registrations) runs before anything those
+    requests bring back is dispatched."""
+    released = threading.Event()
+    io_loop.add_callback(released.wait, REGISTER_WAIT_S)  # a wedged block cannot stall the loop for good
+    try:
+        yield
+    finally:
+        released.set()
 
 
 class RankMessages:
