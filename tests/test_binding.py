@@ -10,7 +10,7 @@ import pytest
 from hvdrun_cli import rank_lines, run_hvdrun
 
 from jupyter_hvd.runner import binding
-from jupyter_hvd.runner.binding import BINDING_VAR, UNBOUND, binding_options, host_cores, is_option
+from jupyter_hvd.runner.binding import BINDING_VAR, UNBOUND, binding_options, is_option, machine_cores
 from jupyter_hvd.runner.launch import LaunchSpec, mpiexec_command
 
 pytestmark = pytest.mark.timeout(120)
@@ -42,12 +42,12 @@ def test_other_words_are_not_the_option(arg: str) -> None:
 )
 def test_binding_options(monkeypatch: pytest.MonkeyPatch, np: int, cores: int, mpi_args: list[str],
                          several_hosts: bool, options: list[str]) -> None:
-    monkeypatch.setattr(binding, "host_cores", lambda: cores)
+    monkeypatch.setattr(binding, "machine_cores", lambda: cores)
     assert binding_options(np, mpi_args, several_hosts, {}) == options
 
 
 def test_the_launchers_variable_places_ranks_unless_the_caller_binds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(binding, "host_cores", lambda: 8)
+    monkeypatch.setattr(binding, "machine_cores", lambda: 8)
     env = {BINDING_VAR: "--bind-to none --map-by core"}
     assert binding_options(2, [], False, env) == ["--bind-to", "none", "--map-by", "core"]
     assert binding_options(2, [], True, env) == ["--bind-to", "none", "--map-by", "core"]
@@ -56,11 +56,11 @@ def test_the_launchers_variable_places_ranks_unless_the_caller_binds(monkeypatch
     assert mpiexec_command(LaunchSpec(np=2), ["true"])[0][3:6] == ["--bind-to", "none", "--oversubscribe"]
 
 
-def test_host_cores_counts_cores_only_where_the_launcher_may_use_them_all() -> None:
-    count = "from jupyter_hvd.runner.binding import host_cores; print(host_cores())"
+def test_machine_cores_counts_cores_only_where_the_launcher_may_use_them_all() -> None:
+    count = "from jupyter_hvd.runner.binding import machine_cores; print(machine_cores())"
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) == os.cpu_count():
-        assert 1 <= host_cores() <= len(cpus)
+        assert 1 <= machine_cores() <= len(cpus)
     if len(cpus) < 2:
         pytest.skip("keeping a launcher to some cores needs 2")
     kept = subprocess.run(["taskset", "-c", str(cpus[0]), sys.executable, "-c", count], capture_output=True,
@@ -73,7 +73,7 @@ def test_two_ranks_get_their_own_share_of_the_cores() -> None:
     result = run_hvdrun("-np", "2", sys.executable, "-c", show)
     assert result.returncode == 0, result.stderr
     shares = [ast.literal_eval(line.split(" ", 2)[2]) for line in rank_lines(result.stdout)]
-    cores = host_cores()
+    cores = machine_cores()
     if cores < 2:  # unbound: each rank may run anywhere the launcher may
         assert shares == [sorted(os.sched_getaffinity(0))] * 2
     else:

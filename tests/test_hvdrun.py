@@ -78,7 +78,7 @@ def test_find_mpiexec_names_what_it_searched(
 
 
 def test_mpiexec_command_layout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(binding, "host_cores", lambda: 2)  # 3 ranks outnumber them: unbound
+    monkeypatch.setattr(binding, "machine_cores", lambda: 2)  # 3 ranks outnumber them: unbound
     monkeypatch.setenv("SET_IN_ENV", "1")
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
     spec = LaunchSpec(np=3, env={"A": "1"}, forward=["SET_IN_ENV", "NOT_SET_ANYWHERE", "A"])

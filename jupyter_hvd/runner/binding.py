@@ -25,7 +25,7 @@ def is_option(arg: str, name: str) -> bool:
     return arg.startswith("-") and arg.lstrip("-").split("=", 1)[0] == name
 
 
-def host_cores() -> int:
+def machine_cores() -> int:
     """The cores (hyper-threads of one core counted once) of this machine, where this process may use all of
     them; 0 where it is kept to some, or the topology cannot be read."""
     cpus = os.sched_getaffinity(0)
@@ -50,7 +50,7 @@ def binding_options(np: int, mpi_args: Sequence[str], several_hosts: bool, env: 
         return shlex.split(env[BINDING_VAR])
     if several_hosts or any(is_option(a, "map-by") for a in mpi_args):
         return UNBOUND
-    cores = host_cores()
+    cores = machine_cores()
     if np > cores:
         return UNBOUND
     return ["--map-by", f"slot:PE={cores // np}", "--bind-to", "core"]

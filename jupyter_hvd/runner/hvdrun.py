@@ -128,8 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr")
     parser.add_argument("--mpi-args", metavar="ARGS", help='extra mpiexec options, e.g. --mpi-args="--map-by core"')
     parser.add_argument("--binding-args", metavar="ARGS",
-                        help='mpiexec options that place the ranks, e.g. --binding-args="--bind-to core"; a --bind-to '
-                             'here or in --mpi-args replaces the default --bind-to none')
+                        help='mpiexec options that place the ranks, e.g. --binding-args="--bind-to none"; a --bind-to '
+                             'here or in --mpi-args replaces the default placement (each rank bound to its share of '
+                             "one host's cores)")
     parser.add_argument("--mpi", action="store_true", help="accepted for horovodrun scripts; the job always uses MPI")
     parser.add_argument("--fusion-threshold-mb", type=float, metavar="MB",
                         help=_about("HOROVOD_FUSION_THRESHOLD", "tensor fusion buffer size in MiB"))
