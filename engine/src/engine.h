@@ -97,6 +97,7 @@ class Engine {
   void remove_sets(const std::vector<int32_t>& ids);  // engine thread: what remove_process_set asked
   void free_comms();  // once stopped: the channel, the GPU state and the process sets' communicators
   void dispatch(Message& m);
+  bool act_now(int tag);  // after a message of `tag`: stop taking messages this step
   void coordinate(bool got_requests);
   void distribute(std::vector<Response> responses);
   void execute(const Response& r);
