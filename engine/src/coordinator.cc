@@ -139,6 +139,8 @@ std::vector<Response> Coordinator::take_ready() {
 
   std::vector<Response> singles;
   std::vector<int64_t> bytes;
+  singles.reserve(ready_.size());
+  bytes.reserve(ready_.size());
   for (const auto& key : ready_) {
     auto node = pending_.extract(key);
     const std::vector<int>* ranks = members_(key.process_set);
@@ -169,7 +171,7 @@ std::vector<Response> Coordinator::take_ready() {
   ready_.clear();
   ready_bytes_ = 0;
   ready_too_big_ = false;
-  return plan_fusion(singles, bytes, fusion_threshold_, fusion_max_tensor_);
+  return plan_fusion(std::move(singles), bytes, fusion_threshold_, fusion_max_tensor_);
 }
 
 std::vector<StallReport> Coordinator::stalled(int64_t now_us, int64_t after_us) {

@@ -10,22 +10,23 @@ bool fusable(const Response& a, const Response& b) {
 
 }  // namespace
 
-std::vector<Response> plan_fusion(const std::vector<Response>& ready, const std::vector<int64_t>& bytes,
+std::vector<Response> plan_fusion(std::vector<Response> ready, const std::vector<int64_t>& bytes,
                                   int64_t threshold, int64_t max_tensor) {
   auto small = [&](size_t i) { return bytes[i] <= max_tensor; };
   std::vector<Response> out;
+  out.reserve(ready.size());
   std::vector<bool> used(ready.size(), false);
   for (size_t i = 0; i < ready.size(); ++i) {
     if (used[i]) continue;
     used[i] = true;
-    Response group = ready[i];
+    Response group = std::move(ready[i]);
     int64_t total = bytes[i];
     if (threshold > 0 && total < threshold && small(i)) {
       for (size_t j = i + 1; j < ready.size(); ++j) {
         if (used[j] || !small(j) || !fusable(group, ready[j]) || total + bytes[j] > threshold) continue;
         used[j] = true;
         total += bytes[j];
-        group.names.push_back(ready[j].names[0]);
+        group.names.push_back(std::move(ready[j].names[0]));
         group.cache_ids.push_back(ready[j].cache_ids[0]);
       }
     }

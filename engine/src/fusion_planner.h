@@ -14,7 +14,7 @@ namespace hvd {
 // more than `max_tensor` bytes run alone, reduced in place: on a host, copying them through
 // the fusion buffer costs more memory traffic than one more collective call saves. The first
 // tensor of each group keeps its place in the order, so every rank sees the same sequence.
-std::vector<Response> plan_fusion(const std::vector<Response>& ready, const std::vector<int64_t>& bytes,
+std::vector<Response> plan_fusion(std::vector<Response> ready, const std::vector<int64_t>& bytes,
                                   int64_t threshold, int64_t max_tensor);
 
 }  // namespace hvd

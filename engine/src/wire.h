@@ -37,6 +37,7 @@ class Writer {
   // A length prefix; throws WireError past 2^32 - 1.
   void put_count(size_t n);
   std::vector<char>& bytes() { return buf_; }
+  Writer() { buf_.reserve(256); }  // a small message's size: no regrowth as it is written
 
  private:
   std::vector<char> buf_;
