@@ -245,18 +245,8 @@ void Engine::coordinate(bool got_requests) {
 }
 
 void Engine::distribute(std::vector<Response> responses) {
-  // Each rank gets the responses of its process sets, in order; ranks with the same list share one
-  // encoding. When every set is the global one (id 0, never removed), that is every rank and the whole list.
-  const bool global = std::all_of(responses.begin(), responses.end(),
-                                  [](const Response& r) { return r.spec.process_set == 0; });
-  if (global) {
-    if (topo_.size > 1) {
-      const std::vector<char> bytes = encode_responses(responses);
-      for (int k = 1; k < topo_.size; ++k) transport_->send(k, kResponses, bytes);
-    }
-    for (auto& r : responses) exec_queue_.push_back(std::move(r));
-    return;
-  }
+  // Each rank gets the responses of its process sets, in order; ranks with the same list (all of them,
+  // when every set is the global one) share one encoding.
   std::vector<std::vector<size_t>> per_rank(topo_.size);
   for (size_t i = 0; i < responses.size(); ++i) {
     auto set = sets_.get(responses[i].spec.process_set);
@@ -267,10 +257,7 @@ void Engine::distribute(std::vector<Response> responses) {
   for (int k = 1; k < topo_.size; ++k) {
     if (per_rank[k].empty()) continue;
     if (bytes.empty() || per_rank[k] != per_rank[k - 1]) {
-      std::vector<Response> mine;
-      mine.reserve(per_rank[k].size());
-      for (size_t i : per_rank[k]) mine.push_back(responses[i]);
-      bytes = encode_responses(mine);
+      bytes = encode_responses(responses, per_rank[k]);
     }
     transport_->send(k, kResponses, bytes);
   }

@@ -117,10 +117,10 @@ RequestBatch decode_batch(const char* data, size_t size) {
   return b;
 }
 
-std::vector<char> encode_responses(const std::vector<Response>& rs) {
+std::vector<char> encode_responses(const std::vector<Response>& rs, const std::vector<size_t>& which) {
   Writer w;
-  w.put_count(rs.size());
-  for (const auto& r : rs) encode(w, r);
+  w.put_count(which.size());
+  for (size_t i : which) encode(w, rs[i]);
   return std::move(w.bytes());
 }
 

@@ -21,6 +21,7 @@ struct WireError : std::runtime_error {
 
 class Writer {
  public:
+  Writer() { buf_.reserve(256); }  // a small message's size: no regrowth as it is written
   template <typename T>
   void put(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -37,7 +38,6 @@ class Writer {
   // A length prefix; throws WireError past 2^32 - 1.
   void put_count(size_t n);
   std::vector<char>& bytes() { return buf_; }
-  Writer() { buf_.reserve(256); }  // a small message's size: no regrowth as it is written
 
  private:
   std::vector<char> buf_;
@@ -102,7 +102,8 @@ Response decode_response(Reader& r);
 
 std::vector<char> encode_batch(const RequestBatch& b);
 RequestBatch decode_batch(const char* data, size_t size);
-std::vector<char> encode_responses(const std::vector<Response>& rs);
+// The responses `which` indexes in `rs`, in that order: one rank's list, written from rank 0's whole one.
+std::vector<char> encode_responses(const std::vector<Response>& rs, const std::vector<size_t>& which);
 std::vector<Response> decode_responses(const char* data, size_t size);
 std::vector<char> encode_stop(const StopNotice& n);
 StopNotice decode_stop(const char* data, size_t size);

@@ -32,7 +32,7 @@ TEST_CASE("responses_round_trip_and_truncation_throws") {
   x.cache_ids = {1, -1};
   x.rows = {3, 0, 5};
   x.error = "bad";
-  auto bytes = encode_responses({x, x});
+  auto bytes = encode_responses({x, x}, {0, 1});
   auto d = decode_responses(bytes.data(), bytes.size());
   REQUIRE(d.size() == 2);
   CHECK(d[1].names[1] == "b");

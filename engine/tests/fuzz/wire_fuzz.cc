@@ -147,7 +147,7 @@ std::vector<Case> cases() {
                        if (!spec_ok(r.spec) || !in_range(r.kind, Response::Kind::Error)) return false;
                      return true;
                    },
-                   {encode_responses({}), encode_responses({a}), encode_responses({a, b, a})}});
+                   {encode_responses({}, {}), encode_responses({a}, {0}), encode_responses({a, b, a}, {0, 1, 2})}});
   }
   {
     out.push_back({"decode_stop",
