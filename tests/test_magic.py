@@ -79,11 +79,11 @@ def test_output_option_stores_every_ranks_value(ip, started, capsys):
     assert ip.user_ns["values"] == [[0, 0], [1, 1]]
 
 
-def test_engine_threads_do_not_spin_when_ranks_fill_the_cores(ip, started, capsys):
+def test_engine_threads_do_not_spin_when_ranks_outnumber_the_cores(ip, started, capsys):
     result, _ = run(ip, capsys, f"{HEAD} -o spins\nimport os\nos.environ.get('JUPYTER_HVD_SPIN_US')")
     assert result.success
-    full = 2 + 2 > len(os.sched_getaffinity(0))  # two ranks, the kernel and the controller
-    assert ip.user_ns["spins"] == [os.environ.get("JUPYTER_HVD_SPIN_US", "0" if full else None)] * 2
+    over = 2 > len(os.sched_getaffinity(0))  # two ranks; the kernel and the controller do not count
+    assert ip.user_ns["spins"] == [os.environ.get("JUPYTER_HVD_SPIN_US", "0" if over else None)] * 2
 
 
 def test_rank_option_shows_only_that_rank(ip, started, capsys):

@@ -6,7 +6,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import parse_argstring
 
-from jupyter_hvd.magic.cluster import LaunchConfig
+from jupyter_hvd.magic.cluster import SPIN_ENV, LaunchConfig, engine_spin
 from jupyter_hvd.magic.magics import HvdMagics
 from jupyter_hvd.magic.rank_device import pin_device
 
@@ -132,3 +132,13 @@ def test_device_pinning_follows_the_local_rank(monkeypatch, visible, local_rank,
     assert pin_device(local_rank, 2, cpu) == device
     assert os.environ["CUDA_VISIBLE_DEVICES"] == pinned
     assert ("OMP_NUM_THREADS" in os.environ) == (device == "cpu")
+
+
+def test_engine_spin_is_off_only_where_the_ranks_outnumber_the_cores(monkeypatch):
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv(SPIN_ENV, raising=False)
+    assert engine_spin(LaunchConfig(np=cores)) == {}
+    assert engine_spin(LaunchConfig(np=cores + 1)) == {SPIN_ENV: "0"}
+    assert engine_spin(LaunchConfig(np=cores + 1, hosts="a:2,b:2")) == {}  # other hosts' cores are not these
+    monkeypatch.setenv(SPIN_ENV, "500")
+    assert engine_spin(LaunchConfig(np=cores + 1)) == {}  # the user's value reaches the ranks as it is
