@@ -124,7 +124,8 @@ def _allreduce(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequenc
         if type(arr) is np.ndarray and out is None:  # the usual cases, without a call
             o, finish = arr if in_place else np.empty(arr.shape, arr.dtype), None
         else:
-            o, finish = _output_like(arr, None if out is None else _given_output(out[i], arr, kind))
+            given = arr if in_place else None if out is None else _given_output(out[i], arr, kind)
+            o, finish = _output_like(arr, given)
         arrs.append(arr)
         outs.append(o)
         finishes.append(finish)
