@@ -61,6 +61,11 @@ struct PushedOp {
 
 void delete_op(void* param) { delete static_cast<PushedOp*>(param); }
 
+// MXNet 1.9's engine files a failed operation's error in one list shared by all its threads, without a lock
+// (ThreadedEngine::OnComplete), so failures completing at once on two threads corrupt it and crash the
+// process: ours complete one at a time. Recursive: a completion that ran another of ours could not deadlock.
+std::recursive_mutex g_failing;
+
 // Completes the MXNet operation once every tensor in it has finished, with the first error.
 class GroupCompletion {
  public:
@@ -76,6 +81,7 @@ class GroupCompletion {
       done_();
     } else {
       dmlc::Error err(error_);
+      std::lock_guard<std::recursive_mutex> one_at_a_time(g_failing);
       done_(&err);
     }
   }
