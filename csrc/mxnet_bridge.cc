@@ -1,8 +1,8 @@
 // Pushes collectives on NDArrays into MXNet's dependency engine. Each push is one asynchronous
-// MXNet operation that holds its NDArrays as mutable dependencies: MXNet starts it once their
-// writers (say, backward) are done, it hands the raw buffers to the engine without a copy, and it
-// completes from the engine thread, so readers of the NDArrays wait for the collective and see
-// its error as an MXNetError.
+// MXNet operation that holds its NDArrays as dependencies (those it writes as mutable ones): MXNet
+// starts it once their writers (say, backward) are done, it hands the raw buffers to the engine
+// without a copy, and it completes from the engine thread, so readers of the results wait for the
+// collective and see its error as an MXNetError.
 #include "mxnet_bridge.h"
 
 #include <dlpack/dlpack.h>
@@ -52,11 +52,13 @@ class OwnedArray {
   NDArrayHandle h_;
 };
 
-// One pushed MXNet operation: the same collective on one or more NDArrays, each in place.
+// One pushed MXNet operation: the same collective on one or more NDArrays, each in place, or each into
+// its own output NDArray of the same shape and dtype.
 struct PushedOp {
   hvd::OpSpec spec;  // its dtype is read from each NDArray when the op runs
   std::vector<std::string> names;
   std::vector<OwnedArray> arrays;
+  std::vector<OwnedArray> outputs;  // empty: in place
 };
 
 void delete_op(void* param) { delete static_cast<PushedOp*>(param); }
@@ -112,32 +114,49 @@ hvd::DataType dtype_of(const DLDataType& t, const std::string& name) {
 std::string mxnet_error(const std::string& what) {
   std::string msg = g_api.last_error ? g_api.last_error() : "";
   if (msg.find("MKLDNN") != std::string::npos)
-    msg = "it is in an MKLDNN-internal layout (as weights are after an inference pass), which cannot be "
-          "shared in place; reduce a copy (arr.copy()), or use it after a training pass";
+    msg = "it is in an MKLDNN-internal layout (as weights are after an inference pass), which collectives "
+          "cannot read where it is; reduce a copy (arr.copy()), or use it after a training pass";
   return what + ": " + msg;
 }
 
-// The engine request for tensor i, reading the NDArray's buffer in place (no copy).
-hvd::TensorEntry entry_for(const PushedOp& op, size_t i) {
-  const std::string& name = op.names[i];
+using DLView = std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor*)>;
+
+// A DLPack view of a CPU NDArray's buffer (no copy), which holds the array until it goes.
+DLView dlpack_of(const OwnedArray& array, const std::string& name) {
   DLManagedTensorHandle raw = nullptr;
-  if (g_api.to_dlpack(op.arrays[i].get(), &raw) != 0)
+  if (g_api.to_dlpack(array.get(), &raw) != 0)
     throw std::invalid_argument(mxnet_error("cannot read NDArray '" + name + "'"));
-  std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor*)> view(
-      static_cast<DLManagedTensor*>(raw), [](DLManagedTensor* t) {
-        if (t->deleter) t->deleter(t);
-      });
+  DLView view(static_cast<DLManagedTensor*>(raw), [](DLManagedTensor* t) {
+    if (t->deleter) t->deleter(t);
+  });
   const DLTensor& t = view->dl_tensor;
   if (t.ctx.device_type != kDLCPU && t.ctx.device_type != kDLCPUPinned)
     throw std::invalid_argument("NDArray '" + name + "' is not on the CPU; jupyter_hvd.mxnet reduces CPU NDArrays");
+  return view;
+}
+
+void* data_of(const DLTensor& t) { return static_cast<char*>(t.data) + t.byte_offset; }
+
+// The engine request for tensor i, reading (and writing) the NDArrays' buffers where they are.
+hvd::TensorEntry entry_for(const PushedOp& op, size_t i) {
+  const std::string& name = op.names[i];
+  DLView in = dlpack_of(op.arrays[i], name);
+  const DLTensor& t = in->dl_tensor;
   hvd::TensorEntry e;
   e.request.spec = op.spec;
   e.request.spec.dtype = dtype_of(t.dtype, name);
   e.request.name = name;
   e.request.shape.assign(t.shape, t.shape + t.ndim);
-  void* data = static_cast<char*>(t.data) + t.byte_offset;
-  e.input = data;
-  e.output = data;
+  e.input = data_of(t);
+  e.output = data_of(t);
+  if (!op.outputs.empty()) {
+    DLView out = dlpack_of(op.outputs[i], name);
+    const DLTensor& o = out->dl_tensor;
+    if (dtype_of(o.dtype, name) != e.request.spec.dtype ||
+        std::vector<int64_t>(o.shape, o.shape + o.ndim) != e.request.shape)
+      throw std::invalid_argument("NDArray '" + name + "': the output differs from the input in shape or dtype");
+    e.output = data_of(o);
+  }
   return e;
 }
 
@@ -180,33 +199,45 @@ void setup(uintptr_t push_async_nd, uintptr_t to_dlpack, uintptr_t shallow_copy,
   g_api.last_error = reinterpret_cast<decltype(g_api.last_error)>(last_error);
 }
 
+// Our own references to the NDArrays of `handles`, into `owned`, and their handles into `deps`.
+void reference(const std::vector<uintptr_t>& handles, std::vector<OwnedArray>& owned, std::vector<NDArrayHandle>& deps) {
+  owned.reserve(handles.size());
+  deps.reserve(handles.size());
+  for (uintptr_t a : handles) {
+    NDArrayHandle copy = nullptr;
+    if (g_api.shallow_copy(reinterpret_cast<NDArrayHandle>(a), &copy) != 0)
+      throw std::runtime_error(mxnet_error("cannot reference NDArray"));
+    owned.emplace_back(copy);
+    deps.push_back(copy);
+  }
+}
+
+// `outputs` empty: the op writes `arrays` in place (MXNet's mutable dependencies); else it reads `arrays`
+// (const ones) and writes `outputs`.
 void push(const hvd::OpSpec& spec, std::vector<std::string> names, const std::vector<uintptr_t>& arrays,
-          int priority) {
+          const std::vector<uintptr_t>& outputs, int priority) {
   if (!g_api.push_async_nd) throw nb::value_error("mxnet_push before mxnet_setup");
-  if (arrays.empty() || names.size() != arrays.size())
-    throw nb::value_error("mxnet_push: need one name per NDArray, and at least one NDArray");
+  if (arrays.empty() || names.size() != arrays.size() || (!outputs.empty() && outputs.size() != arrays.size()))
+    throw nb::value_error("mxnet_push: need one name per NDArray, at least one NDArray, and one output per NDArray "
+                          "or none");
   auto p = std::make_unique<PushedOp>();
   p->spec = spec;
   p->spec.memory = hvd::Memory::Host;
   p->names = std::move(names);
-  p->arrays.reserve(arrays.size());
-  std::vector<NDArrayHandle> deps;
-  deps.reserve(arrays.size());
-  for (uintptr_t a : arrays) {
-    NDArrayHandle copy = nullptr;
-    if (g_api.shallow_copy(reinterpret_cast<NDArrayHandle>(a), &copy) != 0)
-      throw std::runtime_error(mxnet_error("cannot reference NDArray"));
-    p->arrays.emplace_back(copy);
-    deps.push_back(copy);
+  std::vector<NDArrayHandle> reads, writes;
+  if (outputs.empty()) {
+    reference(arrays, p->arrays, writes);
+  } else {
+    reference(arrays, p->arrays, reads);
+    reference(outputs, p->outputs, writes);
   }
   static const mxnet::Context ctx = mxnet::Context::CPU();
   // Horovod's choice too: MXNet's prioritised CPU pool, so collectives never wait behind compute.
   static const mxnet::FnProperty prop = mxnet::FnProperty::kCPUPrioritized;
   hvd::OpType kind = p->spec.op;
   // MXNet owns the op from here, and frees it with delete_op even when the push fails.
-  int rc = g_api.push_async_nd(run_op, p.release(), delete_op, &ctx, nullptr, 0,
-                               deps.data(), static_cast<int>(deps.size()),
-                               &prop, priority, opr_name(kind), false);
+  int rc = g_api.push_async_nd(run_op, p.release(), delete_op, &ctx, reads.data(), static_cast<int>(reads.size()),
+                               writes.data(), static_cast<int>(writes.size()), &prop, priority, opr_name(kind), false);
   if (rc != 0) throw std::runtime_error(mxnet_error("pushing the collective into MXNet's engine failed"));
 }
 
@@ -215,7 +246,7 @@ void push(const hvd::OpSpec& spec, std::vector<std::string> names, const std::ve
 void bind_mxnet(nb::module_& m) {
   m.def("mxnet_setup", &setup, "push_async_nd"_a, "to_dlpack"_a, "shallow_copy"_a, "free_array"_a,
         "last_error"_a);
-  m.def("mxnet_push", &push, "spec"_a, "names"_a, "arrays"_a, "priority"_a);
+  m.def("mxnet_push", &push, "spec"_a, "names"_a, "arrays"_a, "outputs"_a, "priority"_a);
 }
 
 }  // namespace jhvd

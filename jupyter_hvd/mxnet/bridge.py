@@ -25,16 +25,20 @@ _C.mxnet_setup(_address("MXEnginePushAsyncND"), _address("MXNDArrayToDLPack"), _
 _NAIVE_ENGINE = os.environ.get("MXNET_ENGINE_TYPE", "") == "NaiveEngine"
 
 
-def push(spec: _C.OpSpec, names: Sequence[str], tensors: Sequence[mx.nd.NDArray], priority: int = 0) -> None:
-    """Queue one MXNet engine operation that runs ``spec`` on every tensor in place, then returns at once.
+def push(spec: _C.OpSpec, names: Sequence[str], tensors: Sequence[mx.nd.NDArray], priority: int = 0,
+         outputs: Sequence[mx.nd.NDArray] = ()) -> None:
+    """Queue one MXNet engine operation that runs ``spec`` on every tensor, then returns at once: in place,
+    or with ``outputs`` (one NDArray of each tensor's shape and dtype) into those.
 
-    The tensors become mutable dependencies of the operation: MXNet starts it after their pending
-    writers and readers, and later readers wait for it (and raise its error as MXNetError).
+    The tensors it writes become mutable dependencies of the operation, those it only reads const ones:
+    MXNet starts it after their pending writers (and the written ones' readers), and later readers of what
+    it writes wait for it (and raise its error as MXNetError).
     """
     if _NAIVE_ENGINE:
         raise MXNetError("jupyter_hvd.mxnet needs MXNet's threaded engine; unset MXNET_ENGINE_TYPE=NaiveEngine")
     try:
-        _C.mxnet_push(spec, list(names), [t.handle.value for t in tensors], int(priority))
+        _C.mxnet_push(spec, list(names), [t.handle.value for t in tensors], [o.handle.value for o in outputs],
+                      int(priority))
     except RuntimeError as e:
         raise MXNetError(str(e)) from e
 

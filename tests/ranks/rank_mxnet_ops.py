@@ -122,6 +122,20 @@ def test_async_push_returns_before_peers_join():
     np.testing.assert_array_equal(later.asnumpy(), np.full(8, 2 * total, np.float32))
 
 
+def test_out_of_place_reads_the_input_before_a_later_write():
+    """The input is the collective's read dependency: a write pushed right after waits for it, and the result
+    holds the values from before the write, every round."""
+    x = mx.nd.full((64,), float(hvd.rank() + 1))
+    total = hvd.size() * (hvd.size() + 1) / 2
+    outs = []
+    for i in range(20):
+        outs.append(hvd.allreduce(x, op=hvd.Sum, name=f"ooo.{i}"))
+        x += 1  # every rank adds 1: round i reduces rank values + i
+    for i, out in enumerate(outs):
+        np.testing.assert_array_equal(out.asnumpy(), np.full(64, total + hvd.size() * i, np.float32))
+    np.testing.assert_array_equal(x.asnumpy(), np.full(64, hvd.rank() + 21.0, np.float32))
+
+
 def test_pending_collective_does_not_block_independent_ones():
     """MXNet schedules by dependency: B completes while A still waits for its peers."""
     comm = MPI.COMM_WORLD
