@@ -11,6 +11,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -32,6 +33,10 @@ struct MXApi {
   decltype(&MXShallowCopyNDArray) shallow_copy = nullptr;
   decltype(&MXNDArrayFree) free_array = nullptr;
   decltype(&MXGetLastError) last_error = nullptr;
+  decltype(&MXNDArrayCreateEx) create = nullptr;
+  decltype(&MXNDArrayGetShapeEx) get_shape = nullptr;
+  decltype(&MXNDArrayGetDType) get_dtype = nullptr;
+  decltype(&MXNDArrayGetContext) get_context = nullptr;
 };
 MXApi g_api;
 
@@ -47,6 +52,7 @@ class OwnedArray {
     if (h_) g_api.free_array(h_);
   }
   NDArrayHandle get() const { return h_; }
+  NDArrayHandle release() { return std::exchange(h_, nullptr); }
 
  private:
   NDArrayHandle h_;
@@ -189,14 +195,19 @@ const char* opr_name(hvd::OpType op) {
 }
 
 void setup(uintptr_t push_async_nd, uintptr_t to_dlpack, uintptr_t shallow_copy, uintptr_t free_array,
-           uintptr_t last_error) {
-  if (!push_async_nd || !to_dlpack || !shallow_copy || !free_array || !last_error)
+           uintptr_t last_error, uintptr_t create, uintptr_t get_shape, uintptr_t get_dtype, uintptr_t get_context) {
+  if (!push_async_nd || !to_dlpack || !shallow_copy || !free_array || !last_error || !create || !get_shape ||
+      !get_dtype || !get_context)
     throw nb::value_error("mxnet_setup: every MXNet C API address must be non-null");
   g_api.push_async_nd = reinterpret_cast<decltype(g_api.push_async_nd)>(push_async_nd);
   g_api.to_dlpack = reinterpret_cast<decltype(g_api.to_dlpack)>(to_dlpack);
   g_api.shallow_copy = reinterpret_cast<decltype(g_api.shallow_copy)>(shallow_copy);
   g_api.free_array = reinterpret_cast<decltype(g_api.free_array)>(free_array);
   g_api.last_error = reinterpret_cast<decltype(g_api.last_error)>(last_error);
+  g_api.create = reinterpret_cast<decltype(g_api.create)>(create);
+  g_api.get_shape = reinterpret_cast<decltype(g_api.get_shape)>(get_shape);
+  g_api.get_dtype = reinterpret_cast<decltype(g_api.get_dtype)>(get_dtype);
+  g_api.get_context = reinterpret_cast<decltype(g_api.get_context)>(get_context);
 }
 
 // Our own references to the NDArrays of `handles`, into `owned`, and their handles into `deps`.
@@ -212,24 +223,46 @@ void reference(const std::vector<uintptr_t>& handles, std::vector<OwnedArray>& o
   }
 }
 
-// `outputs` empty: the op writes `arrays` in place (MXNet's mutable dependencies); else it reads `arrays`
-// (const ones) and writes `outputs`.
-void push(const hvd::OpSpec& spec, std::vector<std::string> names, const std::vector<uintptr_t>& arrays,
-          const std::vector<uintptr_t>& outputs, int priority) {
+// A new NDArray of `array`'s shape, dtype and device, whose memory comes when it is first written.
+OwnedArray empty_like(uintptr_t array) {
+  auto a = reinterpret_cast<NDArrayHandle>(array);
+  int ndim = 0, dtype = 0, dev_type = 0, dev_id = 0;
+  const int* dims = nullptr;
+  if (g_api.get_shape(a, &ndim, &dims) != 0 || g_api.get_dtype(a, &dtype) != 0 ||
+      g_api.get_context(a, &dev_type, &dev_id) != 0)
+    throw std::runtime_error(mxnet_error("cannot read NDArray"));
+  std::vector<uint32_t> shape(dims, dims + std::max(ndim, 0));
+  NDArrayHandle out = nullptr;
+  if (g_api.create(shape.data(), static_cast<uint32_t>(shape.size()), dev_type, dev_id, 1, dtype, &out) != 0)
+    throw std::runtime_error(mxnet_error("cannot create the result NDArray"));
+  return OwnedArray(out);
+}
+
+// In place (`out_of_place` false), the op writes `arrays` (MXNet's mutable dependencies). Out of place, it
+// reads them (const ones) and writes new NDArrays made here, whose handles it returns for Python to own: no
+// copy of the input, which would be one more MXNet operation.
+std::vector<uintptr_t> push(const hvd::OpSpec& spec, std::vector<std::string> names,
+                            const std::vector<uintptr_t>& arrays, bool out_of_place, int priority) {
   if (!g_api.push_async_nd) throw nb::value_error("mxnet_push before mxnet_setup");
-  if (arrays.empty() || names.size() != arrays.size() || (!outputs.empty() && outputs.size() != arrays.size()))
-    throw nb::value_error("mxnet_push: need one name per NDArray, at least one NDArray, and one output per NDArray "
-                          "or none");
+  if (arrays.empty() || names.size() != arrays.size())
+    throw nb::value_error("mxnet_push: need one name per NDArray, and at least one NDArray");
   auto p = std::make_unique<PushedOp>();
   p->spec = spec;
   p->spec.memory = hvd::Memory::Host;
   p->names = std::move(names);
   std::vector<NDArrayHandle> reads, writes;
-  if (outputs.empty()) {
+  std::vector<OwnedArray> results;
+  if (!out_of_place) {
     reference(arrays, p->arrays, writes);
   } else {
     reference(arrays, p->arrays, reads);
-    reference(outputs, p->outputs, writes);
+    std::vector<uintptr_t> made;
+    results.reserve(arrays.size());
+    for (uintptr_t a : arrays) {
+      results.push_back(empty_like(a));
+      made.push_back(reinterpret_cast<uintptr_t>(results.back().get()));
+    }
+    reference(made, p->outputs, writes);
   }
   static const mxnet::Context ctx = mxnet::Context::CPU();
   // Horovod's choice too: MXNet's prioritised CPU pool, so collectives never wait behind compute.
@@ -239,14 +272,17 @@ void push(const hvd::OpSpec& spec, std::vector<std::string> names, const std::ve
   int rc = g_api.push_async_nd(run_op, p.release(), delete_op, &ctx, reads.data(), static_cast<int>(reads.size()),
                                writes.data(), static_cast<int>(writes.size()), &prop, priority, opr_name(kind), false);
   if (rc != 0) throw std::runtime_error(mxnet_error("pushing the collective into MXNet's engine failed"));
+  std::vector<uintptr_t> handed;
+  for (auto& r : results) handed.push_back(reinterpret_cast<uintptr_t>(r.release()));
+  return handed;
 }
 
 }  // namespace
 
 void bind_mxnet(nb::module_& m) {
   m.def("mxnet_setup", &setup, "push_async_nd"_a, "to_dlpack"_a, "shallow_copy"_a, "free_array"_a,
-        "last_error"_a);
-  m.def("mxnet_push", &push, "spec"_a, "names"_a, "arrays"_a, "outputs"_a, "priority"_a);
+        "last_error"_a, "create"_a, "get_shape"_a, "get_dtype"_a, "get_context"_a);
+  m.def("mxnet_push", &push, "spec"_a, "names"_a, "arrays"_a, "out_of_place"_a, "priority"_a);
 }
 
 }  // namespace jhvd

@@ -1,7 +1,7 @@
 """The native bridge into MXNet's dependency engine, wired to the loaded libmxnet once at import."""
 import ctypes
 import os
-from typing import Sequence
+from typing import List, Sequence
 
 import mxnet as mx
 from mxnet.base import MXNetError, check_call
@@ -19,16 +19,17 @@ def _address(symbol: str) -> int:
 
 
 _C.mxnet_setup(_address("MXEnginePushAsyncND"), _address("MXNDArrayToDLPack"), _address("MXShallowCopyNDArray"),
-               _address("MXNDArrayFree"), _address("MXGetLastError"))
+               _address("MXNDArrayFree"), _address("MXGetLastError"), _address("MXNDArrayCreateEx"),
+               _address("MXNDArrayGetShapeEx"), _address("MXNDArrayGetDType"), _address("MXNDArrayGetContext"))
 
 # MXNet's NaiveEngine runs every push inline and cannot complete one later from another thread.
 _NAIVE_ENGINE = os.environ.get("MXNET_ENGINE_TYPE", "") == "NaiveEngine"
 
 
 def push(spec: _C.OpSpec, names: Sequence[str], tensors: Sequence[mx.nd.NDArray], priority: int = 0,
-         outputs: Sequence[mx.nd.NDArray] = ()) -> None:
-    """Queue one MXNet engine operation that runs ``spec`` on every tensor, then returns at once: in place,
-    or with ``outputs`` (one NDArray of each tensor's shape and dtype) into those.
+         out_of_place: bool = False) -> List[mx.nd.NDArray]:
+    """Queue one MXNet engine operation that runs ``spec`` on every tensor, then returns at once: in place
+    (returns []), or ``out_of_place`` into new NDArrays of the tensors' shapes and dtypes, which it returns.
 
     The tensors it writes become mutable dependencies of the operation, those it only reads const ones:
     MXNet starts it after their pending writers (and the written ones' readers), and later readers of what
@@ -37,10 +38,10 @@ def push(spec: _C.OpSpec, names: Sequence[str], tensors: Sequence[mx.nd.NDArray]
     if _NAIVE_ENGINE:
         raise MXNetError("jupyter_hvd.mxnet needs MXNet's threaded engine; unset MXNET_ENGINE_TYPE=NaiveEngine")
     try:
-        _C.mxnet_push(spec, list(names), [t.handle.value for t in tensors], [o.handle.value for o in outputs],
-                      int(priority))
+        made = _C.mxnet_push(spec, list(names), [t.handle.value for t in tensors], out_of_place, int(priority))
     except RuntimeError as e:
         raise MXNetError(str(e)) from e
+    return [mx.nd.NDArray(ctypes.c_void_p(h)) for h in made]
 
 
 def to_default_layout(tensor: mx.nd.NDArray) -> None:

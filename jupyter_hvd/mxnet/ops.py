@@ -53,22 +53,17 @@ def _check_ndarrays(tensors: Sequence[Any], what: str) -> None:
             raise TypeError(f"{what}: sparse NDArrays ({t.stype}) are not supported; use dense ones (tostype)")
 
 
-def _empty_like(tensor: NDArray) -> NDArray:
-    """A new NDArray for ``tensor``'s result: its memory comes when the collective first writes it, so an
-    out-of-place op costs no copy operation in MXNet's engine."""
-    return mx.nd.empty(tensor.shape, ctx=tensor.context, dtype=tensor.dtype)
-
-
 def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, prescale: float, postscale: float,
-                    process_set: ProcessSet, priority: int, outputs: Sequence[NDArray] = ()) -> None:
-    """Queue an allreduce of ``tensors`` as one MXNet engine operation: in place, or into ``outputs``."""
+                    process_set: ProcessSet, priority: int, out_of_place: bool = False) -> List[NDArray]:
+    """Queue an allreduce of ``tensors`` as one MXNet engine operation: in place, or ``out_of_place`` into new
+    NDArrays, which it returns."""
     _require_init()
     _check_ndarrays(tensors, "allreduce")
     check_reduce([_dtype_code(t, "allreduce") for t in tensors], op, prescale, postscale, "allreduce", False)
     with mxnet_errors():
         pid = set_id(process_set)
     spec = OpSpec(ALLREDUCE, reduce=op, process_set=pid, prescale=float(prescale), postscale=float(postscale))
-    bridge.push(spec, op_names("allreduce", name, len(tensors), pid), tensors, priority, outputs)
+    return bridge.push(spec, op_names("allreduce", name, len(tensors), pid), tensors, priority, out_of_place)
 
 
 def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, process_set: ProcessSet,
@@ -90,9 +85,7 @@ def allreduce(tensor: NDArray, average: Optional[bool] = None, name: Optional[st
     """Reduce ``tensor`` over the ranks into a new NDArray (default op: Average); returns at once."""
     op = resolve_op(average, op)
     _check_ndarrays([tensor], "allreduce")
-    output = _empty_like(tensor)
-    _push_allreduce([tensor], name, op, prescale_factor, postscale_factor, process_set, priority, [output])
-    return output
+    return _push_allreduce([tensor], name, op, prescale_factor, postscale_factor, process_set, priority, True)[0]
 
 
 def allreduce_(tensor: NDArray, average: Optional[bool] = None, name: Optional[str] = None, priority: int = 0,
@@ -112,9 +105,7 @@ def grouped_allreduce(tensors: Sequence[NDArray], average: Optional[bool] = None
     if not tensors:
         return tensors
     _check_ndarrays(tensors, "grouped_allreduce")
-    outputs = [_empty_like(t) for t in tensors]
-    _push_allreduce(tensors, name, op, prescale_factor, postscale_factor, process_set, priority, outputs)
-    return outputs
+    return _push_allreduce(tensors, name, op, prescale_factor, postscale_factor, process_set, priority, True)
 
 
 def grouped_allreduce_(tensors: Sequence[NDArray], average: Optional[bool] = None, name: Optional[str] = None,
