@@ -67,8 +67,9 @@ def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, pr
 
 
 def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, process_set: ProcessSet,
-                    priority: int) -> None:
-    """Queue an in-place broadcast of ``tensor`` from ``root_rank``."""
+                    priority: int, out_of_place: bool = False) -> List[NDArray]:
+    """Queue a broadcast of ``tensor`` from ``root_rank``: in place, or ``out_of_place`` into a new NDArray,
+    which it returns."""
     _require_init()
     _check_ndarrays([tensor], "broadcast")
     _dtype_code(tensor, "broadcast")
@@ -76,7 +77,7 @@ def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, proces
         pid = set_id(process_set)
         root = check_root(root_rank, process_set, "broadcast")
     spec = OpSpec(BROADCAST, process_set=pid, root_rank=root)
-    bridge.push(spec, op_names("broadcast", name, 1, pid), [tensor], priority)
+    return bridge.push(spec, op_names("broadcast", name, 1, pid), [tensor], priority, out_of_place)
 
 
 def allreduce(tensor: NDArray, average: Optional[bool] = None, name: Optional[str] = None, priority: int = 0,
@@ -123,9 +124,7 @@ def broadcast(tensor: NDArray, root_rank: int, name: Optional[str] = None, prior
               process_set: ProcessSet = global_process_set) -> NDArray:
     """A new NDArray holding ``root_rank``'s value of ``tensor``; returns at once."""
     _check_ndarrays([tensor], "broadcast")
-    output = tensor.copy()
-    _push_broadcast(output, name, root_rank, process_set, priority)
-    return output
+    return _push_broadcast(tensor, name, root_rank, process_set, priority, True)[0]
 
 
 def broadcast_(tensor: NDArray, root_rank: int, name: Optional[str] = None, priority: int = 0,
