@@ -6,17 +6,17 @@ from .errors import raise_for_status
 # What handles dropped before their operation finished still lend the engine: the arrays it reads and
 # writes by address, held until their native handles are done (a freed output would be written anyway).
 # Keyed by id() and only ever changed one key at a time, so a collection in another thread cannot lose one.
-orphans: dict = {}
+_orphans: dict = {}
 
 
 def release_orphans(all_done: bool = False) -> None:
     """Let go of the arrays of dropped handles whose operations have finished (all, once the engine
     has stopped: then nothing touches them)."""
-    if not orphans:  # nothing lent (callers on a hot path check this first)
+    if not _orphans:  # the usual case, on every enqueue
         return
-    for key, (natives, _) in list(orphans.items()):
+    for key, (natives, _) in list(_orphans.items()):
         if all_done or natives.poll():
-            orphans.pop(key, None)
+            _orphans.pop(key, None)
 
 
 class Handle:
@@ -54,7 +54,7 @@ class Handle:
 
     def __del__(self) -> None:
         if not self._done and self._keep and not self._natives.poll():
-            orphans[id(self._natives)] = (self._natives, self._keep)
+            _orphans[id(self._natives)] = (self._natives, self._keep)
 
 
 def wait_for_result(natives: Any, keep: tuple, finishes: Sequence[Optional[Callable[[Any], Any]]],
@@ -66,7 +66,7 @@ def wait_for_result(natives: Any, keep: tuple, finishes: Sequence[Optional[Calla
         code = natives.wait(-1.0)
     except BaseException:
         if not natives.poll():
-            orphans[id(natives)] = (natives, keep)
+            _orphans[id(natives)] = (natives, keep)
         raise
     return _result(natives, code, keep[1], finishes, group)
 

@@ -9,7 +9,7 @@ from ._C import OpSpec, OpType, ReduceOp
 from .arrays import as_array
 from .dtypes import BOOL_CODE, FLOAT_CODES, dtype_code
 from .gpu import DeviceArray
-from .handles import Handle, orphans, release_orphans, wait_for_result
+from .handles import Handle, release_orphans, wait_for_result
 from .naming import engine_name, group_names
 from .process_sets import ProcessSet, global_process_set, set_id
 
@@ -66,14 +66,12 @@ def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names
     result goes (None: the engine allocates it) and ``finishes`` how each is returned. Returns a Handle, or
     with ``wait`` the result itself: a blocking call makes no handle."""
     pid = set_id(process_set)
-    if orphans:
-        release_orphans()
+    release_orphans()
     codes, on_device = [], 0
     for a in arrs:  # plain loops: a blocking small op's cost is mostly this layer's, so no comprehension frames
         codes.append(dtype_code(a.dtype, kind))
         on_device += isinstance(a, DeviceArray)
-    if prescale != 1.0 or postscale != 1.0 or BOOL_CODE in codes:  # else every reduction is defined
-        check_reduce(codes, reduce, prescale, postscale, kind, on_device > 0)
+    check_reduce(codes, reduce, prescale, postscale, kind, on_device > 0)
     named = []
     for n in names:  # once all are valid: only calls that will run take an automatic name
         named.append(engine_name(kind, n, pid))
@@ -121,11 +119,8 @@ def _allreduce(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequenc
     arrs, outs, finishes = [], [], []
     for i, t in enumerate(tensors):
         arr = as_array(t, kind, in_place)
-        if type(arr) is np.ndarray and out is None:  # the usual cases, without a call
-            o, finish = arr if in_place else np.empty(arr.shape, arr.dtype), None
-        else:
-            given = arr if in_place else None if out is None else _given_output(out[i], arr, kind)
-            o, finish = _output_like(arr, given)
+        given = arr if in_place else None if out is None else _given_output(out[i], arr, kind)
+        o, finish = _output_like(arr, given)
         arrs.append(arr)
         outs.append(o)
         finishes.append(finish)

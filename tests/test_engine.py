@@ -167,7 +167,7 @@ INTERRUPTED = ("import os, signal, threading, time, numpy as np, jupyter_hvd as 
                "        hvd.allreduce(x, name='late', op=hvd.Sum)\n"
                "        raise SystemExit('the blocking allreduce was not interrupted')\n"
                "    except KeyboardInterrupt:\n"
-               "        (natives, (ins, outs)), = handles.orphans.values()\n"
+               "        (natives, (ins, outs)), = handles._orphans.values()\n"
                "        assert ins[0] is x and outs[0].shape == x.shape and not natives.poll()\n"
                "        out = outs[0]\n"
                "else:\n"
@@ -176,7 +176,7 @@ INTERRUPTED = ("import os, signal, threading, time, numpy as np, jupyter_hvd as 
                "hvd.barrier()\n"
                "assert np.array_equal(out, 2 * x)\n"
                "hvd.barrier()  # the next op lets go of the finished orphan's arrays\n"
-               "assert not handles.orphans\n"
+               "assert not handles._orphans\n"
                "print('rank', hvd.rank(), 'ok')\n"
                "hvd.shutdown()\n")
 
