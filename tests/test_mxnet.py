@@ -97,7 +97,7 @@ def test_training_on_one_rank():
 
 def test_a_burst_of_failing_operations_does_not_crash_mxnet():
     """MXNet 1.9 files failed operations' errors in a list its threads share without a lock: 5,000 allreduces
-    refused at once on 8 MXNet worker threads crashed the rank in about every other round of 6 until the
+    refused at once on 8 MXNet worker threads crashed the rank in about every other run of 6 rounds until the
     bridge completed failures one at a time. One rank: refused ops of one name cannot pair up across ranks."""
     run_rank_tests(1, "rank_mxnet_failure_burst.py", timeout=120, env=dict(ENV, MXNET_CPU_PRIORITY_NTHREADS="8"))
 
