@@ -4,9 +4,13 @@
 
 Cases (every rank runs each; rank 0 prints one JSON line per case and a table at the end):
   numpy_4B      a 4-byte float32 allreduce through ``jupyter_hvd`` (``hvd.allreduce``), p50 and p99 of the
-                per-call time, against mpi4py's ``Allreduce`` of the same buffer.
+                per-call time, against mpi4py's ``Allreduce`` of the same buffer. With it, where the time goes, from
+                the engine's own metrics: its mean negotiation (enqueue to execution: the request to rank 0 and
+                the response back) and collective time per operation on each rank, and the rest of the mean call
+                (the Python layer and handing the result to the caller).
   mxnet_4B      the same through ``jupyter_hvd.mxnet`` (pushed to MXNet's engine, then ``wait_to_read``),
-                in a fresh process and again after a 64 MiB allreduce and the ResNet-50 gradient set.
+                in a fresh process and again after a 64 MiB allreduce and the ResNet-50 gradient set; the rest
+                of its mean call is MXNet's push, its threads' hand-offs and the wait.
   resnet50_out  the ResNet-50 gradient set (299 float32 tensors, about 102 MB), enqueued with
                 ``allreduce_async`` (out of place: into new arrays, and with ``out=`` into preallocated ones)
                 and synchronized, against mpi4py's out-of-place ``Allreduce`` into preallocated buffers,
@@ -42,7 +46,20 @@ def alternate(comm, sides: dict, calls: int, rounds: int = 5) -> dict:
 
 
 def stats(times: np.ndarray) -> dict:
-    return {"p50_us": float(np.percentile(times, 50)), "p99_us": float(np.percentile(times, 99))}
+    return {"p50_us": float(np.percentile(times, 50)), "p99_us": float(np.percentile(times, 99)),
+            "mean_us": float(times.mean())}
+
+
+def engine_phases(hvd, comm, run) -> dict:
+    """Runs ``run`` and returns, from the engine's metrics, each rank's mean negotiation and collective
+    time in microseconds per allreduce that ``run`` made (lists indexed by rank)."""
+    before = hvd.metrics()
+    result = run()
+    after = hvd.metrics()
+    n = max(after["ops"]["allreduce"] - before["ops"]["allreduce"], 1)
+    mine = [(after[k] - before[k]) / n for k in ("negotiate_us", "collective_us")]
+    every = comm.allgather(mine)
+    return result, {"negotiate_us": [m[0] for m in every], "collective_us": [m[1] for m in every]}
 
 
 def worker(calls: int) -> None:
@@ -61,16 +78,18 @@ def worker(calls: int) -> None:
             print(json.dumps({"np": n, **row}), flush=True)
 
     x, y = np.ones(1, np.float32), np.empty(1, np.float32)
-    t = alternate(comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": lambda: hvd.allreduce(x, name="tiny")}, calls)
-    emit({"case": "numpy_4B", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"])})
+    t, phases = engine_phases(hvd, comm, lambda: alternate(
+        comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": lambda: hvd.allreduce(x, name="tiny")}, calls))
+    emit({"case": "numpy_4B", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"]), "engine": phases})
 
     nd = mx.nd.ones((1,))
 
     def mx_tiny():
         mxhvd.allreduce(nd, name="mx.tiny").wait_to_read()
 
-    t = alternate(comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": mx_tiny}, calls // 3)
-    emit({"case": "mxnet_4B", "after": "fresh", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"])})
+    t, phases = engine_phases(hvd, comm, lambda: alternate(
+        comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": mx_tiny}, calls // 3))
+    emit({"case": "mxnet_4B", "after": "fresh", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"]), "engine": phases})
 
     big = mx.nd.ones((16 << 20,))
     mxhvd.allreduce_(big, name="mx.big").wait_to_read()
@@ -80,8 +99,10 @@ def worker(calls: int) -> None:
         mxhvd.allreduce_(g, name=f"mx.resnet.{i}")
     mx.nd.waitall()
     del big, grads
-    t = alternate(comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": mx_tiny}, calls // 3)
-    emit({"case": "mxnet_4B", "after": "64 MiB + ResNet-50", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"])})
+    t, phases = engine_phases(hvd, comm, lambda: alternate(
+        comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": mx_tiny}, calls // 3))
+    emit({"case": "mxnet_4B", "after": "64 MiB + ResNet-50", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"]),
+          "engine": phases})
 
     ins = [np.ones(s, np.float32) for s in shapes]
     outs = [np.empty_like(a) for a in ins]
@@ -119,6 +140,10 @@ def worker(calls: int) -> None:
     mxhvd.shutdown()
 
 
+def per_rank(values: list) -> str:
+    return " / ".join(f"{v:.1f}" for v in values)
+
+
 def table(rows: list) -> str:
     out = []
     for r in rows:
@@ -128,6 +153,10 @@ def table(rows: list) -> str:
             out.append(f"np={r['np']} {what:<36} MPI p50 {m['p50_us']:7.1f} p99 {m['p99_us']:8.1f} us   "
                        f"jupyter_hvd p50 {h['p50_us']:7.1f} p99 {h['p99_us']:8.1f} us   "
                        f"ratio p50 {h['p50_us'] / m['p50_us']:5.1f}x p99 {h['p99_us'] / m['p99_us']:5.1f}x")
+            e = r["engine"]
+            out.append(f"{'':<6}mean {h['mean_us']:.1f} us: the engine's negotiation {per_rank(e['negotiate_us'])} us "
+                       f"and collective {per_rank(e['collective_us'])} us (rank 0 / 1 / ...), the rest on rank 0 "
+                       f"{h['mean_us'] - e['negotiate_us'][0] - e['collective_us'][0]:.1f} us")
         else:
             out.append(f"np={r['np']} ResNet-50 set ({r['bytes'] / 1e6:.0f} MB): out of place MPI {r['mpi_out']:.1f} ms, "
                        f"jupyter_hvd {r['hvd_out']:.1f} ms ({r['hvd_out'] / r['mpi_out']:.2f}x), with out= "

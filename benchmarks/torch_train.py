@@ -7,7 +7,9 @@ Cases, each rank with one compute thread (OMP_NUM_THREADS=1):
               and DistributedDataParallel (gloo, CPU) at each rank count, run one after the other in each round
               (their order alternating) so both see the same load; samples/s of the job, the median of the rounds'
               ratios of the two, and the scaling efficiency against one plain torch process (no library) run in
-              the same round.
+              the same round. The "no communication" row runs plain torch on every rank at once, each training
+              on its own: what the machine itself allows at that rank count (the ranks share its memory bandwidth
+              and caches), the ceiling for any data-parallel library's efficiency there.
   op_latency  a 4-byte CPU tensor allreduce, one at a time, at np=2: jupyter_hvd.torch's allreduce_, the core's
               on a numpy array, and MPI_Allreduce of the same 4 bytes (mpi4py), in the same job.
 Prints a table and one JSON line per case; medians over the rounds.
@@ -140,7 +142,7 @@ def launch(np_: int, args: list, env: dict | None = None, timeout: float = 600) 
 # (JUPYTER_HVD_SPIN_US: 2000 us by default, at most 200 us where its core is contended) takes CPU from the ranks'
 # compute threads where they fill the cores: the second row shows training without it.
 VARIANTS = {"jupyter_hvd": ("jupyter_hvd", {}), "jupyter_hvd spin 0": ("jupyter_hvd", {"JUPYTER_HVD_SPIN_US": "0"}),
-            "ddp": ("ddp", {})}
+            "ddp": ("ddp", {}), "no communication": ("plain", {})}
 
 
 def main() -> None:

@@ -111,9 +111,12 @@ def _output_like(arr: Any, out: Any) -> tuple:
     return out, None
 
 
-def _allreduce(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequence[Optional[str]], op: int,
-               prescale: float, postscale: float, process_set: ProcessSet, group: bool,
-               out: Optional[Sequence[Any]] = None, wait: bool = False) -> Any:
+def allreduce_arrays(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequence[Optional[str]], op: int,
+                     prescale: float, postscale: float, process_set: ProcessSet, group: bool,
+                     out: Optional[Sequence[Any]] = None, wait: bool = False) -> Any:
+    """The one path of every allreduce form, the framework frontends' too: ``tensors`` reduced in place, or
+    into new arrays (``out``'s when given), under the engine names ``names``; a Handle, or with ``wait``
+    the result (a group's: the list of results), with no handle made."""
     if out is not None and len(out) != len(tensors):
         raise ValueError(f"{kind}: out= needs one array per tensor, got {len(out)} for {len(tensors)}")
     arrs, outs, finishes = [], [], []
@@ -143,32 +146,32 @@ def allreduce_async(tensor: Any, average: Optional[bool] = None, name: Optional[
                     process_set: ProcessSet = global_process_set, out: Any = None) -> Handle:
     """Start an allreduce; the handle's wait() returns the reduced array: ``out`` when given (an array of
     the input's shape and dtype to write the result into, an extension of Horovod's API), else a new one."""
-    return _allreduce([tensor], False, "allreduce", [name], resolve_op(average, op), prescale_factor,
-                      postscale_factor, process_set, False, None if out is None else [out])
+    return allreduce_arrays([tensor], False, "allreduce", [name], resolve_op(average, op), prescale_factor,
+                            postscale_factor, process_set, False, None if out is None else [out])
 
 
 def allreduce(tensor: Any, average: Optional[bool] = None, name: Optional[str] = None, op: Optional[int] = None,
               prescale_factor: float = 1.0, postscale_factor: float = 1.0,
               process_set: ProcessSet = global_process_set, out: Any = None) -> np.ndarray:
     """Reduce ``tensor`` over the ranks of ``process_set`` (default op: Average), into ``out`` if given."""
-    return _allreduce([tensor], False, "allreduce", [name], resolve_op(average, op), prescale_factor,
-                      postscale_factor, process_set, False, None if out is None else [out], wait=True)
+    return allreduce_arrays([tensor], False, "allreduce", [name], resolve_op(average, op), prescale_factor,
+                            postscale_factor, process_set, False, None if out is None else [out], wait=True)
 
 
 def allreduce_async_(tensor: np.ndarray, average: Optional[bool] = None, name: Optional[str] = None,
                      op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                      process_set: ProcessSet = global_process_set) -> Handle:
     """Start an in-place allreduce of ``tensor``."""
-    return _allreduce([tensor], True, "allreduce_", [name], resolve_op(average, op), prescale_factor,
-                      postscale_factor, process_set, False)
+    return allreduce_arrays([tensor], True, "allreduce_", [name], resolve_op(average, op), prescale_factor,
+                            postscale_factor, process_set, False)
 
 
 def allreduce_(tensor: np.ndarray, average: Optional[bool] = None, name: Optional[str] = None,
                op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                process_set: ProcessSet = global_process_set) -> np.ndarray:
     """Reduce ``tensor`` in place and return it."""
-    return _allreduce([tensor], True, "allreduce_", [name], resolve_op(average, op), prescale_factor,
-                      postscale_factor, process_set, False, wait=True)
+    return allreduce_arrays([tensor], True, "allreduce_", [name], resolve_op(average, op), prescale_factor,
+                            postscale_factor, process_set, False, wait=True)
 
 
 def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
@@ -178,16 +181,17 @@ def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = No
                             out: Optional[Sequence[Any]] = None) -> Handle:
     """Start allreduces of several tensors as one group, which negotiates and fuses as one; the handle's
     wait() returns the reduced arrays in order (``out``'s, when given: one array per tensor)."""
-    return _allreduce(tensors, False, "grouped_allreduce", group_names(name, len(tensors)),
-                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out)
+    return allreduce_arrays(tensors, False, "grouped_allreduce", group_names(name, len(tensors)),
+                            resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out)
 
 
 def grouped_allreduce(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
                       op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                       process_set: ProcessSet = global_process_set, out: Optional[Sequence[Any]] = None) -> list:
     """Allreduce a list of tensors; returns the reduced arrays in order (into ``out``'s, when given)."""
-    return _allreduce(tensors, False, "grouped_allreduce", group_names(name, len(tensors)),
-                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out, wait=True)
+    return allreduce_arrays(tensors, False, "grouped_allreduce", group_names(name, len(tensors)),
+                            resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out,
+                            wait=True)
 
 
 def grouped_allreduce_async_(tensors: Sequence[np.ndarray], average: Optional[bool] = None,
@@ -195,16 +199,16 @@ def grouped_allreduce_async_(tensors: Sequence[np.ndarray], average: Optional[bo
                              postscale_factor: float = 1.0,
                              process_set: ProcessSet = global_process_set) -> Handle:
     """Start in-place allreduces of several tensors as one group."""
-    return _allreduce(tensors, True, "grouped_allreduce_", group_names(name, len(tensors)),
-                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
+    return allreduce_arrays(tensors, True, "grouped_allreduce_", group_names(name, len(tensors)),
+                            resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
 
 
 def grouped_allreduce_(tensors: Sequence[np.ndarray], average: Optional[bool] = None, name: Optional[str] = None,
                        op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                        process_set: ProcessSet = global_process_set) -> list:
     """Allreduce a list of tensors in place."""
-    return _allreduce(tensors, True, "grouped_allreduce_", group_names(name, len(tensors)),
-                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, wait=True)
+    return allreduce_arrays(tensors, True, "grouped_allreduce_", group_names(name, len(tensors)),
+                            resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, wait=True)
 
 
 def require_rows(tensors: Sequence[Any], kind: str) -> None:

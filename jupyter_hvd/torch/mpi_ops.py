@@ -13,7 +13,7 @@ import torch
 
 from .. import ops as core
 from ..basics import rank
-from ..naming import prefixed_name
+from ..naming import group_names, prefixed_name
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, global_process_set
 from .compression import Compression, Compressor
@@ -58,8 +58,10 @@ def _as_tensors(result: Any, like: Sequence[torch.Tensor]) -> List[torch.Tensor]
 
 # allreduce
 
-def _allreduce_async(tensors: Sequence[torch.Tensor], in_place: bool, group: bool, kind: str, name: Optional[str],
-                     op: int, prescale: float, postscale: float, process_set: ProcessSet) -> Handle:
+def _allreduce(tensors: Sequence[torch.Tensor], in_place: bool, group: bool, kind: str, name: Optional[str], op: int,
+               prescale: float, postscale: float, process_set: ProcessSet, wait: bool = False) -> Any:
+    """A Handle, or with ``wait`` the result: a blocking call takes the core's blocking path, which makes no
+    handle and waits at once, so the engine's step runs on this thread (see handles.wait_for_result)."""
     check_tensors(tensors, kind)
     if not in_place and any(t.is_cuda for t in tensors):
         # The result lives in torch's allocator: a copy on the current stream, reduced in place after it.
@@ -67,38 +69,37 @@ def _allreduce_async(tensors: Sequence[torch.Tensor], in_place: bool, group: boo
         in_place = True
     arrays = [engine_array(t, kind, in_place) for t in tensors]
     name = prefixed_name("allreduce", name)
-    if group:
-        call = core.grouped_allreduce_async_ if in_place else core.grouped_allreduce_async
-        handle = call(arrays, None, name, op, prescale, postscale, process_set)
-    else:
-        call = core.allreduce_async_ if in_place else core.allreduce_async
-        handle = call(arrays[0], None, name, op, prescale, postscale, process_set)
     if in_place:
-        return Handle(handle, (lambda _: list(tensors)) if group else (lambda _: tensors[0]))
-    return Handle(handle, (lambda r: _as_tensors(r, tensors)) if group else (lambda r: to_torch(r, tensors[0])))
+        finish = (lambda _: list(tensors)) if group else (lambda _: tensors[0])
+    else:
+        finish = (lambda r: _as_tensors(r, tensors)) if group else (lambda r: to_torch(r, tensors[0]))
+    started = core.allreduce_arrays(arrays, in_place, kind, group_names(name, len(arrays)) if group else [name], op,
+                                    prescale, postscale, process_set, group, wait=wait)
+    return finish(started) if wait else Handle(started, finish)
 
 
 def allreduce_async(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
                     op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                     process_set: ProcessSet = global_process_set) -> Handle:
     """Start reducing ``tensor`` over the ranks into a new tensor (default op: Average)."""
-    return _allreduce_async([tensor], False, False, "allreduce", name, resolve_op(average, op), prescale_factor,
-                            postscale_factor, process_set)
+    return _allreduce([tensor], False, False, "allreduce", name, resolve_op(average, op), prescale_factor,
+                      postscale_factor, process_set)
 
 
 def allreduce_async_(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
                      op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                      process_set: ProcessSet = global_process_set) -> Handle:
     """Start reducing ``tensor`` in place."""
-    return _allreduce_async([tensor], True, False, "allreduce_", name, resolve_op(average, op), prescale_factor,
-                            postscale_factor, process_set)
+    return _allreduce([tensor], True, False, "allreduce_", name, resolve_op(average, op), prescale_factor,
+                      postscale_factor, process_set)
 
 
 def allreduce_(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
                op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                process_set: ProcessSet = global_process_set) -> torch.Tensor:
     """Reduce ``tensor`` in place and return it (not differentiable)."""
-    return allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set).wait()
+    return _allreduce([tensor], True, False, "allreduce_", name, resolve_op(average, op), prescale_factor,
+                      postscale_factor, process_set, wait=True)
 
 
 class HorovodAllreduce(torch.autograd.Function):
@@ -108,8 +109,8 @@ class HorovodAllreduce(torch.autograd.Function):
     def forward(ctx: Any, tensor: torch.Tensor, name: Optional[str], op: int, prescale_factor: float,
                 postscale_factor: float, process_set: ProcessSet) -> torch.Tensor:
         ctx.args = (op, prescale_factor, postscale_factor, process_set)
-        return _allreduce_async([tensor], False, False, "allreduce", name, op, prescale_factor, postscale_factor,
-                                process_set).wait()
+        return _allreduce([tensor], False, False, "allreduce", name, op, prescale_factor, postscale_factor,
+                          process_set, wait=True)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:
@@ -132,24 +133,24 @@ def grouped_allreduce_async(tensors: Sequence[torch.Tensor], average: Optional[b
                             name: Optional[str] = None, op: Optional[int] = None, prescale_factor: float = 1.0,
                             postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> Handle:
     """Start reducing a list of tensors as one group (negotiated and fused together) into new tensors."""
-    return _allreduce_async(list(tensors), False, True, "grouped_allreduce", name, resolve_op(average, op),
-                            prescale_factor, postscale_factor, process_set)
+    return _allreduce(list(tensors), False, True, "grouped_allreduce", name, resolve_op(average, op),
+                      prescale_factor, postscale_factor, process_set)
 
 
 def grouped_allreduce_async_(tensors: Sequence[torch.Tensor], average: Optional[bool] = None,
                              name: Optional[str] = None, op: Optional[int] = None, prescale_factor: float = 1.0,
                              postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> Handle:
     """Start reducing a list of tensors in place, as one group."""
-    return _allreduce_async(list(tensors), True, True, "grouped_allreduce_", name, resolve_op(average, op),
-                            prescale_factor, postscale_factor, process_set)
+    return _allreduce(list(tensors), True, True, "grouped_allreduce_", name, resolve_op(average, op),
+                      prescale_factor, postscale_factor, process_set)
 
 
 def grouped_allreduce_(tensors: Sequence[torch.Tensor], average: Optional[bool] = None,
                        name: Optional[str] = None, op: Optional[int] = None, prescale_factor: float = 1.0,
                        postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> list:
     """Reduce a list of tensors in place, as one group; returns them (not differentiable)."""
-    return grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor,
-                                    process_set).wait()
+    return _allreduce(list(tensors), True, True, "grouped_allreduce_", name, resolve_op(average, op),
+                      prescale_factor, postscale_factor, process_set, wait=True)
 
 
 class HorovodGroupedAllreduce(torch.autograd.Function):
@@ -159,8 +160,8 @@ class HorovodGroupedAllreduce(torch.autograd.Function):
     def forward(ctx: Any, name: Optional[str], op: int, prescale_factor: float, postscale_factor: float,
                 process_set: ProcessSet, *tensors: torch.Tensor) -> tuple:
         ctx.args = (op, prescale_factor, postscale_factor, process_set)
-        return tuple(_allreduce_async(tensors, False, True, "grouped_allreduce", name, op, prescale_factor,
-                                      postscale_factor, process_set).wait())
+        return tuple(_allreduce(tensors, False, True, "grouped_allreduce", name, op, prescale_factor,
+                                postscale_factor, process_set, wait=True))
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
