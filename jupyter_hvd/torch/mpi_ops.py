@@ -211,27 +211,32 @@ def sparse_allreduce_async(tensor: torch.Tensor, name: Optional[str], op: int,
 
 # allgather
 
-def _allgather_async(tensors: Sequence[torch.Tensor], group: bool, name: Optional[str],
-                     process_set: ProcessSet) -> Handle:
+def _allgather(tensors: Sequence[torch.Tensor], group: bool, name: Optional[str], process_set: ProcessSet,
+               wait: bool = False) -> Any:
+    """A Handle, or with ``wait`` the result (as _allreduce)."""
     kind = "grouped_allgather" if group else "allgather"
     check_tensors(tensors, kind)
     arrays = [engine_array(t, kind) for t in tensors]
     name = prefixed_name("allgather", name)
     if group:
-        return Handle(core.grouped_allgather_async(arrays, name, process_set), lambda r: _as_tensors(r, tensors))
-    return Handle(core.allgather_async(arrays[0], name, process_set), lambda r: to_torch(r, tensors[0]))
+        call = core.grouped_allgather if wait else core.grouped_allgather_async
+        started, finish = call(arrays, name, process_set), lambda r: _as_tensors(r, tensors)
+    else:
+        call = core.allgather if wait else core.allgather_async
+        started, finish = call(arrays[0], name, process_set), lambda r: to_torch(r, tensors[0])
+    return finish(started) if wait else Handle(started, finish)
 
 
 def allgather_async(tensor: torch.Tensor, name: Optional[str] = None,
                     process_set: ProcessSet = global_process_set) -> Handle:
     """Start concatenating every rank's ``tensor`` along dimension 0 (whose size may differ by rank)."""
-    return _allgather_async([tensor], False, name, process_set)
+    return _allgather([tensor], False, name, process_set)
 
 
 def grouped_allgather_async(tensors: Sequence[torch.Tensor], name: Optional[str] = None,
                             process_set: ProcessSet = global_process_set) -> Handle:
     """Start allgathers of a list of tensors as one group."""
-    return _allgather_async(list(tensors), True, name, process_set)
+    return _allgather(list(tensors), True, name, process_set)
 
 
 def _own_rows(grad: torch.Tensor, rows: int, process_set: ProcessSet) -> torch.Tensor:
@@ -247,7 +252,7 @@ class HorovodAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, tensor: torch.Tensor, name: Optional[str], process_set: ProcessSet) -> torch.Tensor:
         ctx.rows, ctx.process_set = tensor.shape[0] if tensor.dim() else 0, process_set
-        return _allgather_async([tensor], False, name, process_set).wait()
+        return _allgather([tensor], False, name, process_set, wait=True)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:
@@ -269,7 +274,7 @@ class HorovodGroupedAllgather(torch.autograd.Function):
     def forward(ctx: Any, name: Optional[str], process_set: ProcessSet, *tensors: torch.Tensor) -> tuple:
         ctx.rows = [t.shape[0] if t.dim() else 0 for t in tensors]
         ctx.process_set = process_set
-        return tuple(_allgather_async(tensors, True, name, process_set).wait())
+        return tuple(_allgather(tensors, True, name, process_set, wait=True))
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
@@ -288,8 +293,9 @@ def grouped_allgather(tensors: Sequence[torch.Tensor], name: Optional[str] = Non
 
 # broadcast
 
-def _broadcast_async(tensor: torch.Tensor, root_rank: int, name: Optional[str], process_set: ProcessSet,
-                     in_place: bool) -> Handle:
+def _broadcast(tensor: torch.Tensor, root_rank: int, name: Optional[str], process_set: ProcessSet, in_place: bool,
+               wait: bool = False) -> Any:
+    """A Handle, or with ``wait`` the result (as _allreduce)."""
     kind = "broadcast_" if in_place else "broadcast"
     check_tensors([tensor], kind)
     if not in_place and tensor.is_cuda:
@@ -297,26 +303,29 @@ def _broadcast_async(tensor: torch.Tensor, root_rank: int, name: Optional[str], 
     array = engine_array(tensor, kind, in_place)
     name = prefixed_name("broadcast", name)
     if in_place:
-        return Handle(core.broadcast_async_(array, root_rank, name, process_set), lambda _: tensor)
-    return Handle(core.broadcast_async(array, root_rank, name, process_set), lambda r: to_torch(r, tensor))
+        call, finish = (core.broadcast_ if wait else core.broadcast_async_), lambda _: tensor
+    else:
+        call, finish = (core.broadcast if wait else core.broadcast_async), lambda r: to_torch(r, tensor)
+    started = call(array, root_rank, name, process_set)
+    return finish(started) if wait else Handle(started, finish)
 
 
 def broadcast_async(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
                     process_set: ProcessSet = global_process_set) -> Handle:
     """Start a broadcast of ``root_rank``'s ``tensor`` into a new tensor on every rank."""
-    return _broadcast_async(tensor, root_rank, name, process_set, False)
+    return _broadcast(tensor, root_rank, name, process_set, False)
 
 
 def broadcast_async_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
                      process_set: ProcessSet = global_process_set) -> Handle:
     """Start overwriting ``tensor`` with ``root_rank``'s value."""
-    return _broadcast_async(tensor, root_rank, name, process_set, True)
+    return _broadcast(tensor, root_rank, name, process_set, True)
 
 
 def broadcast_(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
                process_set: ProcessSet = global_process_set) -> torch.Tensor:
     """Overwrite ``tensor`` with ``root_rank``'s value and return it (not differentiable)."""
-    return broadcast_async_(tensor, root_rank, name, process_set).wait()
+    return _broadcast(tensor, root_rank, name, process_set, True, wait=True)
 
 
 class HorovodBroadcast(torch.autograd.Function):
@@ -326,7 +335,7 @@ class HorovodBroadcast(torch.autograd.Function):
     def forward(ctx: Any, tensor: torch.Tensor, root_rank: int, name: Optional[str],
                 process_set: ProcessSet) -> torch.Tensor:
         ctx.root_rank, ctx.process_set = root_rank, process_set
-        return _broadcast_async(tensor, root_rank, name, process_set, False).wait()
+        return _broadcast(tensor, root_rank, name, process_set, False, wait=True)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:
@@ -351,22 +360,29 @@ def _splits_list(splits: Any) -> Optional[Sequence[int]]:
     return splits
 
 
-def alltoall_async(tensor: torch.Tensor, splits: Optional[Union[torch.Tensor, Sequence[int]]] = None,
-                   name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> Handle:
-    """Start an alltoall: rows ``splits[i]`` of ``tensor`` go to the i-th rank of the set (equal blocks without
-    splits). synchronize() returns (the gathered tensor, the int32 rows received from each rank, int64 past 2^31)."""
+def _alltoall(tensor: torch.Tensor, splits: Any, name: Optional[str], process_set: ProcessSet,
+              wait: bool = False) -> Any:
+    """A Handle, or with ``wait`` the result (as _allreduce): the gathered tensor and the rows received."""
     check_tensors([tensor], "alltoall")
     array = engine_array(tensor, "alltoall")
     sizes, n = _splits_list(splits), process_set.size()
     if sizes is None and array.ndim and n and array.shape[0] % n == 0:
         sizes = [array.shape[0] // n] * n  # so the received splits come back too, as Horovod's handle returns them
-    handle = core.alltoall_async(array, sizes, prefixed_name("alltoall", name), process_set)
+    started = (core.alltoall if wait else core.alltoall_async)(array, sizes, prefixed_name("alltoall", name),
+                                                               process_set)
 
-    def result(r: Tuple[Any, np.ndarray]) -> Tuple[torch.Tensor, torch.Tensor]:
+    def finish(r: Tuple[Any, np.ndarray]) -> Tuple[torch.Tensor, torch.Tensor]:
         out, received = r
         return to_torch(out, tensor), torch.from_numpy(received)
 
-    return Handle(handle, result)
+    return finish(started) if wait else Handle(started, finish)
+
+
+def alltoall_async(tensor: torch.Tensor, splits: Optional[Union[torch.Tensor, Sequence[int]]] = None,
+                   name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> Handle:
+    """Start an alltoall: rows ``splits[i]`` of ``tensor`` go to the i-th rank of the set (equal blocks without
+    splits). synchronize() returns (the gathered tensor, the int32 rows received from each rank, int64 past 2^31)."""
+    return _alltoall(tensor, splits, name, process_set)
 
 
 class HorovodAlltoall(torch.autograd.Function):
@@ -374,7 +390,7 @@ class HorovodAlltoall(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, tensor: torch.Tensor, splits: Any, name: Optional[str], process_set: ProcessSet) -> Any:
-        output, received = alltoall_async(tensor, splits, name, process_set).wait()
+        output, received = _alltoall(tensor, splits, name, process_set, wait=True)
         ctx.received, ctx.process_set = received, process_set
         if splits is None:
             return output
@@ -383,7 +399,7 @@ class HorovodAlltoall(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple:
-        back, _ = alltoall_async(grad.contiguous(), ctx.received, None, ctx.process_set).wait()
+        back, _ = _alltoall(grad.contiguous(), ctx.received, None, ctx.process_set, wait=True)
         return back, None, None, None
 
 
@@ -397,31 +413,34 @@ def alltoall(tensor: torch.Tensor, splits: Optional[Union[torch.Tensor, Sequence
 
 # reducescatter
 
-def _reducescatter_async(tensors: Sequence[torch.Tensor], group: bool, name: Optional[str], op: int,
-                         process_set: ProcessSet, prescale: float, postscale: float) -> Handle:
+def _reducescatter(tensors: Sequence[torch.Tensor], group: bool, name: Optional[str], op: int,
+                   process_set: ProcessSet, prescale: float, postscale: float, wait: bool = False) -> Any:
+    """A Handle, or with ``wait`` the result (as _allreduce)."""
     kind = "grouped_reducescatter" if group else "reducescatter"
     check_tensors(tensors, kind)
     arrays = [engine_array(t, kind) for t in tensors]
     name = prefixed_name("reducescatter", name)
     if group:
-        handle = core.grouped_reducescatter_async(arrays, op, name, process_set, prescale, postscale)
-        return Handle(handle, lambda r: _as_tensors(r, tensors))
-    handle = core.reducescatter_async(arrays[0], op, name, process_set, prescale, postscale)
-    return Handle(handle, lambda r: to_torch(r, tensors[0]))
+        call = core.grouped_reducescatter if wait else core.grouped_reducescatter_async
+        started, finish = call(arrays, op, name, process_set, prescale, postscale), lambda r: _as_tensors(r, tensors)
+    else:
+        call = core.reducescatter if wait else core.reducescatter_async
+        started, finish = call(arrays[0], op, name, process_set, prescale, postscale), lambda r: to_torch(r, tensors[0])
+    return finish(started) if wait else Handle(started, finish)
 
 
 def reducescatter_async(tensor: torch.Tensor, name: Optional[str] = None, op: int = Average,
                         process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                         postscale_factor: float = 1.0) -> Handle:
     """Start a reducescatter: reduce over the ranks, then rank i keeps the i-th block of rows."""
-    return _reducescatter_async([tensor], False, name, op, process_set, prescale_factor, postscale_factor)
+    return _reducescatter([tensor], False, name, op, process_set, prescale_factor, postscale_factor)
 
 
 def grouped_reducescatter_async(tensors: Sequence[torch.Tensor], name: Optional[str] = None, op: int = Average,
                                 process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                                 postscale_factor: float = 1.0) -> Handle:
     """Start reducescatters of a list of tensors as one group."""
-    return _reducescatter_async(list(tensors), True, name, op, process_set, prescale_factor, postscale_factor)
+    return _reducescatter(list(tensors), True, name, op, process_set, prescale_factor, postscale_factor)
 
 
 def _scatter_grad(grads: Sequence[torch.Tensor], op: int, scale: float, process_set: ProcessSet) -> list:
@@ -439,8 +458,7 @@ class HorovodReducescatter(torch.autograd.Function):
     def forward(ctx: Any, tensor: torch.Tensor, name: Optional[str], op: int, process_set: ProcessSet,
                 prescale_factor: float, postscale_factor: float) -> torch.Tensor:
         ctx.args = (op, prescale_factor * postscale_factor, process_set)
-        return _reducescatter_async([tensor], False, name, op, process_set, prescale_factor,
-                                    postscale_factor).wait()
+        return _reducescatter([tensor], False, name, op, process_set, prescale_factor, postscale_factor, wait=True)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:
@@ -464,8 +482,8 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
     def forward(ctx: Any, name: Optional[str], op: int, process_set: ProcessSet, prescale_factor: float,
                 postscale_factor: float, *tensors: torch.Tensor) -> tuple:
         ctx.args = (op, prescale_factor * postscale_factor, process_set)
-        return tuple(_reducescatter_async(tensors, True, name, op, process_set, prescale_factor,
-                                          postscale_factor).wait())
+        return tuple(_reducescatter(tensors, True, name, op, process_set, prescale_factor, postscale_factor,
+                                    wait=True))
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
