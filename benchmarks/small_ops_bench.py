@@ -50,9 +50,9 @@ def stats(times: np.ndarray) -> dict:
             "mean_us": float(times.mean())}
 
 
-def engine_phases(hvd, comm, run) -> dict:
-    """Runs ``run`` and returns, from the engine's metrics, each rank's mean negotiation and collective
-    time in microseconds per allreduce that ``run`` made (lists indexed by rank)."""
+def engine_phases(hvd, comm, run) -> tuple:
+    """Runs ``run``; returns what it returned and, from the engine's metrics, each rank's mean negotiation
+    and collective time in microseconds per allreduce that ``run`` made (lists indexed by rank)."""
     before = hvd.metrics()
     result = run()
     after = hvd.metrics()

@@ -37,7 +37,8 @@ BTL_VAR, SINGLE_HOST_BTL = "OMPI_MCA_btl", "^ofi"
 # heap, and serves large allocations from fresh mappings: so a step that frees one step's results and allocates
 # the next's (an out-of-place allreduce of a whole gradient set, 100 MB for ResNet-50) can fault every page in
 # again, 5-25% of that step here. The ranks keep freed memory for reuse instead: allocations up to 32 MiB (glibc's
-# largest mmap threshold) come from the heap, which is never trimmed below 4 GiB. A value the user set is kept.
+# largest mmap threshold) come from the heap, which glibc trims only when 4 GiB lie free at its top. A value the
+# user set is kept.
 KEEP_FREED_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(4 << 30)}
 # A process that starts MPI without a launcher (python train.py) talks to no other process: Open MPI's own
 # transport is all it needs, and without the TCP one it opens no listening socket.
