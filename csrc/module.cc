@@ -120,6 +120,7 @@ nb::dict metrics_dict(const hvd::Metrics& m) {
   d["fused_tensors"] = m.fused_tensors.load();
   d["cached_requests"] = m.cached_requests.load();
   d["full_requests"] = m.full_requests.load();
+  d["carried_allreduces"] = m.carried_allreduces.load();
   d["errors"] = m.errors.load();
   d["stalls"] = m.stalls.load();
   d["fusion_threshold"] = m.fusion_threshold.load();

@@ -49,6 +49,11 @@ def test_ops_with_every_allreduce_around_the_ring(np_):
     run_rank_tests(np_, "rank_ops.py", env={"JUPYTER_HVD_RING_ALLREDUCE_BYTES": "1"})
 
 
+@pytest.mark.parametrize("carry", ["0", str(1 << 20)], ids=["never", "1MiB"])
+def test_ops_with_small_allreduces_as_collectives_and_larger_ones_carried(carry):
+    run_rank_tests(3, "rank_ops.py", env={"JUPYTER_HVD_CARRY_BYTES": carry})
+
+
 def test_ops_with_cache_disabled_and_tiny_fusion_buffer():
     run_rank_tests(2, "rank_ops.py", env={"HOROVOD_CACHE_CAPACITY": "0", "HOROVOD_FUSION_THRESHOLD": "64"})
 

@@ -120,9 +120,47 @@ void* output_of(TensorEntry& e, int64_t nbytes, std::vector<int64_t> shape) {
   return e.handle->output.data();
 }
 
+// A carried allreduce (Response::carried): every member's inputs came with the response, and each member
+// reduces them in the same order, so all get the same result without a collective.
+Status reduce_carried(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es) {
+  const int n = static_cast<int>(c.set.ranks.size());
+  int64_t total = 0, largest = 0;
+  for (auto* e : es) {
+    total += e->request.num_bytes();
+    largest = std::max(largest, e->request.num_bytes());
+  }
+  if (static_cast<int64_t>(r.carried.size()) != n * total)
+    return Status::Error(Status::Code::Internal, "a carried allreduce of " + std::to_string(total) + " bytes on " +
+                                                     std::to_string(n) + " ranks came with " +
+                                                     std::to_string(r.carried.size()));
+  if (static_cast<int64_t>(c.fusion_buffer.size()) < largest) c.fusion_buffer.resize(largest);
+  MPI_Datatype t = c.reductions.type(r.spec.dtype);
+  MPI_Op op = c.reductions.op(r.spec.dtype, r.spec.reduce);
+  const int64_t t0 = now_us();
+  const char* block = r.carried.data();  // each tensor's: its members' inputs in rank order
+  for (auto* e : es) {
+    const int64_t bytes = e->request.num_bytes(), count = e->request.num_elements();
+    // The last member's input, then each one before it reduced into it: out = in_k op out.
+    copy(e->output, block + (n - 1) * bytes, bytes);
+    scale_buffer(r.spec.dtype, e->output, count, r.spec.prescale);
+    for (int k = n - 2; k >= 0; --k) {
+      copy(c.fusion_buffer.data(), block + k * bytes, bytes);
+      scale_buffer(r.spec.dtype, c.fusion_buffer.data(), count, r.spec.prescale);
+      Status s = mpi_status(MPI_Reduce_local(c.fusion_buffer.data(), e->output, static_cast<int>(count), t, op),
+                            "MPI_Reduce_local");
+      if (!s.ok()) return s;
+    }
+    finish_reduce(r, e->output, count, n);
+    block += n * bytes;
+  }
+  c.record(Phase::Collective, t0);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es) {
+  if (!r.carried.empty()) return reduce_carried(c, r, es);
   const int n = static_cast<int>(c.set.ranks.size());
   const size_t element_size = dtype_size(r.spec.dtype);
   if (es.size() == 1) {  // no fusion buffer: reduce in the output itself

@@ -20,13 +20,21 @@ std::vector<int64_t> tail(const std::vector<int64_t>& s) {
   return s.empty() ? s : std::vector<int64_t>(s.begin() + 1, s.end());
 }
 
+// Whether every member sent its whole input with its request (a member whose settings differ may not have).
+bool carried_by_all(const std::vector<Request>& rs) {
+  return std::all_of(rs.begin(), rs.end(), [](const Request& q) {
+    return !q.data.empty() && static_cast<int64_t>(q.data.size()) == q.num_bytes();
+  });
+}
+
 }  // namespace
 
 Coordinator::Coordinator(Membership members, int64_t fusion_threshold, int64_t fusion_max_tensor,
-                         size_t cache_capacity)
+                         size_t cache_capacity, int64_t carry_bytes)
     : members_(std::move(members)),
       fusion_threshold_(fusion_threshold),
       fusion_max_tensor_(fusion_max_tensor),
+      carry_bytes_(carry_bytes),
       cache_(cache_capacity) {}
 
 void Coordinator::add(Request r, int64_t now_us) {
@@ -40,11 +48,12 @@ void Coordinator::add(Request r, int64_t now_us) {
   check_ready(it->first, it->second);
 }
 
-bool Coordinator::add_cached(int32_t rank, int32_t id, int64_t now_us) {
+bool Coordinator::add_cached(int32_t rank, int32_t id, std::vector<char> data, int64_t now_us) {
   const Request* sig = cache_.get(id);
   if (!sig) return false;
   Request r = *sig;
   r.rank = rank;
+  r.data = std::move(data);
   add(std::move(r), now_us);
   return true;
 }
@@ -164,6 +173,10 @@ std::vector<Response> Coordinator::take_ready() {
       // Every member learns the others' first dimensions here, not from a collective of its own.
       if (a.spec.op == OpType::Allgather)
         for (const Request& q : rs) r.rows.push_back(q.shape[0]);
+      if (a.spec.op == OpType::Allreduce && carried_by_all(rs)) {
+        r.carried.reserve(rs.size() * rs.front().data.size());
+        for (const Request& q : rs) r.carried.insert(r.carried.end(), q.data.begin(), q.data.end());
+      }
     }
     singles.push_back(std::move(r));
     bytes.push_back(a.num_bytes());
@@ -171,7 +184,10 @@ std::vector<Response> Coordinator::take_ready() {
   ready_.clear();
   ready_bytes_ = 0;
   ready_too_big_ = false;
-  return plan_fusion(std::move(singles), bytes, fusion_threshold_, fusion_max_tensor_);
+  std::vector<Response> out = plan_fusion(std::move(singles), bytes, fusion_threshold_, fusion_max_tensor_);
+  for (Response& r : out)  // what rank 0 sends every member, once per member: a fused group may be too much
+    if (static_cast<int64_t>(r.carried.size()) > carry_bytes_) r.carried = {};
+  return out;
 }
 
 std::vector<StallReport> Coordinator::stalled(int64_t now_us, int64_t after_us) {

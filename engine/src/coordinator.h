@@ -25,16 +25,20 @@ class Coordinator {
   // `members(id)` returns the global ranks of process set `id`, or nullptr while it is unknown.
   using Membership = std::function<const std::vector<int>*(int32_t)>;
 
-  Coordinator(Membership members, int64_t fusion_threshold, int64_t fusion_max_tensor, size_t cache_capacity);
+  // Responses carry their members' inputs (Response::carried) up to `carry_bytes` in all.
+  Coordinator(Membership members, int64_t fusion_threshold, int64_t fusion_max_tensor, size_t cache_capacity,
+              int64_t carry_bytes);
 
   // A request from `r.rank`. Requests for a process set that was removed are dropped: its members
   // failed them when they removed it.
   void add(Request r, int64_t now_us);
-  // A cached request by id from `rank`; false when the id is unknown.
-  bool add_cached(int32_t rank, int32_t id, int64_t now_us);
+  // A cached request by id from `rank`, with its carried input (Request::data); false when the id is unknown.
+  bool add_cached(int32_t rank, int32_t id, std::vector<char> data, int64_t now_us);
   // Forgets the pending requests of a removed process set, and any that arrive for it later.
   void drop_set(int32_t id);
-  // Validated, fused responses for every tensor that all members have submitted.
+  // Validated, fused responses for every tensor that all members have submitted. An allreduce whose
+  // members all carried their inputs (Request::data) comes back carried (Response::carried), unless its
+  // fused group is not all carried or carries more than `carry_bytes`.
   std::vector<Response> take_ready();
   // Whether take_ready() has something; first looks again at tensors whose process set was not yet known,
   // since a set registered meanwhile may have made them ready.
@@ -65,6 +69,7 @@ class Coordinator {
   Membership members_;
   int64_t fusion_threshold_;
   int64_t fusion_max_tensor_;
+  int64_t carry_bytes_;
   ResponseCache cache_;
   std::unordered_map<TensorKey, Pending, TensorKeyHash> pending_;
   std::vector<TensorKey> ready_;

@@ -48,7 +48,7 @@ Engine::Engine(EngineWiring wiring, Config config)
       return ps ? &ps->ranks : nullptr;  // sets live until removed, after their last op
     };
     coordinator_ = std::make_unique<Coordinator>(members, config_.fusion_threshold, config_.fusion_max_tensor,
-                                                 config_.cache_capacity);
+                                                 config_.cache_capacity, config_.carry_bytes);
     if (config_.autotune.enabled)
       tuner_ = std::make_unique<Autotuner>(config_.autotune,
                                            TunedParams{config_.fusion_threshold, config_.cycle_time_ms},

@@ -156,7 +156,8 @@ void Engine::submit(std::vector<TensorEntry> fresh) {
   const bool trace = log::enabled(log::Level::Trace);
   for (auto& e : fresh) {
     const Request& q = e.request;
-    if (!sets_.get(q.spec.process_set)) {  // removed after this operation was checked
+    auto set = sets_.get(q.spec.process_set);
+    if (!set) {  // removed after this operation was checked
       fail(e, Status::Error(Status::Code::Invalid, "process set " + std::to_string(q.spec.process_set) +
                                                        " was removed while this operation was pending"));
       continue;
@@ -164,15 +165,19 @@ void Engine::submit(std::vector<TensorEntry> fresh) {
     if (trace)
       log::write(log::Level::Trace, std::string("enqueued ") + op_name(q.spec.op) + " '" + q.name + "' " +
                                         describe(q) + " in process set " + std::to_string(q.spec.process_set));
+    std::vector<char> data = carried_input(e, *set);
     if (coordinator_) {
-      coordinator_->add(q, now);
+      Request mine = q;
+      mine.data = std::move(data);
+      coordinator_->add(std::move(mine), now);
     } else {
       int32_t id = cache_.lookup(q);
       if (id >= 0) {
-        batch.cached.push_back(id);
+        batch.cached.push_back({id, std::move(data)});
         metrics_.cached_requests += 1;
       } else {
         batch.requests.push_back(q);
+        batch.requests.back().data = std::move(data);
         metrics_.full_requests += 1;
       }
     }
@@ -181,6 +186,18 @@ void Engine::submit(std::vector<TensorEntry> fresh) {
   }
   if (!coordinator_ && (!batch.requests.empty() || !batch.cached.empty()))
     transport_->send(0, kRequests, encode_batch(batch));
+}
+
+// A small host allreduce's input, to carry with its request (Config::carry_bytes): rank 0 sends every
+// member's back with the response, and each member reduces them itself, so the allreduce needs no
+// collective after the negotiation's round trip. Empty for any other operation.
+std::vector<char> Engine::carried_input(const TensorEntry& e, const ProcessSet& set) const {
+  const Request& q = e.request;
+  if (q.spec.op != OpType::Allreduce || q.spec.memory != Memory::Host || !e.input) return {};
+  const int64_t bytes = q.num_bytes();
+  if (bytes <= 0 || bytes * static_cast<int64_t>(set.ranks.size()) > config_.carry_bytes) return {};
+  const char* p = static_cast<const char*>(e.input);
+  return std::vector<char>(p, p + bytes);
 }
 
 void Engine::dispatch(Message& m) {
@@ -197,10 +214,10 @@ void Engine::dispatch(Message& m) {
         q.rank = m.source;  // a request speaks for the rank that sent it
         coordinator_->add(std::move(q), now);
       }
-      for (int32_t id : b.cached)
-        if (!coordinator_->add_cached(m.source, id, now))
+      for (auto& c : b.cached)
+        if (!coordinator_->add_cached(m.source, c.id, std::move(c.data), now))
           throw std::runtime_error("rank " + std::to_string(m.source) + " sent an unknown response-cache id " +
-                                   std::to_string(id));
+                                   std::to_string(c.id));
       return;
     }
     case kResponses: {
@@ -302,6 +319,7 @@ void Engine::execute(const Response& r) {
                                       (s.ok() ? std::string() : ": failed: " + s.message));
   }
   metrics_.responses += 1;
+  if (!r.carried.empty() && s.ok()) metrics_.carried_allreduces += 1;
   if (tuner_ && s.ok()) autotune(r, es);
   if (es.size() > 1) metrics_.fused_tensors += static_cast<int64_t>(es.size());
   for (size_t i = 0; i < es.size(); ++i) {

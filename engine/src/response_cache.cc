@@ -8,7 +8,8 @@ void ResponseCache::remember(int32_t id, const Request& signature) {
     by_id_.erase(it->second);  // the tensor's old signature: no rank will send its id again
     it->second = id;
   }
-  by_id_[id] = signature;
+  Request& kept = by_id_[id] = signature;
+  kept.data.clear();  // a carried input belongs to one operation, not to the signature
 }
 
 int32_t ResponseCache::assign(const Request& signature) {

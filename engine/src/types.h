@@ -96,6 +96,9 @@ struct Request {
   OpSpec spec;
   std::vector<int64_t> shape;
   std::string name;
+  // A small host allreduce's input, carried to rank 0 with the request (Config::carry_bytes); else empty.
+  // Not part of the signature.
+  std::vector<char> data;
 
   int64_t num_elements() const;
   int64_t num_bytes() const { return num_elements() * static_cast<int64_t>(dtype_size(spec.dtype)); }
@@ -112,6 +115,9 @@ struct Response {
   std::vector<std::string> names;   // several when fused, in buffer order
   std::vector<int32_t> cache_ids;   // parallel to names; -1 when not cached
   std::vector<int64_t> rows;        // allgather: each member's first dimension, in rank order
+  // A carried allreduce (one tensor): every member's input, in rank order, which each member reduces
+  // itself in that order, so all get the same result with no collective. Empty otherwise.
+  std::vector<char> carried;
   std::string error;                // Kind::Error only
 };
 

@@ -8,8 +8,9 @@ namespace {
 
 // The fewest bytes each item can take, for checking a count against the bytes left.
 constexpr size_t kMinString = sizeof(uint32_t);
-constexpr size_t kMinRequest = sizeof(int32_t) + sizeof(OpSpec) + 2 * sizeof(uint32_t);
-constexpr size_t kMinResponse = sizeof(Response::Kind) + sizeof(OpSpec) + 4 * sizeof(uint32_t);
+constexpr size_t kMinRequest = sizeof(int32_t) + sizeof(OpSpec) + 3 * sizeof(uint32_t);
+constexpr size_t kMinCached = sizeof(int32_t) + sizeof(uint32_t);
+constexpr size_t kMinResponse = sizeof(Response::Kind) + sizeof(OpSpec) + 5 * sizeof(uint32_t);
 constexpr size_t kMinEvent = sizeof(int32_t) + sizeof(Phase) + 2 * kMinString + 3 * sizeof(int64_t);
 
 OpSpec get_spec(Reader& rd) {
@@ -64,6 +65,7 @@ void encode(Writer& w, const Request& r) {
   w.put(r.spec);
   w.put_vector(r.shape);
   w.put_string(r.name);
+  w.put_vector(r.data);
 }
 
 Request decode_request(Reader& rd) {
@@ -73,6 +75,7 @@ Request decode_request(Reader& rd) {
   r.shape = rd.get_vector<int64_t>();
   r.name = rd.get_string();
   check_shape(r);
+  r.data = rd.get_vector<char>();
   return r;
 }
 
@@ -84,6 +87,7 @@ void encode(Writer& w, const Response& r) {
   w.put_vector(r.cache_ids);
   w.put_vector(r.rows);
   w.put_string(r.error);
+  w.put_vector(r.carried);
 }
 
 Response decode_response(Reader& rd) {
@@ -95,6 +99,7 @@ Response decode_response(Reader& rd) {
   r.cache_ids = rd.get_vector<int32_t>();
   r.rows = rd.get_vector<int64_t>();
   r.error = rd.get_string();
+  r.carried = rd.get_vector<char>();
   if (r.names.empty() || r.cache_ids.size() != r.names.size()) Reader::fail("bad response");
   return r;
 }
@@ -103,7 +108,11 @@ std::vector<char> encode_batch(const RequestBatch& b) {
   Writer w;
   w.put_count(b.requests.size());
   for (const auto& r : b.requests) encode(w, r);
-  w.put_vector(b.cached);
+  w.put_count(b.cached.size());
+  for (const auto& c : b.cached) {
+    w.put(c.id);
+    w.put_vector(c.data);
+  }
   return std::move(w.bytes());
 }
 
@@ -112,7 +121,11 @@ RequestBatch decode_batch(const char* data, size_t size) {
   RequestBatch b;
   b.requests.resize(rd.get_count(kMinRequest));
   for (auto& r : b.requests) r = decode_request(rd);
-  b.cached = rd.get_vector<int32_t>();
+  b.cached.resize(rd.get_count(kMinCached));
+  for (auto& c : b.cached) {
+    c.id = rd.get<int32_t>();
+    c.data = rd.get_vector<char>();
+  }
   rd.finish();
   return b;
 }

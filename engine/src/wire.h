@@ -32,8 +32,11 @@ class Writer {
   void put_string(const std::string& s);
   template <typename T>
   void put_vector(const std::vector<T>& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
     put_count(v.size());
-    for (const T& x : v) put(x);
+    size_t n = buf_.size(), bytes = v.size() * sizeof(T);
+    buf_.resize(n + bytes);
+    if (bytes) std::memcpy(buf_.data() + n, v.data(), bytes);
   }
   // A length prefix; throws WireError past 2^32 - 1.
   void put_count(size_t n);
@@ -67,8 +70,11 @@ class Reader {
   size_t get_count(size_t min_item_bytes);
   template <typename T>
   std::vector<T> get_vector() {
+    static_assert(std::is_trivially_copyable_v<T>);
     std::vector<T> v(get_count(sizeof(T)));
-    for (auto& x : v) x = get<T>();
+    const size_t bytes = v.size() * sizeof(T);
+    if (bytes) std::memcpy(v.data(), p_, bytes);  // get_count checked that they are there
+    p_ += bytes;
     return v;
   }
   // Throws unless every byte was read.
@@ -83,10 +89,17 @@ class Reader {
   const char* end_;
 };
 
+// A repeat of a request the response cache knows, by its id, with its carried input (Request::data).
+struct CachedRequest {
+  int32_t id = -1;
+  std::vector<char> data;
+  bool operator==(const CachedRequest& o) const { return id == o.id && data == o.data; }
+};
+
 // A rank's batch for the coordinator: full requests for new names, cache ids for repeats.
 struct RequestBatch {
   std::vector<Request> requests;
-  std::vector<int32_t> cached;
+  std::vector<CachedRequest> cached;
 };
 
 // A stop notice: a rank aborts or shuts down (`final`: rank 0's last word, after its last response).

@@ -9,7 +9,7 @@ static const std::vector<int> kPair = {0, 2};
 static Coordinator make(int64_t threshold = 1 << 20) {
   return Coordinator([](int32_t id) -> const std::vector<int>* {
     return id == 0 ? &kAll : id == 1 ? &kPair : nullptr;
-  }, threshold, 1 << 20, 16);
+  }, threshold, 1 << 20, 16, 4096);
 }
 
 static Request req(int rank, const std::string& name, std::vector<int64_t> shape = {4}, int set = 0) {
@@ -88,7 +88,7 @@ TEST_CASE("a_tensor_waiting_for_its_set_is_ready_once_the_set_is_known") {
   // A member may submit before rank 0 registered the set; no other tensor need become ready to wake it.
   std::vector<int> late;
   Coordinator c([&late](int32_t id) -> const std::vector<int>* { return id == 5 && !late.empty() ? &late : nullptr; },
-                1 << 20, 1 << 20, 16);
+                1 << 20, 1 << 20, 16, 4096);
   c.add(req(1, "w", {4}, 5), 0);
   CHECK(!c.has_ready());
   late = {1};
@@ -116,13 +116,73 @@ TEST_CASE("cached_requests_rebuild_the_signature") {
   auto c = make();
   for (int r = 0; r < 3; ++r) c.add(req(r, "k"), 0);
   int32_t id = c.take_ready()[0].cache_ids[0];
-  CHECK(c.add_cached(1, id, 0));
-  CHECK(c.add_cached(2, id, 0));
+  CHECK(c.add_cached(1, id, {}, 0));
+  CHECK(c.add_cached(2, id, {}, 0));
   c.add(req(0, "k"), 0);
   auto rs = c.take_ready();
   REQUIRE(rs.size() == 1);
   CHECK(rs[0].kind == Response::Kind::Execute);
-  CHECK(!c.add_cached(1, 12345, 0));
+  CHECK(!c.add_cached(1, 12345, {}, 0));
+}
+
+// A request whose whole input (4 float32, 16 bytes) comes with it: bytes k*16 .. k*16+15 hold `fill`.
+static Request carrying(int rank, const std::string& name, char fill) {
+  Request r = req(rank, name);
+  r.data.assign(16, fill);
+  return r;
+}
+
+TEST_CASE("an_allreduce_every_member_carried_comes_back_with_their_inputs_in_rank_order") {
+  auto c = make();
+  for (int rank : {2, 0, 1}) c.add(carrying(rank, "a", static_cast<char>('0' + rank)), 0);
+  auto rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].kind == Response::Kind::Execute);
+  const std::string a = std::string(16, '0') + std::string(16, '1') + std::string(16, '2');
+  CHECK(std::string(rs[0].carried.begin(), rs[0].carried.end()) == a);
+  // Repeats by cache id carry their inputs too; fused, each tensor's block follows the last.
+  const int32_t id = rs[0].cache_ids[0];
+  REQUIRE(id >= 0);
+  CHECK(c.add_cached(1, id, std::vector<char>(16, 'x'), 0));
+  CHECK(c.add_cached(2, id, std::vector<char>(16, 'y'), 0));
+  c.add(carrying(0, "a", 'w'), 0);
+  for (int rank : {0, 1, 2}) c.add(carrying(rank, "b", static_cast<char>('0' + rank)), 0);
+  rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].names == std::vector<std::string>{"a", "b"});
+  CHECK(std::string(rs[0].carried.begin(), rs[0].carried.end()) ==
+        std::string(16, 'w') + std::string(16, 'x') + std::string(16, 'y') + a);
+}
+
+TEST_CASE("a_fused_group_carries_only_within_the_carry_limit") {
+  auto c = Coordinator([](int32_t) -> const std::vector<int>* { return &kAll; }, 1 << 20, 1 << 20, 16, 96);
+  for (const char* n : {"a", "b"})
+    for (int rank : {0, 1, 2}) c.add(carrying(rank, n, 'z'), 0);
+  auto rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].carried.size() == 96);  // 2 tensors x 3 members x 16 bytes: at the limit
+  for (const char* n : {"c", "d", "e"})
+    for (int rank : {0, 1, 2}) c.add(carrying(rank, n, 'z'), 0);
+  rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].names.size() == 3);
+  CHECK(rs[0].carried.empty());  // 144 bytes: a collective instead
+}
+
+TEST_CASE("an_allreduce_carried_by_some_members_only_runs_as_a_collective") {
+  auto c = make();
+  c.add(carrying(0, "p", 'a'), 0);
+  c.add(req(1, "p"), 0);  // this rank's settings carry nothing
+  c.add(carrying(2, "p", 'c'), 0);
+  c.add(carrying(0, "short", 'a'), 0);
+  Request bad = carrying(1, "short", 'b');
+  bad.data.resize(15);  // not the whole input
+  c.add(bad, 0);
+  c.add(carrying(2, "short", 'c'), 0);
+  auto rs = c.take_ready();
+  REQUIRE(rs.size() == 1);  // fused: with one tensor not carried, the group is not
+  CHECK(rs[0].names.size() == 2);
+  CHECK(rs[0].carried.empty());
 }
 
 TEST_CASE("ready_tensors_are_fused_in_one_response") {
@@ -159,7 +219,7 @@ TEST_CASE("gpu_and_host_tensors_under_one_name_are_a_mismatch") {
 }
 
 TEST_CASE("holding_ready_tensors_is_worth_it_only_while_more_could_fuse_with_them") {
-  auto c = Coordinator([](int32_t) -> const std::vector<int>* { return &kPair; }, 1000, 400, 16);
+  auto c = Coordinator([](int32_t) -> const std::vector<int>* { return &kPair; }, 1000, 400, 16, 4096);
   auto ready = [&](const std::string& name, int64_t floats) {
     for (int rank : kPair) c.add(req(rank, name, {floats}), 0);
   };
@@ -175,7 +235,7 @@ TEST_CASE("holding_ready_tensors_is_worth_it_only_while_more_could_fuse_with_the
   ready("g", 50);
   CHECK(!c.worth_holding());  // a full buffer
   c.take_ready();
-  auto no_fusion = Coordinator([](int32_t) -> const std::vector<int>* { return &kPair; }, 0, 400, 16);
+  auto no_fusion = Coordinator([](int32_t) -> const std::vector<int>* { return &kPair; }, 0, 400, 16, 4096);
   for (int rank : kPair) no_fusion.add(req(rank, "h", {1}), 0);
   CHECK(!no_fusion.worth_holding());
 }
@@ -184,7 +244,7 @@ TEST_CASE("the_same_name_in_two_process_sets_is_two_tensors") {
   // Sets {0} and {1} of a 2-rank job, each rank reducing "x" in its own: two responses, none mixed up.
   static const std::vector<int> k0 = {0}, k1 = {1};
   Coordinator c([](int32_t id) -> const std::vector<int>* { return id == 1 ? &k0 : id == 2 ? &k1 : nullptr; },
-                1 << 20, 1 << 20, 16);
+                1 << 20, 1 << 20, 16, 4096);
   for (int step = 0; step < 3; ++step) {
     c.add(req(0, "x", {4}, 1), 0);
     c.add(req(1, "x", {4}, 2), 0);

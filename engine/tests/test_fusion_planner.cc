@@ -51,3 +51,18 @@ TEST_CASE("large_tensors_run_alone_small_ones_fuse_around_them") {
   CHECK(out[0].names == std::vector<std::string>{"s1", "s2"});
   CHECK(out[1].names == std::vector<std::string>{"big"});
 }
+
+TEST_CASE("a_group_stays_carried_only_while_every_tensor_is") {
+  auto carried = [](const std::string& name, char fill) {
+    Response r = single(name);
+    r.carried.assign(8, fill);
+    return r;
+  };
+  auto out = plan_fusion({carried("a", 'a'), carried("b", 'b')}, {4, 4}, 1 << 20, 1 << 20);
+  REQUIRE(out.size() == 1);
+  CHECK(std::string(out[0].carried.begin(), out[0].carried.end()) == "aaaaaaaabbbbbbbb");
+  out = plan_fusion({carried("a", 'a'), single("b"), carried("c", 'c')}, {4, 4, 4}, 1 << 20, 1 << 20);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].names.size() == 3);
+  CHECK(out[0].carried.empty());
+}

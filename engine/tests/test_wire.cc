@@ -15,14 +15,16 @@ TEST_CASE("batch_round_trip") {
   r.shape = {7, 2};
   r.name = "layer.0/weight";
   r.spec.prescale = 0.25;
+  r.data = {'a', '\0', 'b'};
   b.requests = {r};
-  b.cached = {4, 9};
+  b.cached = {{4, {}}, {9, {'x', 'y'}}};
   auto bytes = encode_batch(b);
   auto d = decode_batch(bytes.data(), bytes.size());
   REQUIRE(d.requests.size() == 1);
   CHECK(d.requests[0].same_signature(r));
   CHECK(d.requests[0].rank == 3);
-  CHECK(d.cached == std::vector<int32_t>{4, 9});
+  CHECK(d.requests[0].data == r.data);
+  CHECK(d.cached == b.cached);
 }
 
 TEST_CASE("responses_round_trip_and_truncation_throws") {
@@ -32,11 +34,13 @@ TEST_CASE("responses_round_trip_and_truncation_throws") {
   x.cache_ids = {1, -1};
   x.rows = {3, 0, 5};
   x.error = "bad";
+  x.carried = {'1', '2', '3', '4'};
   auto bytes = encode_responses({x, x}, {0, 1});
   auto d = decode_responses(bytes.data(), bytes.size());
   REQUIRE(d.size() == 2);
   CHECK(d[1].names[1] == "b");
   CHECK(d[1].error == "bad");
+  CHECK(d[1].carried == x.carried);
   CHECK(d[0].cache_ids[1] == -1);
   CHECK(d[1].rows == std::vector<int64_t>{3, 0, 5});
   bool threw = false;

@@ -26,6 +26,20 @@ def test_allreduce_every_op_and_set(sets, dtype):
             np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol)
 
 
+def test_small_allreduces_carry_their_inputs_unless_turned_off():
+    """A small allreduce's inputs travel with the requests and every rank reduces them alike, with no collective:
+    the same bits on every rank, counted in the metrics; JUPYTER_HVD_CARRY_BYTES bounds it (0: never)."""
+    limit = int(os.environ.get("JUPYTER_HVD_CARRY_BYTES", 4096))
+    x = np.random.default_rng(100 + hvd.rank()).standard_normal(7).astype(np.float32)  # 28 bytes
+    before = hvd.metrics()["carried_allreduces"]
+    got = hvd.allreduce(x, op=hvd.Sum, name="carried.bits")
+    assert hvd.metrics()["carried_allreduces"] - before == (1 if 28 * hvd.size() <= limit else 0)
+    every = hvd.allgather(got[None], name="carried.bits.all")
+    assert (every == every[0]).all()
+    np.testing.assert_allclose(got, sum(np.random.default_rng(100 + r).standard_normal(7).astype(np.float32)
+                                        for r in range(hvd.size())), rtol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 def test_allreduce_scaling_and_in_place(dtype):
     x = data(hvd.rank(), dtype, (6,), 7)

@@ -119,9 +119,10 @@ std::vector<Case> cases() {
     RequestBatch empty, full;
     full.requests = {request(1, "layer.0/weight", {7, 3}, OpType::Allreduce), request(2, "ü層", {}, OpType::Barrier),
                      request(3, "", {0, 5, 1}, OpType::Alltoall)};
-    full.cached = {4, 9, -1};
+    full.requests[0].data.assign(84, 'd');
+    full.cached = {{4, {}}, {9, {'a', 'b', 'c', 'd'}}, {-1, {}}};
     RequestBatch cached_only;
-    cached_only.cached = {0};
+    cached_only.cached = {{0, {}}};
     out.push_back({"decode_batch",
                    [](const Bytes& b) {
                      RequestBatch d = decode_batch(b.data(), b.size());
@@ -137,6 +138,7 @@ std::vector<Case> cases() {
     a.cache_ids = {1, -1, 7};
     a.spec.op = OpType::Allgather;
     a.rows = {3, 0, 5};
+    a.carried.assign(12, 'c');
     b.kind = Response::Kind::Error;
     b.names = {"x"};
     b.cache_ids = {-1};
