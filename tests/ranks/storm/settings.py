@@ -7,8 +7,8 @@ import numpy as np
 # Every variable a segment may set; the others are unset, so each segment starts from the defaults.
 VARIABLES = ("HOROVOD_FUSION_THRESHOLD", "HOROVOD_CACHE_CAPACITY", "HOROVOD_CYCLE_TIME",
              "JUPYTER_HVD_FUSION_MAX_TENSOR", "JUPYTER_HVD_RING_ALLREDUCE_BYTES", "JUPYTER_HVD_SYNC_REDUCE_BYTES",
-             "JUPYTER_HVD_SPIN_US", "HOROVOD_TIMELINE", "HOROVOD_TIMELINE_MARK_CYCLES", "HOROVOD_AUTOTUNE",
-             "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
+             "JUPYTER_HVD_SPIN_US", "JUPYTER_HVD_CARRY_BYTES", "HOROVOD_TIMELINE", "HOROVOD_TIMELINE_MARK_CYCLES",
+             "HOROVOD_AUTOTUNE", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
              "HOROVOD_BATCH_D2D_MEMCOPIES", "JUPYTER_HVD_GPU_STAGING")
 
 
@@ -30,6 +30,8 @@ def draw(rng: np.random.Generator, features: frozenset, gpu: bool) -> dict:
         "JUPYTER_HVD_RING_ALLREDUCE_BYTES": _pick(rng, ["1", "1000", "", "", "0"]),
         "JUPYTER_HVD_SYNC_REDUCE_BYTES": _pick(rng, ["0", "1", ""]),
         "JUPYTER_HVD_SPIN_US": _pick(rng, ["0", "", "50"]),
+        # small allreduces as collectives, carried up to the default (4 KiB in all), or up to 1 MiB
+        "JUPYTER_HVD_CARRY_BYTES": _pick(rng, ["0", "", "", str(1 << 20)]),
     }
     if "timeline" in features and rng.random() < 0.25:
         s["HOROVOD_TIMELINE"] = "@"  # a file of this run's, made by apply()
