@@ -94,7 +94,7 @@ class Engine {
   void update_mpi_yield(int64_t bytes);
   void on_engine_error(const std::string& what);  // anything a step threw: an abort
   void submit(std::vector<TensorEntry> fresh);
-  std::vector<char> carried_input(const TensorEntry& e, const ProcessSet& set) const;
+  std::vector<char> carried_input(const TensorEntry& e, const ProcessSet& set, int64_t& budget) const;
   void remove_sets(const std::vector<int32_t>& ids);  // engine thread: what remove_process_set asked
   void free_comms();  // once stopped: the channel, the GPU state and the process sets' communicators
   void dispatch(Message& m);

@@ -154,6 +154,10 @@ void Engine::submit(std::vector<TensorEntry> fresh) {
   RequestBatch batch;
   int64_t now = now_us();
   const bool trace = log::enabled(log::Level::Trace);
+  // Inputs are carried only while this rank has nothing else in flight, up to the limit in all: a lone small
+  // op (a metric, a flag) waits on latency, and carrying saves it the collective's round; many small ones
+  // in flight fuse into one collective anyway, and their carried inputs would only lengthen the messages.
+  int64_t carry_budget = table_.empty() ? config_.carry_bytes : 0;
   for (auto& e : fresh) {
     const Request& q = e.request;
     auto set = sets_.get(q.spec.process_set);
@@ -165,7 +169,7 @@ void Engine::submit(std::vector<TensorEntry> fresh) {
     if (trace)
       log::write(log::Level::Trace, std::string("enqueued ") + op_name(q.spec.op) + " '" + q.name + "' " +
                                         describe(q) + " in process set " + std::to_string(q.spec.process_set));
-    std::vector<char> data = carried_input(e, *set);
+    std::vector<char> data = carried_input(e, *set, carry_budget);
     if (coordinator_) {
       Request mine = q;
       mine.data = std::move(data);
@@ -188,14 +192,16 @@ void Engine::submit(std::vector<TensorEntry> fresh) {
     transport_->send(0, kRequests, encode_batch(batch));
 }
 
-// A small host allreduce's input, to carry with its request (Config::carry_bytes): rank 0 sends every
-// member's back with the response, and each member reduces them itself, so the allreduce needs no
+// A small host allreduce's input, to carry with its request (Config::carry_bytes) if what it adds to the
+// response, its size times the set's, fits in `budget` (which it then takes from): rank 0 sends every
+// member's input back with the response, and each member reduces them itself, so the allreduce needs no
 // collective after the negotiation's round trip. Empty for any other operation.
-std::vector<char> Engine::carried_input(const TensorEntry& e, const ProcessSet& set) const {
+std::vector<char> Engine::carried_input(const TensorEntry& e, const ProcessSet& set, int64_t& budget) const {
   const Request& q = e.request;
   if (q.spec.op != OpType::Allreduce || q.spec.memory != Memory::Host || !e.input) return {};
-  const int64_t bytes = q.num_bytes();
-  if (bytes <= 0 || bytes * static_cast<int64_t>(set.ranks.size()) > config_.carry_bytes) return {};
+  const int64_t bytes = q.num_bytes(), cost = bytes * static_cast<int64_t>(set.ranks.size());
+  if (bytes <= 0 || cost > budget) return {};
+  budget -= cost;
   const char* p = static_cast<const char*>(e.input);
   return std::vector<char>(p, p + bytes);
 }

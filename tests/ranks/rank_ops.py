@@ -29,7 +29,7 @@ def test_allreduce_every_op_and_set(sets, dtype):
 def test_small_allreduces_carry_their_inputs_unless_turned_off():
     """A small allreduce's inputs travel with the requests and every rank reduces them alike, with no collective:
     the same bits on every rank, counted in the metrics; JUPYTER_HVD_CARRY_BYTES bounds it (0: never)."""
-    limit = int(os.environ.get("JUPYTER_HVD_CARRY_BYTES", 4096))
+    limit = int(os.environ.get("JUPYTER_HVD_CARRY_BYTES", 256))
     x = np.random.default_rng(100 + hvd.rank()).standard_normal(7).astype(np.float32)  # 28 bytes
     before = hvd.metrics()["carried_allreduces"]
     got = hvd.allreduce(x, op=hvd.Sum, name="carried.bits")

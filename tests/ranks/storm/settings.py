@@ -30,7 +30,7 @@ def draw(rng: np.random.Generator, features: frozenset, gpu: bool) -> dict:
         "JUPYTER_HVD_RING_ALLREDUCE_BYTES": _pick(rng, ["1", "1000", "", "", "0"]),
         "JUPYTER_HVD_SYNC_REDUCE_BYTES": _pick(rng, ["0", "1", ""]),
         "JUPYTER_HVD_SPIN_US": _pick(rng, ["0", "", "50"]),
-        # small allreduces as collectives, carried up to the default (4 KiB in all), or up to 1 MiB
+        # small allreduces as collectives, carried up to the default (256 bytes in all), or up to 1 MiB
         "JUPYTER_HVD_CARRY_BYTES": _pick(rng, ["0", "", "", str(1 << 20)]),
     }
     if "timeline" in features and rng.random() < 0.25:
