@@ -7,7 +7,9 @@ Cases (every rank runs each; rank 0 prints one JSON line per case and a table at
                 per-call time, against mpi4py's ``Allreduce`` of the same buffer. With it, where the time goes, from
                 the engine's own metrics: its mean negotiation (enqueue to execution: the request to rank 0 and
                 the response back) and collective time per operation on each rank, and the rest of the mean call
-                (the Python layer and handing the result to the caller).
+                (the Python layer and handing the result to the caller). Then the same started with
+                ``allreduce_async`` and polled with ``hvd.poll`` in a busy loop until done, as a script that does
+                other work between polls would.
   mxnet_4B      the same through ``jupyter_hvd.mxnet`` (pushed to MXNet's engine, then ``wait_to_read``),
                 in a fresh process and again after a 64 MiB allreduce and the ResNet-50 gradient set; the rest
                 of its mean call is MXNet's push, its threads' hand-offs and the wait.
@@ -81,6 +83,17 @@ def worker(calls: int) -> None:
     t, phases = engine_phases(hvd, comm, lambda: alternate(
         comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": lambda: hvd.allreduce(x, name="tiny")}, calls))
     emit({"case": "numpy_4B", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"]), "engine": phases})
+
+    def polled():
+        h = hvd.allreduce_async(x, name="tiny.polled")
+        while not hvd.poll(h):
+            pass
+        h.wait()
+
+    t, phases = engine_phases(hvd, comm, lambda: alternate(
+        comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": polled}, calls // 3))
+    emit({"case": "numpy_4B", "after": "async, poll() in a loop", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"]),
+          "engine": phases})
 
     nd = mx.nd.ones((1,))
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "contracts.h"
 #include "engine.h"
@@ -162,8 +163,14 @@ NB_MODULE(_C, m) {
         return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(h.output.data(), {n}, self);
       }, nb::rv_policy::reference_internal);
   nb::class_<jhvd::HandleGroup>(m, "HandleGroup")
+      // Not yet: the caller gives up its core for a moment. A script that polls in a loop would otherwise
+      // keep the engine thread, which shares its core where ranks are bound one core each, from running
+      // until the scheduler took the core away (a 4-byte allreduce then took milliseconds).
       .def("poll", [](const jhvd::HandleGroup& g) {
-        return std::all_of(g.handles.begin(), g.handles.end(), [](const auto& h) { return h->poll(); });
+        if (std::all_of(g.handles.begin(), g.handles.end(), [](const auto& h) { return h->poll(); })) return true;
+        nb::gil_scoped_release nogil;
+        std::this_thread::yield();
+        return false;
       })
       // The group's status code once every handle is done (0: all succeeded; `status` has the failure),
       // or None when `timeout_s` passed first: one call on a blocking op's usual path.
