@@ -26,10 +26,14 @@ def test_allreduce_every_op_and_set(sets, dtype):
             np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol)
 
 
+def carry_limit() -> int:
+    return int(os.environ.get("JUPYTER_HVD_CARRY_BYTES", 256))
+
+
 def test_small_allreduces_carry_their_inputs_unless_turned_off():
     """A small allreduce's inputs travel with the requests and every rank reduces them alike, with no collective:
     the same bits on every rank, counted in the metrics; JUPYTER_HVD_CARRY_BYTES bounds it (0: never)."""
-    limit = int(os.environ.get("JUPYTER_HVD_CARRY_BYTES", 256))
+    limit = carry_limit()
     x = np.random.default_rng(100 + hvd.rank()).standard_normal(7).astype(np.float32)  # 28 bytes
     before = hvd.metrics()["carried_allreduces"]
     got = hvd.allreduce(x, op=hvd.Sum, name="carried.bits")
@@ -38,6 +42,27 @@ def test_small_allreduces_carry_their_inputs_unless_turned_off():
     assert (every == every[0]).all()
     np.testing.assert_allclose(got, sum(np.random.default_rng(100 + r).standard_normal(7).astype(np.float32)
                                         for r in range(hvd.size())), rtol=1e-5)
+
+
+def test_a_small_allreduce_is_not_carried_while_another_is_in_flight():
+    """Rank 0 queues 'small' while its 'held' cannot finish (the others queue 'held' only after 'small'), so it
+    sends 'small' without its input; the others carry theirs, and 'small' runs as a collective on every rank."""
+    x = np.full(3, float(hvd.rank() + 1), np.float32)
+    before = hvd.metrics()["carried_allreduces"]
+    if hvd.rank() == 0:
+        held = hvd.allreduce_async(x, op=hvd.Sum, name="carry.held")
+        hvd.barrier()  # queued after 'held': once it is done, so is the submission of 'held'
+        small = hvd.allreduce(x, op=hvd.Sum, name="carry.small")
+        got_held = held.wait()
+    else:
+        hvd.barrier()
+        small = hvd.allreduce(x, op=hvd.Sum, name="carry.small")
+        got_held = hvd.allreduce(x, op=hvd.Sum, name="carry.held")
+    total = sum(range(1, hvd.size() + 1))
+    np.testing.assert_array_equal(small, np.full(3, total, np.float32))
+    np.testing.assert_array_equal(got_held, np.full(3, total, np.float32))
+    # 'held', queued with nothing else in flight everywhere, is carried; 'small' is not, on any rank
+    assert hvd.metrics()["carried_allreduces"] - before == (1 if 12 * hvd.size() <= carry_limit() else 0)
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
