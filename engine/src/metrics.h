@@ -20,7 +20,7 @@ struct Metrics {
   std::atomic<int64_t> fused_tensors{0};    // tensors that shared a response with others
   std::atomic<int64_t> cached_requests{0};  // requests sent as cache ids
   std::atomic<int64_t> full_requests{0};
-  std::atomic<int64_t> carried_allreduces{0};  // run with no collective: inputs carried (Response::carried)
+  std::atomic<int64_t> carried_allreduces{0};  // responses run with no collective (Response::carried)
   std::atomic<int64_t> errors{0};
   std::atomic<int64_t> stalls{0};
   // The fusion threshold and cycle time in effect (rank 0's count; HOROVOD_AUTOTUNE changes them
