@@ -133,7 +133,8 @@ Status reduce_carried(CollectiveContext& c, const Response& r, std::vector<Tenso
     return Status::Error(Status::Code::Internal, "a carried allreduce of " + std::to_string(total) + " bytes on " +
                                                      std::to_string(n) + " ranks came with " +
                                                      std::to_string(r.carried.size()));
-  if (static_cast<int64_t>(c.fusion_buffer.size()) < largest) c.fusion_buffer.resize(largest);
+  const bool scaled = r.spec.prescale != 1.0;  // then each input is scaled in a copy first
+  if (scaled && static_cast<int64_t>(c.fusion_buffer.size()) < largest) c.fusion_buffer.resize(largest);
   MPI_Datatype t = c.reductions.type(r.spec.dtype);
   MPI_Op op = c.reductions.op(r.spec.dtype, r.spec.reduce);
   const int64_t t0 = now_us();
@@ -144,10 +145,13 @@ Status reduce_carried(CollectiveContext& c, const Response& r, std::vector<Tenso
     copy(e->output, block + (n - 1) * bytes, bytes);
     scale_buffer(r.spec.dtype, e->output, count, r.spec.prescale);
     for (int k = n - 2; k >= 0; --k) {
-      copy(c.fusion_buffer.data(), block + k * bytes, bytes);
-      scale_buffer(r.spec.dtype, c.fusion_buffer.data(), count, r.spec.prescale);
-      Status s = mpi_status(MPI_Reduce_local(c.fusion_buffer.data(), e->output, static_cast<int>(count), t, op),
-                            "MPI_Reduce_local");
+      const void* in = block + k * bytes;
+      if (scaled) {
+        copy(c.fusion_buffer.data(), in, bytes);
+        scale_buffer(r.spec.dtype, c.fusion_buffer.data(), count, r.spec.prescale);
+        in = c.fusion_buffer.data();
+      }
+      Status s = mpi_status(MPI_Reduce_local(in, e->output, static_cast<int>(count), t, op), "MPI_Reduce_local");
       if (!s.ok()) return s;
     }
     finish_reduce(r, e->output, count, n);

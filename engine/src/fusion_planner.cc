@@ -21,7 +21,6 @@ std::vector<Response> plan_fusion(std::vector<Response> ready, const std::vector
     used[i] = true;
     Response group = std::move(ready[i]);
     int64_t total = bytes[i];
-    bool carried = !group.carried.empty();  // while every tensor of the group is
     if (threshold > 0 && total < threshold && small(i)) {
       for (size_t j = i + 1; j < ready.size(); ++j) {
         if (used[j] || !small(j) || !fusable(group, ready[j]) || total + bytes[j] > threshold) continue;
@@ -29,9 +28,9 @@ std::vector<Response> plan_fusion(std::vector<Response> ready, const std::vector
         total += bytes[j];
         group.names.push_back(std::move(ready[j].names[0]));
         group.cache_ids.push_back(ready[j].cache_ids[0]);
-        carried &= !ready[j].carried.empty();
-        if (carried) group.carried.insert(group.carried.end(), ready[j].carried.begin(), ready[j].carried.end());
-        else group.carried.clear();
+        // Carried while every tensor of the group is: once emptied, it stays so.
+        if (group.carried.empty() || ready[j].carried.empty()) group.carried.clear();
+        else group.carried.insert(group.carried.end(), ready[j].carried.begin(), ready[j].carried.end());
       }
     }
     out.push_back(std::move(group));

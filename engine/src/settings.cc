@@ -164,8 +164,9 @@ std::vector<Setting> make_settings() {
       integer("JUPYTER_HVD_SYNC_REDUCE_BYTES", HVD_FIELD(sync_reduce_bytes), 0,
               "host allreduces and reducescatters of at least this many bytes start with a barrier (0: never)"),
       integer("JUPYTER_HVD_CARRY_BYTES", HVD_FIELD(carry_bytes), 0,
-              "host allreduces whose size times their process set's size is at most this many bytes travel with "
-              "their requests to rank 0 and back, and run with no collective (0: never)"),
+              "host allreduces queued with nothing else in flight whose size times their process set's size is at "
+              "most this many bytes travel with their requests to rank 0 and back, and run with no collective "
+              "(0: never)"),
       integer("JUPYTER_HVD_RING_ALLREDUCE_BYTES", HVD_FIELD(ring_allreduce_bytes), 0,
               "host allreduces of at least this many bytes run as a ring (0: never)"),
       integer("JUPYTER_HVD_SPIN_US", HVD_FIELD(spin_us), 0,

@@ -115,8 +115,8 @@ struct Response {
   std::vector<std::string> names;   // several when fused, in buffer order
   std::vector<int32_t> cache_ids;   // parallel to names; -1 when not cached
   std::vector<int64_t> rows;        // allgather: each member's first dimension, in rank order
-  // A carried allreduce (one tensor): every member's input, in rank order, which each member reduces
-  // itself in that order, so all get the same result with no collective. Empty otherwise.
+  // A carried allreduce: for each tensor in turn, every member's input in rank order, which each member
+  // reduces itself in that order, so all get the same result with no collective. Empty otherwise.
   std::vector<char> carried;
   std::string error;                // Kind::Error only
 };
