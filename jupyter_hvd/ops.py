@@ -71,7 +71,8 @@ def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names
     for a in arrs:  # plain loops: a blocking small op's cost is mostly this layer's, so no comprehension frames
         codes.append(dtype_code(a.dtype, kind))
         on_device += isinstance(a, DeviceArray)
-    check_reduce(codes, reduce, prescale, postscale, kind, on_device > 0)
+    if reduce == Average or prescale != 1.0 or postscale != 1.0:  # what else every dtype can do
+        check_reduce(codes, reduce, prescale, postscale, kind, on_device > 0)
     named = []
     for n in names:  # once all are valid: only calls that will run take an automatic name
         named.append(engine_name(kind, n, pid))
@@ -102,13 +103,13 @@ def _output_like(arr: Any, out: Any) -> tuple:
     """Where an op writes a result shaped like its input, and how the handle returns it: ``out``
     when given (in place), else a new array (a GPU tensor's comes from the engine). A host array's
     finish is None: the handle returns the output array itself."""
+    if type(arr) is np.ndarray:  # the usual case first; np.empty is faster than np.empty_like
+        return (np.empty(arr.shape, arr.dtype) if out is None else out), None
     if isinstance(arr, DeviceArray):
         if out is None:
             out = arr.empty_like()  # CuPy: from its memory pool; others: the engine allocates
         return (None, arr.wrap_output) if out is None else (out, lambda _: out.source)
-    if out is None:  # np.empty is faster; np.empty_like keeps a subclass
-        out = np.empty(arr.shape, arr.dtype) if type(arr) is np.ndarray else np.empty_like(arr)
-    return out, None
+    return (np.empty_like(arr) if out is None else out), None  # a subclass stays one
 
 
 def allreduce_arrays(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequence[Optional[str]], op: int,
