@@ -68,8 +68,6 @@ def wait_for_result(natives: Any, keep: tuple, finishes: Sequence[Optional[Calla
         if not natives.poll():
             _orphans[id(natives)] = (natives, keep)
         raise
-    if not code and not group and finishes[0] is None:  # the usual blocking call: one array, its result given
-        return keep[1][0]
     return _result(natives, code, keep[1], finishes, group)
 
 

@@ -71,8 +71,7 @@ def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names
     for a in arrs:  # plain loops: a blocking small op's cost is mostly this layer's, so no comprehension frames
         codes.append(dtype_code(a.dtype, kind))
         on_device += isinstance(a, DeviceArray)
-    if reduce == Average or prescale != 1.0 or postscale != 1.0:  # what else every dtype can do
-        check_reduce(codes, reduce, prescale, postscale, kind, on_device > 0)
+    check_reduce(codes, reduce, prescale, postscale, kind, on_device > 0)
     named = []
     for n in names:  # once all are valid: only calls that will run take an automatic name
         named.append(engine_name(kind, n, pid))
