@@ -1,12 +1,13 @@
 // The engine's cross-tier contracts as Python sees them: each code list (enum_list.h) as a Python IntEnum,
 // from which jupyter_hvd derives hvd.Sum and the rest, its dtype codes, its exception per status and the
 // timeline's phase names; OpSpec, what an operation does apart from its tensors, as every enqueue takes
-// it; and the settings table, from which hvdrun builds its flags.
+// it, and which reductions each dtype can do; and the settings table, from which hvdrun builds its flags.
 #include "contracts.h"
 
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -65,6 +66,28 @@ const hvd::Setting& find_setting(const std::string& name) {
 
 hvd::DataType data_type(int code) { return code_of<hvd::DataType>(code, "dtype code"); }
 
+hvd::OpSpec op_spec(int op, int reduce, int process_set, int root_rank, double prescale, double postscale) {
+  hvd::OpSpec s;
+  s.op = code_of<hvd::OpType>(op, "op");
+  s.reduce = code_of<hvd::ReduceOp>(reduce, "reduce op");
+  s.process_set = process_set;
+  s.root_rank = root_rank;
+  s.prescale = prescale;
+  s.postscale = postscale;
+  return s;
+}
+
+void check_reduce(const std::vector<int>& codes, hvd::ReduceOp op, double prescale, double postscale,
+                  const std::string& what, bool on_device) {
+  const bool any_bool = std::count(codes.begin(), codes.end(), static_cast<int>(hvd::DataType::Bool)) > 0;
+  auto refuse = [&](const char* why) { throw nb::type_error((what + ": " + why).c_str()); };
+  if (op == hvd::ReduceOp::Average && any_bool) refuse("Average is not defined for bool tensors");
+  if (prescale == 1.0 && postscale == 1.0) return;
+  if (any_bool) refuse("prescale_factor/postscale_factor cannot scale bool tensors");
+  if (on_device && std::any_of(codes.begin(), codes.end(), [](int c) { return !hvd::is_float(data_type(c)); }))
+    refuse("prescale_factor/postscale_factor on GPU tensors need a floating-point dtype");
+}
+
 void bind_contracts(nb::module_& m) {
   bind_enum<hvd::OpType>(m, "OpType");
   bind_enum<hvd::ReduceOp>(m, "ReduceOp");
@@ -72,6 +95,10 @@ void bind_contracts(nb::module_& m) {
   bind_enum<hvd::Status::Code>(m, "StatusCode");
   bind_enum<hvd::Phase>(m, "Phase");
   m.def("is_float", [](int code) { return hvd::is_float(data_type(code)); }, "code"_a);
+  m.def("check_reduce", [](const std::vector<int>& codes, int op, double prescale, double postscale,
+                           const std::string& what, bool on_device) {
+    check_reduce(codes, code_of<hvd::ReduceOp>(op, "reduce op"), prescale, postscale, what, on_device);
+  }, "codes"_a, "op"_a, "prescale"_a, "postscale"_a, "what"_a, "on_device"_a);
   m.def("dtype_size", [](int code) { return hvd::dtype_size(data_type(code)); }, "code"_a);
 
   // Codes in, as Python holds them (plain ints, as Horovod's constants are); the dtype and memory are
@@ -79,14 +106,7 @@ void bind_contracts(nb::module_& m) {
   nb::class_<hvd::OpSpec>(m, "OpSpec")
       .def("__init__", [](hvd::OpSpec* self, int op, int reduce, int process_set, int root_rank, double prescale,
                           double postscale) {
-        hvd::OpSpec s;
-        s.op = code_of<hvd::OpType>(op, "op");
-        s.reduce = code_of<hvd::ReduceOp>(reduce, "reduce op");
-        s.process_set = process_set;
-        s.root_rank = root_rank;
-        s.prescale = prescale;
-        s.postscale = postscale;
-        new (self) hvd::OpSpec(s);
+        new (self) hvd::OpSpec(op_spec(op, reduce, process_set, root_rank, prescale, postscale));
       }, "op"_a, nb::kw_only(), "reduce"_a = 0, "process_set"_a = 0, "root_rank"_a = -1, "prescale"_a = 1.0,
          "postscale"_a = 1.0)
       .def_ro("op", &hvd::OpSpec::op)

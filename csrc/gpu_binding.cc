@@ -49,6 +49,51 @@ nb::dict status_dict(const hvd::gpu::GpuStatus& s) {
 
 }  // namespace
 
+std::vector<hvd::TensorEntry> device_entries(const hvd::OpSpec& spec, const std::vector<std::string>& names,
+                                             const std::vector<int>& codes, nb::list arrays, nb::list outputs,
+                                             const std::vector<int64_t>& splits) {
+  const size_t n = names.size();
+  auto& rt = hvd::gpu::runtime();
+  if (!rt.cuda_ready()) {
+    auto s = rt.status();
+    std::string why = s.cuda.loaded ? s.device_error : s.cuda.error;
+    throw std::runtime_error("GPU tensor '" + (n ? names[0] : std::string()) + "', but CUDA is not usable here: " +
+                             (why.empty() ? "the CUDA runtime has not been loaded (gpu_load)" : why));
+  }
+  std::vector<hvd::TensorEntry> group(n);
+  // One ready event per stream serves every tensor that it produced.
+  std::map<std::pair<int, uintptr_t>, std::shared_ptr<hvd::gpu::ReadyEvent>> events;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& name = names[i];
+    nb::handle a = arrays[i], out = outputs[i];
+    const int device = nb::cast<int>(a.attr("device"));
+    if (device < 0 || device >= rt.status().device_count)
+      throw hvd::InvalidArgument("tensor '" + name + "' is on cuda:" + std::to_string(device) + ", but " +
+                                 std::to_string(rt.status().device_count) + " CUDA device(s) are visible");
+    hvd::TensorEntry& e = group[i];
+    e.request.spec = spec;
+    e.request.spec.dtype = data_type(codes[i]);
+    e.request.spec.memory = hvd::Memory::Cuda;
+    e.request.name = name;
+    e.request.shape = nb::cast<std::vector<int64_t>>(a.attr("shape"));
+    e.input = reinterpret_cast<const void*>(nb::cast<uintptr_t>(a.attr("ptr")));
+    e.output = out.is_none() ? nullptr : reinterpret_cast<void*>(nb::cast<uintptr_t>(out.attr("ptr")));
+    e.splits = splits;
+    e.device = device;
+    nb::object stream = a.attr("stream");
+    if (stream.is_none()) continue;
+    const auto address = nb::cast<uintptr_t>(stream);
+    auto& ready = events[{device, address}];
+    if (!ready) {
+      std::string err;
+      ready = hvd::gpu::ReadyEvent::record(rt, device, reinterpret_cast<hvd::gpu::cudaStream_t>(address), &err);
+      if (!ready) throw std::runtime_error("tensor '" + name + "': " + err);
+    }
+    e.ready = ready;
+  }
+  return group;
+}
+
 void bind_gpu(nb::module_& m) {
   m.def("gpu_load", [](std::vector<std::string> cuda_dirs, std::vector<std::string> nccl_dirs) {
     auto paths = hvd::gpu::SearchPaths::from_env(std::move(cuda_dirs), std::move(nccl_dirs));
@@ -70,54 +115,6 @@ void bind_gpu(nb::module_& m) {
     }
   }, "device"_a);
 
-  // One operation on each device buffer of `inputs`, all queued together; an output of 0 has the engine
-  // allocate it. Each input is ready once the work queued so far on its stream (None: it is ready now) is done.
-  m.def("enqueue_device", [](const hvd::OpSpec& spec, std::vector<std::string> names, std::vector<int> dtypes,
-                             std::vector<std::vector<int64_t>> shapes, std::vector<uintptr_t> inputs,
-                             std::vector<uintptr_t> outputs, std::vector<int64_t> splits, std::vector<int> devices,
-                             std::vector<std::optional<uintptr_t>> streams) {
-    size_t n = names.size();
-    if (dtypes.size() != n || shapes.size() != n || inputs.size() != n || outputs.size() != n ||
-        devices.size() != n || streams.size() != n)
-      throw nb::value_error("enqueue_device: the per-tensor lists differ in length");
-    auto& rt = hvd::gpu::runtime();
-    if (!rt.cuda_ready()) {
-      auto s = rt.status();
-      std::string why = s.cuda.loaded ? s.device_error : s.cuda.error;
-      throw std::runtime_error("GPU tensor '" + (n ? names[0] : std::string()) +
-                               "', but CUDA is not usable here: " +
-                               (why.empty() ? "the CUDA runtime has not been loaded (gpu_load)" : why));
-    }
-    std::vector<hvd::TensorEntry> group(n);
-    // One ready event per stream serves every tensor that it produced.
-    std::map<std::pair<int, uintptr_t>, std::shared_ptr<hvd::gpu::ReadyEvent>> events;
-    for (size_t i = 0; i < n; ++i) {
-      const std::string& name = names[i];
-      if (devices[i] < 0 || devices[i] >= rt.status().device_count)
-        throw hvd::InvalidArgument("tensor '" + name + "' is on cuda:" + std::to_string(devices[i]) + ", but " +
-                                   std::to_string(rt.status().device_count) + " CUDA device(s) are visible");
-      hvd::TensorEntry& e = group[i];
-      e.request.spec = spec;
-      e.request.spec.dtype = data_type(dtypes[i]);
-      e.request.spec.memory = hvd::Memory::Cuda;
-      e.request.name = name;
-      e.request.shape = std::move(shapes[i]);
-      e.input = reinterpret_cast<const void*>(inputs[i]);
-      e.output = reinterpret_cast<void*>(outputs[i]);
-      e.splits = splits;
-      e.device = devices[i];
-      if (!streams[i]) continue;
-      auto& ready = events[{devices[i], *streams[i]}];
-      if (!ready) {
-        std::string err;
-        ready = hvd::gpu::ReadyEvent::record(rt, devices[i], reinterpret_cast<hvd::gpu::cudaStream_t>(*streams[i]),
-                                             &err);
-        if (!ready) throw std::runtime_error("tensor '" + name + "': " + err);
-      }
-      e.ready = ready;
-    }
-    return enqueue_entries(std::move(group));
-  }, "spec"_a, "names"_a, "dtypes"_a, "shapes"_a, "inputs"_a, "outputs"_a, "splits"_a, "devices"_a, "streams"_a);
 
   // What a DLPack tensor is, without touching its memory: (address, shape, strides in elements
   // or None, (type code, bits, lanes), (device type, device id)).

@@ -18,6 +18,7 @@
 #include "engine.h"
 #include "gpu_binding.h"
 #include "registry.h"
+#include "submit.h"
 #ifdef JHVD_WITH_MXNET
 #include "mxnet_bridge.h"
 #endif
@@ -72,35 +73,6 @@ hvd::Status first_failure(const jhvd::HandleGroup& g) {
     if (!s.ok()) return s;
   }
   return hvd::Status::Ok();
-}
-
-// A host array's address (0 when empty) and shape, read through the buffer protocol without asking
-// for its format, so every dtype passes; a non-contiguous array, or a read-only one to write, fails.
-hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handle input, nb::handle output) {
-  hvd::TensorEntry e;
-  e.request.spec = spec;
-  // The buffer's address; with `shape`, also the array's shape into the request.
-  auto read = [&](nb::handle array, bool writable, bool shape, const char* what) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_ND | (writable ? PyBUF_WRITABLE : 0)) != 0) {
-      PyErr_Clear();
-      throw hvd::InvalidArgument("tensor '" + name + "': the " + what + " must be C-contiguous" +
-                                 (writable ? " and writable" : ""));
-    }
-    void* p = view.len ? view.buf : nullptr;
-    if (shape) e.request.shape.assign(view.shape, view.shape + view.ndim);
-    PyBuffer_Release(&view);
-    return p;
-  };
-  if (output.ptr() == input.ptr()) {  // in place: one read, which must allow writing
-    e.output = read(input, true, true, "array written in place");
-    e.input = e.output;
-  } else {
-    e.input = read(input, false, true, "input array");
-    e.output = output.is_none() ? nullptr : read(output, true, false, "output array");
-  }
-  e.request.name = std::move(name);
-  return e;
 }
 
 nb::dict metrics_dict(const hvd::Metrics& m) {
@@ -209,24 +181,6 @@ NB_MODULE(_C, m) {
     const auto& t = engine().topology();
     return nb::make_tuple(t.rank, t.size, t.local_rank, t.local_size, t.cross_rank, t.cross_size);
   });
-  // One operation on each host array of `inputs`, all queued together; `outputs` holds an array to
-  // write each result to, or None where the engine allocates it.
-  m.def("enqueue", [](const hvd::OpSpec& spec, std::vector<std::string> names, std::vector<int> dtypes,
-                      nb::list inputs, nb::list outputs, std::vector<int64_t> splits) {
-    size_t n = names.size();
-    if (dtypes.size() != n || inputs.size() != n || outputs.size() != n)
-      throw nb::value_error("enqueue: names, dtypes, inputs and outputs differ in length");
-    std::vector<hvd::TensorEntry> group;
-    group.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      hvd::OpSpec tensor_spec = spec;
-      tensor_spec.dtype = jhvd::data_type(dtypes[i]);
-      tensor_spec.memory = hvd::Memory::Host;
-      group.push_back(host_entry(tensor_spec, std::move(names[i]), inputs[i], outputs[i]));
-      group.back().splits = splits;
-    }
-    return jhvd::enqueue_entries(std::move(group));
-  }, "spec"_a, "names"_a, "dtypes"_a, "inputs"_a, "outputs"_a, "splits"_a);
   m.def("abort", [](const std::string& reason) { engine().abort(reason); }, "reason"_a);
   m.def("stop_status", [] { return status_tuple(engine().stop_status()); });
   m.def("add_process_set", [](std::vector<int> ranks) {
@@ -258,6 +212,7 @@ NB_MODULE(_C, m) {
   }, "since"_a, "max"_a = 100000);
   m.def("metrics", [] { return metrics_dict(engine().metrics()); });
   jhvd::bind_contracts(m);
+  jhvd::bind_submit(m);
   jhvd::bind_gpu(m);
 #ifdef JHVD_WITH_MXNET
   jhvd::bind_mxnet(m);

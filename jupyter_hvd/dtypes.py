@@ -3,7 +3,7 @@ from typing import Optional
 
 import numpy as np
 
-from ._C import DataType, is_float
+from ._C import DataType
 
 try:  # numpy carries bfloat16 only through ml_dtypes
     import ml_dtypes
@@ -20,19 +20,17 @@ def _numpy_dtype(name: str) -> Optional[np.dtype]:
         return None if extra is None else np.dtype(extra)
 
 
-_CODES = {dt: int(t) for t in DataType if (dt := _numpy_dtype(t.name)) is not None}
-FLOAT_CODES = frozenset(int(t) for t in DataType if is_float(t))
-BOOL_CODE = int(DataType.bool)
+CODES = {dt: int(t) for t in DataType if (dt := _numpy_dtype(t.name)) is not None}
 
 
 def dtype_code(dtype: np.dtype, what: str) -> int:
     """The engine's code for ``dtype``; TypeError naming the supported ones otherwise."""
     try:
-        return _CODES[dtype]  # an array's dtype: no conversion needed
+        return CODES[dtype]  # an array's dtype: no conversion needed
     except (KeyError, TypeError):
         pass
     try:
-        return _CODES[np.dtype(dtype)]
+        return CODES[np.dtype(dtype)]
     except (KeyError, TypeError):
-        names = ", ".join(sorted(str(d) for d in _CODES))
+        names = ", ".join(sorted(str(d) for d in CODES))
         raise TypeError(f"{what}: unsupported dtype {dtype}; supported: {names}") from None

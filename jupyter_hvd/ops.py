@@ -5,9 +5,9 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import _C
-from ._C import OpSpec, OpType, ReduceOp
+from ._C import OpType, ReduceOp
 from .arrays import as_array
-from .dtypes import BOOL_CODE, FLOAT_CODES, dtype_code
+from .dtypes import CODES, dtype_code
 from .gpu import DeviceArray
 from .handles import Handle, release_orphans, wait_for_result
 from .naming import engine_name, group_names
@@ -19,7 +19,7 @@ Sum, Average, Min, Max, Product = (int(r) for r in (ReduceOp.Sum, ReduceOp.Avera
 Adasum = 1 + max(ReduceOp)  # not an engine op: refused by name
 _REDUCE_OPS = frozenset(int(r) for r in ReduceOp)
 
-# The engine's op codes (hvd::OpType), as OpSpec takes them.
+# The engine's op codes (hvd::OpType), as _C.submit and OpSpec take them.
 ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER = (
     int(t) for t in (OpType.allreduce, OpType.allgather, OpType.broadcast, OpType.alltoall, OpType.reducescatter,
                      OpType.barrier))
@@ -41,53 +41,24 @@ def resolve_op(average: Optional[bool], op: Optional[int], default: int = Averag
     return op
 
 
-def check_reduce(codes: Sequence[int], op: int, prescale: float, postscale: float, what: str,
-                 on_device: bool) -> None:
-    """Reject reductions the dtypes ``codes`` cannot do (other ops pass Sum and no scaling, so they always pass).
-
-    As in Horovod, host tensors of any numeric dtype may be scaled: integers in float64, the result cast
-    back (toward zero); GPU tensors are scaled by NCCL, which multiplies integers by an integer factor, so
-    there only floating-point tensors may be."""
-    if op == Average and BOOL_CODE in codes:
-        raise TypeError(f"{what}: Average is not defined for bool tensors")
-    if prescale == 1.0 and postscale == 1.0:
-        return
-    if BOOL_CODE in codes:
-        raise TypeError(f"{what}: prescale_factor/postscale_factor cannot scale bool tensors")
-    if on_device and any(code not in FLOAT_CODES for code in codes):
-        raise TypeError(f"{what}: prescale_factor/postscale_factor on GPU tensors need a floating-point dtype")
-
-
 def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names: Sequence[Optional[str]],
              process_set: ProcessSet, finishes: Sequence[Callable[[Any], Any]], *, group: bool = False,
              reduce: int = Sum, root_rank: int = -1, prescale: float = 1.0, postscale: float = 1.0,
              splits: Sequence[int] = (), wait: bool = False) -> Any:
     """Queues one operation per array of ``arrs``, all together (a group fuses); ``outs`` holds where each
     result goes (None: the engine allocates it) and ``finishes`` how each is returned. Returns a Handle, or
-    with ``wait`` the result itself: a blocking call makes no handle."""
+    with ``wait`` the result itself: a blocking call makes no handle. The checks of dtypes, reduction and
+    names, and the engine entries, are _C.submit's (csrc/submit.cc), with this package's rules below."""
     pid = set_id(process_set)
     release_orphans()
-    codes, on_device = [], 0
-    for a in arrs:  # plain loops: a blocking small op's cost is mostly this layer's, so no comprehension frames
-        codes.append(dtype_code(a.dtype, kind))
-        on_device += isinstance(a, DeviceArray)
-    check_reduce(codes, reduce, prescale, postscale, kind, on_device > 0)
-    named = []
-    for n in names:  # once all are valid: only calls that will run take an automatic name
-        named.append(engine_name(kind, n, pid))
-    spec = OpSpec(op, reduce=reduce, process_set=pid, root_rank=root_rank, prescale=float(prescale),
-                  postscale=float(postscale))
-    if not on_device:
-        natives = _C.enqueue(spec, named, codes, arrs, outs, splits)
-    elif on_device == len(arrs):  # GPU tensors: NCCL, or host staging where NCCL cannot run
-        natives = _C.enqueue_device(spec, named, codes, [list(a.shape) for a in arrs], [a.ptr for a in arrs],
-                                    [0 if o is None else o.ptr for o in outs], splits, [a.device for a in arrs],
-                                    [a.stream for a in arrs])
-    else:
-        raise ValueError(f"{kind}: the tensors of one group must all be on the host or all on the GPU")
+    natives = _C.submit(op, kind, arrs, outs, names, pid, reduce, root_rank, prescale, postscale, splits)
     if wait:
         return wait_for_result(natives, (arrs, outs), finishes, group)
     return Handle(natives, (arrs, outs), finishes, group)
+
+
+# What _C.submit takes from Python: each numpy dtype's engine code, automatic names, and what a GPU tensor is.
+_C.set_python_rules(CODES, dtype_code, engine_name, DeviceArray)
 
 
 def _engine_output(arr: Any) -> Callable[[Any], Any]:

@@ -29,10 +29,30 @@ def test_dtype_codes_follow_the_engine_list() -> None:
     for t in _C.DataType:
         numpy_type = getattr(dtypes.ml_dtypes, t.name) if t.name == "bfloat16" else t.name
         assert dtypes.dtype_code(np.dtype(numpy_type), "x") == int(t)
-    assert dtypes.FLOAT_CODES == {int(_C.DataType[n]) for n in ("float16", "bfloat16", "float32", "float64")}
-    assert dtypes.BOOL_CODE == int(_C.DataType.bool)
     with pytest.raises(TypeError, match="allreduce: unsupported dtype uint32; supported: bfloat16, bool, float16, "):
         dtypes.dtype_code(np.dtype(np.uint32), "allreduce")
+
+
+def test_reductions_each_dtype_can_do() -> None:
+    """Every dtype against every reduce op, with and without scaling, on the host and the GPU: only Average
+    of bool, scaling bool, and scaling a GPU tensor that is not floating-point are refused, naming the call."""
+    floats = {int(_C.DataType[n]) for n in ("float16", "bfloat16", "float32", "float64")}
+    for t in _C.DataType:
+        for r in _C.ReduceOp:
+            for scale in ((1.0, 1.0), (0.5, 1.0), (1.0, 2.0)):
+                for on_device in (False, True):
+                    scaled = scale != (1.0, 1.0)
+                    refused = (t == _C.DataType.bool and (r == _C.ReduceOp.Average or scaled)
+                               or on_device and scaled and int(t) not in floats)
+                    args = ([int(_C.DataType.float32), int(t)], int(r), *scale, "grouped_allreduce", on_device)
+                    if not refused:
+                        _C.check_reduce(*args)
+                        continue
+                    with pytest.raises(TypeError, match="^grouped_allreduce: (Average is not defined for bool|"
+                                                        "prescale_factor/postscale_factor)"):
+                        _C.check_reduce(*args)
+    with pytest.raises(ValueError, match="reduce op 99 is not one the engine knows"):
+        _C.check_reduce([0], 99, 1.0, 1.0, "allreduce", False)
 
 
 def test_every_status_code_raises_its_exception() -> None:

@@ -182,7 +182,8 @@ def test_device_tensor_without_a_gpu_is_a_clear_error(tensor, call):
 @pytest.mark.skipif(not no_usable_gpu(), reason="a usable GPU is present")
 def test_native_device_enqueue_without_a_gpu_raises():
     with pytest.raises(RuntimeError, match="GPU tensor 'x', but CUDA is not usable here: ."):
-        _C.enqueue_device(_C.OpSpec(_C.OpType.allreduce), ["x"], [6], [[4]], [0x7F0000000000], [0], [], [0], [None])
+        x = gpu.DeviceArray(None, 0x7F0000000000, (4,), np.dtype(np.float32), 0, None)
+        _C.submit(int(_C.OpType.allreduce), "allreduce", [x], [None], ["x"], 0, 0, -1, 1.0, 1.0, [])
 
 
 @pytest.mark.skipif(not no_usable_gpu(), reason="a usable GPU is present")

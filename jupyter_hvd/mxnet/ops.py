@@ -12,12 +12,13 @@ import mxnet as mx
 import numpy as np
 from mxnet.base import MXNetError
 
+from .. import _C
 from .. import ops as core
 from ..basics import is_initialized
 from ..dtypes import dtype_code
 from ..errors import HorovodInternalError
 from ..naming import op_names, prefixed_name
-from ..ops import ALLREDUCE, BROADCAST, OpSpec, check_reduce, check_root
+from ..ops import ALLREDUCE, BROADCAST, check_root
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, global_process_set, set_id
 from . import bridge
@@ -59,10 +60,10 @@ def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, pr
     NDArrays, which it returns."""
     _require_init()
     _check_ndarrays(tensors, "allreduce")
-    check_reduce([_dtype_code(t, "allreduce") for t in tensors], op, prescale, postscale, "allreduce", False)
+    _C.check_reduce([_dtype_code(t, "allreduce") for t in tensors], op, prescale, postscale, "allreduce", False)
     with mxnet_errors():
         pid = set_id(process_set)
-    spec = OpSpec(ALLREDUCE, reduce=op, process_set=pid, prescale=float(prescale), postscale=float(postscale))
+    spec = _C.OpSpec(ALLREDUCE, reduce=op, process_set=pid, prescale=float(prescale), postscale=float(postscale))
     return bridge.push(spec, op_names("allreduce", name, len(tensors), pid), tensors, priority, out_of_place)
 
 
@@ -76,7 +77,7 @@ def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, proces
     with mxnet_errors():
         pid = set_id(process_set)
         root = check_root(root_rank, process_set, "broadcast")
-    spec = OpSpec(BROADCAST, process_set=pid, root_rank=root)
+    spec = _C.OpSpec(BROADCAST, process_set=pid, root_rank=root)
     return bridge.push(spec, op_names("broadcast", name, 1, pid), [tensor], priority, out_of_place)
 
 

@@ -130,7 +130,7 @@ def test_a_group_is_queued_whole_or_not_at_all():
         hvd.grouped_allreduce([np.ones(2, np.float32), np.ones(2, np.uint32)], name="grp.dtype")
     x = np.ones(2, np.float32)  # the engine's own check, for callers that name tensors themselves
     with pytest.raises(ValueError, match="'twice' appears twice in one group"):
-        _C.enqueue(_C.OpSpec(_C.OpType.allreduce), ["twice", "twice"], [6, 6], [x, x], [x, x], [])
+        _C.submit(int(_C.OpType.allreduce), "allreduce", [x, x], [x, x], ["twice", "twice"], 0, 0, -1, 1.0, 1.0, [])
     still_works()
 
 

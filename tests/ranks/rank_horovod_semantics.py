@@ -115,9 +115,12 @@ def test_codes_out_of_range_are_refused_by_the_extension():
     for op, reduce in [(ops, 0), (256, 0), (0, reduces), (0, -1)]:
         with pytest.raises(ValueError, match="is not one the engine knows"):
             _C.OpSpec(op, reduce=reduce)
+    for op, reduce in [(ops, 0), (0, reduces)]:  # the same check where an op is submitted
+        with pytest.raises(ValueError, match="is not one the engine knows"):
+            _C.submit(op, "allreduce", [x], [x], ["codes"], 0, reduce, -1, 1.0, 1.0, [])
     for dtype in (dtypes, 256 + int(_C.DataType.float32), -1):
         with pytest.raises(ValueError, match="is not one the engine knows"):
-            _C.enqueue(_C.OpSpec(_C.OpType.allreduce), ["codes"], [dtype], [x], [x], [])
+            _C.check_reduce([dtype], 0, 2.0, 1.0, "allreduce", True)
     np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Sum, name="codes"), np.full(2, hvd.size()))
 
 

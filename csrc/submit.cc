@@ -1,0 +1,120 @@
+// jupyter_hvd._C.submit: one collective's arrays, names and arguments, as Python passes them, checked and
+// turned into engine entries and queued as one group. What Python defines (each numpy dtype's engine code
+// in dtypes.py, automatic names in naming.py, what a device tensor is in gpu.py) it hands over once, at
+// import (set_python_rules); the call reads them here, so the bookkeeping of a small blocking collective
+// costs no Python frames, only a call back for what is not there (a dtype not in the table, an unnamed op).
+#include "submit.h"
+
+#include <Python.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <string>
+#include <vector>
+
+#include "gpu_binding.h"
+#include "registry.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace jhvd {
+namespace {
+
+struct PythonRules {
+  nb::dict codes;           // numpy dtype -> the engine's dtype code
+  nb::object dtype_code;    // (dtype, what) -> its code, or TypeError naming the supported ones
+  nb::object engine_name;   // (what, name, set id) -> the engine's name (numbered when None), or ValueError
+  nb::object device_array;  // the type of a tensor in CUDA memory
+};
+
+// Set at import and never freed: its Python objects must not be released after the interpreter has gone.
+PythonRules* g_rules = nullptr;
+
+int dtype_code(const PythonRules& r, nb::handle array, const std::string& what) {
+  nb::object dtype = array.attr("dtype");
+  if (PyObject* code = PyDict_GetItemWithError(r.codes.ptr(), dtype.ptr())) return nb::cast<int>(nb::handle(code));
+  if (PyErr_Occurred()) throw nb::python_error();
+  return nb::cast<int>(r.dtype_code(dtype, what));
+}
+
+std::string engine_name(const PythonRules& r, nb::handle name, const std::string& what, int set_id) {
+  if (PyUnicode_Check(name.ptr()) && PyUnicode_GET_LENGTH(name.ptr()) > 0) return nb::cast<std::string>(name);
+  return nb::cast<std::string>(r.engine_name(what, name, set_id));
+}
+
+// A host array's address (0 when empty) and shape, read through the buffer protocol without asking
+// for its format, so every dtype passes; a non-contiguous array, or a read-only one to write, fails.
+hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handle input, nb::handle output) {
+  hvd::TensorEntry e;
+  e.request.spec = spec;
+  // The buffer's address; with `shape`, also the array's shape into the request.
+  auto read = [&](nb::handle array, bool writable, bool shape, const char* what) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_ND | (writable ? PyBUF_WRITABLE : 0)) != 0) {
+      PyErr_Clear();
+      throw hvd::InvalidArgument("tensor '" + name + "': the " + what + " must be C-contiguous" +
+                                 (writable ? " and writable" : ""));
+    }
+    void* p = view.len ? view.buf : nullptr;
+    if (shape) e.request.shape.assign(view.shape, view.shape + view.ndim);
+    PyBuffer_Release(&view);
+    return p;
+  };
+  if (output.ptr() == input.ptr()) {  // in place: one read, which must allow writing
+    e.output = read(input, true, true, "array written in place");
+    e.input = e.output;
+  } else {
+    e.input = read(input, false, true, "input array");
+    e.output = output.is_none() ? nullptr : read(output, true, false, "output array");
+  }
+  e.request.name = std::move(name);
+  return e;
+}
+
+}  // namespace
+
+void bind_submit(nb::module_& m) {
+  m.def("set_python_rules", [](nb::dict codes, nb::object dtype_code, nb::object engine_name, nb::type_object device) {
+    g_rules = new PythonRules{std::move(codes), std::move(dtype_code), std::move(engine_name), std::move(device)};
+  }, "codes"_a, "dtype_code"_a, "engine_name"_a, "device_array"_a);
+
+  // One operation on each array of `arrays` (host arrays, or device tensors: all one or all the other), queued
+  // together under `names` (None: numbered); `outputs` holds where each result goes (None: the engine
+  // allocates it). `what` names the call in errors. Checks the dtypes, then the reduction, then the names, so
+  // a call refused by those takes no automatic name; then the engine's own checks.
+  m.def("submit", [](int op, const std::string& what, nb::list arrays, nb::list outputs, nb::list names, int set_id,
+                     int reduce, int root_rank, double prescale, double postscale, std::vector<int64_t> splits) {
+    if (!g_rules) throw std::runtime_error("submit: set_python_rules was not called");
+    const PythonRules& r = *g_rules;
+    const size_t n = arrays.size();
+    if (outputs.size() != n || names.size() != n)
+      throw nb::value_error("submit: arrays, outputs and names differ in length");
+    const hvd::OpSpec spec = op_spec(op, reduce, set_id, root_rank, prescale, postscale);
+    std::vector<int> codes(n);
+    size_t on_device = 0;
+    for (size_t i = 0; i < n; ++i) {
+      codes[i] = dtype_code(r, arrays[i], what);
+      on_device += PyObject_TypeCheck(arrays[i].ptr(), reinterpret_cast<PyTypeObject*>(r.device_array.ptr()));
+    }
+    if (on_device && on_device != n)
+      throw nb::value_error((what + ": the tensors of one group must all be on the host or all on the GPU").c_str());
+    check_reduce(codes, spec.reduce, prescale, postscale, what, on_device > 0);
+    std::vector<std::string> named(n);
+    for (size_t i = 0; i < n; ++i) named[i] = engine_name(r, names[i], what, set_id);
+    if (on_device) return enqueue_entries(device_entries(spec, named, codes, arrays, outputs, splits));
+    std::vector<hvd::TensorEntry> group;
+    group.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      hvd::OpSpec tensor_spec = spec;
+      tensor_spec.dtype = data_type(codes[i]);
+      tensor_spec.memory = hvd::Memory::Host;
+      group.push_back(host_entry(tensor_spec, std::move(named[i]), arrays[i], outputs[i]));
+      group.back().splits = splits;
+    }
+    return enqueue_entries(std::move(group));
+  }, "op"_a, "what"_a, "arrays"_a, "outputs"_a, "names"_a, "set_id"_a, "reduce"_a, "root_rank"_a, "prescale"_a,
+     "postscale"_a, "splits"_a);
+}
+
+}  // namespace jhvd
