@@ -43,6 +43,16 @@ std::string engine_name(const PythonRules& r, nb::handle name, const std::string
   return nb::cast<std::string>(r.engine_name(what, name, set_id));
 }
 
+// A scale factor as a double: any real number (a Python or numpy int or float), else a TypeError naming it.
+double scale_factor(nb::handle x, const std::string& what, const char* which) {
+  const double v = PyFloat_AsDouble(x.ptr());
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw nb::type_error((what + ": " + which + " must be a number, got " + nb::cast<std::string>(nb::repr(x))).c_str());
+  }
+  return v;
+}
+
 // A host array's address (0 when empty) and shape, read through the buffer protocol without asking
 // for its format, so every dtype passes; a non-contiguous array, or a read-only one to write, fails.
 hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handle input, nb::handle output) {
@@ -84,12 +94,15 @@ void bind_submit(nb::module_& m) {
   // allocates it). `what` names the call in errors. Checks the dtypes, then the reduction, then the names, so
   // a call refused by those takes no automatic name; then the engine's own checks.
   m.def("submit", [](int op, const std::string& what, nb::list arrays, nb::list outputs, nb::list names, int set_id,
-                     int reduce, int root_rank, double prescale, double postscale, std::vector<int64_t> splits) {
+                     int reduce, int root_rank, nb::handle prescale_arg, nb::handle postscale_arg,
+                     std::vector<int64_t> splits) {
     if (!g_rules) throw std::runtime_error("submit: set_python_rules was not called");
     const PythonRules& r = *g_rules;
     const size_t n = arrays.size();
     if (outputs.size() != n || names.size() != n)
       throw nb::value_error("submit: arrays, outputs and names differ in length");
+    const double prescale = scale_factor(prescale_arg, what, "prescale_factor");
+    const double postscale = scale_factor(postscale_arg, what, "postscale_factor");
     const hvd::OpSpec spec = op_spec(op, reduce, set_id, root_rank, prescale, postscale);
     std::vector<int> codes(n);
     size_t on_device = 0;
@@ -113,8 +126,8 @@ void bind_submit(nb::module_& m) {
       group.back().splits = splits;
     }
     return enqueue_entries(std::move(group));
-  }, "op"_a, "what"_a, "arrays"_a, "outputs"_a, "names"_a, "set_id"_a, "reduce"_a, "root_rank"_a, "prescale"_a,
-     "postscale"_a, "splits"_a);
+  }, "op"_a, "what"_a, "arrays"_a, "outputs"_a, "names"_a, "set_id"_a, "reduce"_a, "root_rank"_a, "prescale"_a.none(),
+     "postscale"_a.none(), "splits"_a);
 }
 
 }  // namespace jhvd

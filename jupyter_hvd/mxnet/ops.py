@@ -60,10 +60,11 @@ def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, pr
     NDArrays, which it returns."""
     _require_init()
     _check_ndarrays(tensors, "allreduce")
+    prescale, postscale = float(prescale), float(postscale)
     _C.check_reduce([_dtype_code(t, "allreduce") for t in tensors], op, prescale, postscale, "allreduce", False)
     with mxnet_errors():
         pid = set_id(process_set)
-    spec = _C.OpSpec(ALLREDUCE, reduce=op, process_set=pid, prescale=float(prescale), postscale=float(postscale))
+    spec = _C.OpSpec(ALLREDUCE, reduce=op, process_set=pid, prescale=prescale, postscale=postscale)
     return bridge.push(spec, op_names("allreduce", name, len(tensors), pid), tensors, priority, out_of_place)
 
 
