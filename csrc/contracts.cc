@@ -94,12 +94,10 @@ void bind_contracts(nb::module_& m) {
   bind_enum<hvd::DataType>(m, "DataType");
   bind_enum<hvd::Status::Code>(m, "StatusCode");
   bind_enum<hvd::Phase>(m, "Phase");
-  m.def("is_float", [](int code) { return hvd::is_float(data_type(code)); }, "code"_a);
   m.def("check_reduce", [](const std::vector<int>& codes, int op, double prescale, double postscale,
                            const std::string& what, bool on_device) {
     check_reduce(codes, code_of<hvd::ReduceOp>(op, "reduce op"), prescale, postscale, what, on_device);
   }, "codes"_a, "op"_a, "prescale"_a, "postscale"_a, "what"_a, "on_device"_a);
-  m.def("dtype_size", [](int code) { return hvd::dtype_size(data_type(code)); }, "code"_a);
 
   // Codes in, as Python holds them (plain ints, as Horovod's constants are); the dtype and memory are
   // each tensor's, set by the enqueue call.
