@@ -48,7 +48,8 @@ double scale_factor(nb::handle x, const std::string& what, const char* which) {
   const double v = PyFloat_AsDouble(x.ptr());
   if (v == -1.0 && PyErr_Occurred()) {
     PyErr_Clear();
-    throw nb::type_error((what + ": " + which + " must be a number, got " + nb::cast<std::string>(nb::repr(x))).c_str());
+    const std::string got = nb::cast<std::string>(nb::repr(x));
+    throw nb::type_error((what + ": " + which + " must be a number, got " + got).c_str());
   }
   return v;
 }

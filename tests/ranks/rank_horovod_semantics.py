@@ -90,7 +90,8 @@ def test_scale_factors_are_any_real_number():
     x = np.ones(3, np.float32)
     got = hvd.allreduce(x, op=hvd.Sum, prescale_factor=np.float32(0.5), postscale_factor=np.int64(4), name="scale.np")
     np.testing.assert_array_equal(got, np.full(3, 2.0 * hvd.size()))
-    np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Sum, prescale_factor=3, name="scale.int"), np.full(3, 3.0 * hvd.size()))
+    got = hvd.allreduce(x, op=hvd.Sum, prescale_factor=3, name="scale.int")
+    np.testing.assert_array_equal(got, np.full(3, 3.0 * hvd.size()))
     with pytest.raises(TypeError, match="allreduce: prescale_factor must be a number, got '2'"):
         hvd.allreduce(x, op=hvd.Sum, prescale_factor="2", name="scale.str")
     with pytest.raises(TypeError, match="grouped_allreduce: postscale_factor must be a number, got None"):
