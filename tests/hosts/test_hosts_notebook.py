@@ -50,9 +50,18 @@ def command_line(process: psutil.Process) -> str:
 
 
 def host_state(cluster) -> dict:
-    """Each host's processes (but its sshd) and /tmp entries."""
-    return {h.name: ({p.pid for p in h.processes() if p.name() != "sshd"}, {e.name for e in h.tmp.iterdir()})
-            for h in cluster.hosts}
+    """Each host's processes (but its sshd) and /tmp entries; a process that ends while they are read is gone."""
+    state = {}
+    for h in cluster.hosts:
+        pids = set()
+        for p in h.processes():
+            try:
+                if p.name() != "sshd":
+                    pids.add(p.pid)
+            except psutil.Error:  # it ended meanwhile
+                continue
+        state[h.name] = (pids, {e.name for e in h.tmp.iterdir()})
+    return state
 
 
 def test_ranks_on_two_hosts_run_cells_and_status_shows_their_hosts(kernel):
