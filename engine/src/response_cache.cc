@@ -12,10 +12,23 @@ void ResponseCache::remember(int32_t id, const Request& signature) {
   kept.data.clear();  // a carried input belongs to one operation, not to the signature
 }
 
+bool ResponseCache::seen_before(const TensorKey& key) {
+  if (seen_.erase(key)) return true;
+  const uint64_t n = ++sightings_;
+  seen_.emplace(key, n);
+  seen_order_.emplace_back(key, n);
+  while (seen_order_.size() > capacity_) {
+    auto old = seen_.find(seen_order_.front().first);
+    if (old != seen_.end() && old->second == seen_order_.front().second) seen_.erase(old);
+    seen_order_.pop_front();
+  }
+  return false;
+}
+
 int32_t ResponseCache::assign(const Request& signature) {
   auto it = by_key_.find(signature.key());
   if (it != by_key_.end() && by_id_.at(it->second).same_signature(signature)) return it->second;
-  if (it == by_key_.end() && by_key_.size() >= capacity_) return -1;
+  if (it == by_key_.end() && (by_key_.size() >= capacity_ || !seen_before(signature.key()))) return -1;
   int32_t id = next_id_++;
   remember(id, signature);
   return id;

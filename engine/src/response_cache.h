@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "types.h"
@@ -11,12 +13,16 @@
 namespace hvd {
 
 // Holds at most one id per tensor (process set and name): an id whose tensor comes back with another
-// signature is forgotten, so a name whose shape changes every step does not grow the cache.
+// signature is forgotten, so a name whose shape changes every step does not grow the cache. A tensor gets
+// an id only when its name comes a second time: names used once (every unnamed op's automatic name, a name
+// with the step in it) would otherwise fill the cache for the engine's life, and leave later names, a
+// model's gradients among them, without ids.
 class ResponseCache {
  public:
   explicit ResponseCache(size_t capacity = 1024) : capacity_(capacity) {}
 
-  // Coordinator: the id for this signature, a new one if needed; -1 when full.
+  // Coordinator: the id for this signature, a new one if needed; -1 for a name seen for the first time
+  // (among the last `capacity` new ones), or when full.
   int32_t assign(const Request& signature);
   // Worker: remember the id the coordinator gave for this signature.
   void learn(int32_t id, const Request& signature);
@@ -28,11 +34,18 @@ class ResponseCache {
 
  private:
   void remember(int32_t id, const Request& signature);
+  // Whether `key` came before, among the last capacity_ names seen once; notes it if not.
+  bool seen_before(const TensorKey& key);
 
   size_t capacity_;
   std::unordered_map<TensorKey, int32_t, TensorKeyHash> by_key_;
   std::unordered_map<int32_t, Request> by_id_;
   int32_t next_id_ = 0;
+  // Names seen once and not yet given an id, by when they came (oldest first in seen_order_; an entry whose
+  // sighting number no longer matches was given an id or seen again since).
+  std::unordered_map<TensorKey, uint64_t, TensorKeyHash> seen_;
+  std::deque<std::pair<TensorKey, uint64_t>> seen_order_;
+  uint64_t sightings_ = 0;
 };
 
 }  // namespace hvd

@@ -184,6 +184,20 @@ def test_repeated_names_use_the_response_cache():
         assert hvd.metrics()["cached_requests"] > 0
 
 
+def test_unnamed_ops_leave_the_response_cache_to_names_that_repeat():
+    """More unnamed ops than the cache holds (each has a new automatic name), then a named one: it is still
+    cached from its third time on, where a cache full of names used once used to refuse it for good."""
+    capacity = int(os.environ.get("HOROVOD_CACHE_CAPACITY", "1024"))
+    x = np.ones(1, dtype=np.float32)
+    for _ in range(capacity + 10):
+        hvd.allreduce_(x.copy(), op=hvd.Sum)
+    before = hvd.metrics()["cached_requests"]
+    for _ in range(5):
+        np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Sum, name="after.unnamed"), x * hvd.size())
+    if hvd.rank() != 0:
+        assert hvd.metrics()["cached_requests"] - before == (3 if capacity else 0)
+
+
 @pytest.mark.parametrize("dtype", ALL, ids=str)
 def test_allgather_varying_first_dim(sets, dtype):
     for si, ps in enumerate(sets):
