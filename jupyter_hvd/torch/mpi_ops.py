@@ -16,6 +16,7 @@ from ..basics import rank
 from ..naming import group_names, prefixed_name
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, global_process_set
+from . import recording
 from .compression import Compression, Compressor
 from .tensors import check_tensors, engine_array, to_torch
 
@@ -115,7 +116,7 @@ class HorovodAllreduce(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:
         op, pre, post, ps = ctx.args
-        return (HorovodAllreduce.apply(grad, None, op, pre, post, ps),) + (None,) * 5
+        return (recording.call(HorovodAllreduce, grad, None, op, pre, post, ps),) + (None,) * 5
 
 
 def allreduce(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
@@ -125,7 +126,7 @@ def allreduce(tensor: torch.Tensor, average: Optional[bool] = None, name: Option
     op = resolve_op(average, op)
     check_tensors([tensor], "allreduce")
     sent, ctx = compression.compress(tensor)
-    reduced = HorovodAllreduce.apply(sent, name, op, prescale_factor, postscale_factor, process_set)
+    reduced = recording.call(HorovodAllreduce, sent, name, op, prescale_factor, postscale_factor, process_set)
     return compression.decompress(reduced, ctx)
 
 
@@ -166,7 +167,7 @@ class HorovodGroupedAllreduce(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
         op, pre, post, ps = ctx.args
-        return (None,) * 5 + tuple(HorovodGroupedAllreduce.apply(None, op, pre, post, ps, *grads))
+        return (None,) * 5 + tuple(recording.call(HorovodGroupedAllreduce, None, op, pre, post, ps, *grads))
 
 
 def grouped_allreduce(tensors: Sequence[torch.Tensor], average: Optional[bool] = None, name: Optional[str] = None,
@@ -179,7 +180,7 @@ def grouped_allreduce(tensors: Sequence[torch.Tensor], average: Optional[bool] =
         return []
     check_tensors(tensors, "grouped_allreduce")
     sent, ctxs = zip(*[compression.compress(t) for t in tensors])
-    reduced = HorovodGroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set, *sent)
+    reduced = recording.call(HorovodGroupedAllreduce, name, op, prescale_factor, postscale_factor, process_set, *sent)
     return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
 
 
@@ -264,7 +265,7 @@ def allgather(tensor: torch.Tensor, name: Optional[str] = None,
               process_set: ProcessSet = global_process_set) -> torch.Tensor:
     """Every rank's ``tensor`` concatenated along dimension 0, in rank order; differentiable."""
     check_tensors([tensor], "allgather")
-    return HorovodAllgather.apply(tensor, name, process_set)
+    return recording.call(HorovodAllgather, tensor, name, process_set)
 
 
 class HorovodGroupedAllgather(torch.autograd.Function):
@@ -288,7 +289,7 @@ def grouped_allgather(tensors: Sequence[torch.Tensor], name: Optional[str] = Non
     if not tensors:
         return []
     check_tensors(tensors, "grouped_allgather")
-    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
+    return list(recording.call(HorovodGroupedAllgather, name, process_set, *tensors))
 
 
 # broadcast
@@ -349,7 +350,7 @@ def broadcast(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
               process_set: ProcessSet = global_process_set) -> torch.Tensor:
     """A new tensor holding ``root_rank``'s ``tensor`` on every rank; differentiable."""
     check_tensors([tensor], "broadcast")
-    return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
+    return recording.call(HorovodBroadcast, tensor, root_rank, name, process_set)
 
 
 # alltoall
@@ -408,7 +409,7 @@ def alltoall(tensor: torch.Tensor, splits: Optional[Union[torch.Tensor, Sequence
     """Scatter rows of ``tensor`` to every rank and gather theirs; with ``splits`` also returns the rows
     received from each rank (an int32 tensor). Differentiable."""
     check_tensors([tensor], "alltoall")
-    return HorovodAlltoall.apply(tensor, splits, name, process_set)
+    return recording.call(HorovodAlltoall, tensor, splits, name, process_set)
 
 
 # reducescatter
@@ -471,7 +472,7 @@ def reducescatter(tensor: torch.Tensor, name: Optional[str] = None, compression:
     """``tensor`` reduced over the ranks (Average or Sum), this rank's block of rows of it; differentiable."""
     check_tensors([tensor], "reducescatter")
     sent, ctx = compression.compress(tensor)
-    out = HorovodReducescatter.apply(sent, name, op, process_set, prescale_factor, postscale_factor)
+    out = recording.call(HorovodReducescatter, sent, name, op, process_set, prescale_factor, postscale_factor)
     return compression.decompress(out, ctx)
 
 
@@ -499,7 +500,7 @@ def grouped_reducescatter(tensors: Sequence[torch.Tensor], name: Optional[str] =
         return []
     check_tensors(tensors, "grouped_reducescatter")
     sent, ctxs = zip(*[compression.compress(t) for t in tensors])
-    outs = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor, postscale_factor, *sent)
+    outs = recording.call(HorovodGroupedReducescatter, name, op, process_set, prescale_factor, postscale_factor, *sent)
     return [compression.decompress(t, c) for t, c in zip(outs, ctxs)]
 
 

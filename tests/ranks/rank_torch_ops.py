@@ -174,6 +174,41 @@ def test_autograd_gradients_are_horovods():
         assert torch.allclose(x.grad, want.expand(2 * n, 2))
 
 
+def test_autograd_records_the_ops_only_where_a_gradient_is_wanted():
+    """Each differentiable op records a graph node for an input that requires a gradient, and gives the same
+    values with no node under torch.no_grad() or for an input that needs none (its forward run directly)."""
+    n = hvd.size()
+    ops = {
+        "allreduce": lambda x: hvd.allreduce(x, op=hvd.Sum),
+        "grouped_allreduce": lambda x: hvd.grouped_allreduce([x, x * 2], op=hvd.Sum)[1],
+        "allgather": hvd.allgather,
+        "grouped_allgather": lambda x: hvd.grouped_allgather([x, x])[0],
+        "broadcast": lambda x: hvd.broadcast(x, root_rank=0),
+        "alltoall": hvd.alltoall,
+        "alltoall with splits": lambda x: hvd.alltoall(x, splits=[2] * n)[0],
+        "reducescatter": lambda x: hvd.reducescatter(x, op=hvd.Sum),
+        "grouped_reducescatter": lambda x: hvd.grouped_reducescatter([x], op=hvd.Sum)[0],
+    }
+    for what, op in ops.items():
+        base = torch.arange(2.0 * n * 3).reshape(2 * n, 3) + hvd.rank()
+        recorded = op(base.clone().requires_grad_())
+        assert recorded.grad_fn is not None, what
+        with torch.no_grad():
+            unrecorded = op(base.clone().requires_grad_())
+        plain = op(base.clone())
+        for got in (unrecorded, plain):
+            assert got.grad_fn is None and not got.requires_grad, what
+            assert torch.equal(got, recorded.detach()), what
+    # A backward whose incoming gradient needs a gradient itself records its allreduce too: the gradient of
+    # sum(allreduce(x) * x) is allreduce(x) through the backward plus allreduce(x) through the product, and
+    # each adds n to the second derivative.
+    x = torch.ones(3, requires_grad=True)
+    (grad,) = torch.autograd.grad((hvd.allreduce(x, op=hvd.Sum) * x).sum(), x, create_graph=True)
+    assert torch.all(grad == 2 * n)
+    (second,) = torch.autograd.grad(grad.sum(), x)
+    assert torch.all(second == 2 * n)
+
+
 def test_fp16_compression_round_trip():
     x = torch.tensor([1.5, -2.25])
     sent, ctx = hvd.Compression.fp16.compress(x)
