@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "auto_names.h"
 #include "contracts.h"
 #include "engine.h"
 #include "gpu_binding.h"
@@ -213,6 +214,7 @@ NB_MODULE(_C, m) {
   m.def("metrics", [] { return metrics_dict(engine().metrics()); });
   jhvd::bind_contracts(m);
   jhvd::bind_submit(m);
+  jhvd::bind_auto_names(m);
   jhvd::bind_gpu(m);
 #ifdef JHVD_WITH_MXNET
   jhvd::bind_mxnet(m);

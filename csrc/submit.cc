@@ -1,8 +1,9 @@
 // jupyter_hvd._C.submit: one collective's arrays, names and arguments, as Python passes them, checked and
 // turned into engine entries and queued as one group. What Python defines (each numpy dtype's engine code
-// in dtypes.py, automatic names in naming.py, what a device tensor is in gpu.py) it hands over once, at
-// import (set_python_rules); the call reads them here, so the bookkeeping of a small blocking collective
-// costs no Python frames, only a call back for what is not there (a dtype not in the table, an unnamed op).
+// in dtypes.py, the check of a name in naming.py, what a device tensor is in gpu.py) it hands over once, at
+// import (set_python_rules); the call reads them here, and numbers unnamed ops itself (auto_names.h), so the
+// bookkeeping of a small blocking collective costs no Python frames, only a call back for what is not there
+// (a dtype not in the table, a name that is neither a string nor None).
 #include "submit.h"
 
 #include <Python.h>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "auto_names.h"
 #include "gpu_binding.h"
 #include "registry.h"
 
@@ -24,7 +26,7 @@ namespace {
 struct PythonRules {
   nb::dict codes;           // numpy dtype -> the engine's dtype code
   nb::object dtype_code;    // (dtype, what) -> its code, or TypeError naming the supported ones
-  nb::object engine_name;   // (what, name, set id) -> the engine's name (numbered when None), or ValueError
+  nb::object engine_name;   // (what, name, set id) -> the engine's name, or ValueError for a bad one
   nb::object device_array;  // the type of a tensor in CUDA memory
 };
 
@@ -40,6 +42,7 @@ int dtype_code(const PythonRules& r, nb::handle array, const std::string& what) 
 
 std::string engine_name(const PythonRules& r, nb::handle name, const std::string& what, int set_id) {
   if (PyUnicode_Check(name.ptr()) && PyUnicode_GET_LENGTH(name.ptr()) > 0) return nb::cast<std::string>(name);
+  if (name.is_none()) return auto_name(what, set_id);
   return nb::cast<std::string>(r.engine_name(what, name, set_id));
 }
 

@@ -5,22 +5,22 @@ Ranks match an op by its name, so an unnamed op is numbered: the n-th unnamed op
 is ``KIND.noname.SET.n`` on every member that calls ops in the same order. The count starts at every
 engine start, which every rank makes at once; counts left apart by a failed step (a rank that raised
 before an op its peers ran) therefore end with the engine that failed, and cannot drift into the next.
+The counters are the native module's (csrc/auto_names.cc), which numbers the unnamed ops it is given
+itself; the functions here reach the same ones.
 """
-import itertools
-from collections import defaultdict
-from typing import DefaultDict, Iterator, List, Optional, Tuple
+from typing import List, Optional
 
-_counters: DefaultDict[Tuple[str, int], Iterator[int]] = defaultdict(itertools.count)
+from . import _C
 
 
 def auto_name(kind: str, set_id: int) -> str:
     """The next automatic name for an op of ``kind`` on process set ``set_id``."""
-    return f"{kind}.noname.{set_id}.{next(_counters[kind, set_id])}"
+    return _C.auto_name(kind, set_id)
 
 
 def restart() -> None:
     """Start every count again from 0 (called where the engine starts)."""
-    _counters.clear()
+    _C.restart_auto_names()
 
 
 def engine_name(kind: str, name: Optional[str], set_id: int) -> str:

@@ -93,3 +93,16 @@ def test_every_op_under_one_name_in_two_sets(layouts):
     rs = hvd.reducescatter(np.ones((n, 2), np.float64), op=hvd.Sum, name="op", process_set=ps)
     np.testing.assert_array_equal(rs, np.full((1, 2), float(n)))
     hvd.barrier(process_set=ps)
+
+
+def test_unnamed_ops_and_the_frameworks_names_share_one_count():
+    """The extension numbers the core's unnamed ops; the framework frontends number theirs through naming.py:
+    one count per kind and set, so the two kinds of caller never give two ops one name."""
+    from jupyter_hvd import naming
+
+    taken = int(naming.auto_name("allreduce", 0).rsplit(".", 1)[1])
+    since = hvd.drain_events()[0][-1].seq + 1 if hvd.drain_events()[0] else 0
+    hvd.allreduce(np.ones(2, np.float32))
+    names = {e.name for e in hvd.drain_events(since)[0]}
+    assert f"allreduce.noname.0.{taken + 1}" in names, names
+    assert naming.auto_name("allreduce", 0) == f"allreduce.noname.0.{taken + 2}"
