@@ -28,6 +28,8 @@ _UNRECORDED = _Unrecorded()
 def call(function: Any, *args: Any) -> Any:
     """``function.apply(*args)`` where autograd records the call (grad mode is on and a tensor argument
     requires a gradient); otherwise the same forward, without the autograd bookkeeping."""
-    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-        return function.apply(*args)
+    if torch.is_grad_enabled():
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.requires_grad:
+                return function.apply(*args)
     return function.forward(_UNRECORDED, *args)
