@@ -50,7 +50,7 @@ void Coordinator::add(Request r, int64_t now_us) {
 
 bool Coordinator::add_cached(int32_t rank, int32_t id, std::vector<char> data, int64_t now_us) {
   const Request* sig = cache_.get(id);
-  if (!sig) return false;
+  if (!sig) return removed_ids_.count(id) > 0;
   Request r = *sig;
   r.rank = rank;
   r.data = std::move(data);
@@ -60,6 +60,7 @@ bool Coordinator::add_cached(int32_t rank, int32_t id, std::vector<char> data, i
 
 void Coordinator::drop_set(int32_t id) {
   removed_sets_.insert(id);
+  for (int32_t dropped : cache_.drop_set(id)) removed_ids_.insert(dropped);
   for (auto it = pending_.begin(); it != pending_.end();)
     it = it->first.process_set == id ? pending_.erase(it) : std::next(it);
   auto of_set = [id](const TensorKey& k) { return k.process_set == id; };

@@ -33,8 +33,10 @@ class Coordinator {
   // failed them when they removed it.
   void add(Request r, int64_t now_us);
   // A cached request by id from `rank`, with its carried input (Request::data); false when the id is unknown.
+  // The id of a removed process set's tensor is known: its request is dropped, as add() drops the set's.
   bool add_cached(int32_t rank, int32_t id, std::vector<char> data, int64_t now_us);
-  // Forgets the pending requests of a removed process set, and any that arrive for it later.
+  // Forgets the pending requests of a removed process set, and any that arrive for it later, and its
+  // tensors' cache entries.
   void drop_set(int32_t id);
   // Validated, fused responses for every tensor that all members have submitted. An allreduce whose
   // members all carried their inputs (Request::data) comes back carried (Response::carried), unless its
@@ -75,6 +77,7 @@ class Coordinator {
   std::vector<TensorKey> ready_;
   std::vector<TensorKey> waiting_for_set_;  // tensors whose process set is not yet known
   std::unordered_set<int32_t> removed_sets_;
+  std::unordered_set<int32_t> removed_ids_;  // the cache ids of removed sets' tensors
   int64_t oldest_ready_us_ = 0;
   int64_t ready_bytes_ = 0;     // of the ready tensors
   bool ready_too_big_ = false;  // a ready tensor is larger than fusion_max_tensor_

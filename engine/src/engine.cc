@@ -184,6 +184,7 @@ void Engine::remove_sets(const std::vector<int32_t>& ids) {
     auto ps = sets_.remove(id);
     if (!ps) continue;
     if (coordinator_) coordinator_->drop_set(id);
+    cache_.drop_set(id);  // what this rank learned of the set's tensors
     const Status gone = Status::Error(Status::Code::Invalid, "process set " + std::to_string(id) +
                                                                  " was removed while this operation was pending");
     for (auto it = table_.begin(); it != table_.end();) {

@@ -45,6 +45,20 @@ int32_t ResponseCache::lookup(const Request& request) const {
   return by_id_.at(it->second).same_signature(request) ? it->second : -1;
 }
 
+std::vector<int32_t> ResponseCache::drop_set(int32_t set) {
+  std::vector<int32_t> ids;
+  for (auto it = by_key_.begin(); it != by_key_.end();) {
+    if (it->first.process_set != set) {
+      ++it;
+      continue;
+    }
+    ids.push_back(it->second);
+    by_id_.erase(it->second);
+    it = by_key_.erase(it);
+  }
+  return ids;
+}
+
 const Request* ResponseCache::get(int32_t id) const {
   auto it = by_id_.find(id);
   return it == by_id_.end() ? nullptr : &it->second;

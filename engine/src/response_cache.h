@@ -30,6 +30,9 @@ class ResponseCache {
   int32_t lookup(const Request& request) const;
   // Coordinator: the signature behind an id, or nullptr for an unknown id.
   const Request* get(int32_t id) const;
+  // Forgets every entry of process set `set`, once it is removed (set ids are never reused, so its
+  // entries would otherwise hold their room for good); returns their ids.
+  std::vector<int32_t> drop_set(int32_t set);
   size_t size() const { return by_key_.size(); }
 
  private:

@@ -134,6 +134,23 @@ TEST_CASE("cached_requests_rebuild_the_signature") {
   CHECK(!c.add_cached(1, 12345, {}, 0));
 }
 
+TEST_CASE("a_removed_sets_cache_entries_go_and_its_late_cached_requests_are_dropped") {
+  auto c = make();
+  for (int times = 0; times < 2; ++times) {
+    for (int rank : {0, 2}) c.add(req(rank, "p", {4}, 1), 0);
+    (void)c.take_ready();
+  }
+  for (int rank : {0, 2}) c.add(req(rank, "p", {4}, 1), 0);
+  const int32_t id = c.take_ready()[0].cache_ids[0];
+  REQUIRE(id >= 0);
+  c.drop_set(1);
+  // Rank 2 sent this before it removed the set: dropped, as a full request of the set would be.
+  CHECK(c.add_cached(2, id, {}, 0));
+  CHECK(c.pending() == 0);
+  CHECK(!c.has_ready());
+  CHECK(!c.add_cached(2, id + 1, {}, 0));  // an id never given is still an error
+}
+
 // A request whose whole input (4 float32, 16 bytes) comes with it: bytes k*16 .. k*16+15 hold `fill`.
 static Request carrying(int rank, const std::string& name, char fill) {
   Request r = req(rank, name);

@@ -77,6 +77,35 @@ TEST_CASE("names that repeat take the response cache and still agree") {
   CHECK(job[1].metrics().cached_requests >= 1);
 }
 
+TEST_CASE("removed process sets leave the response cache to the names that come after them") {
+  // Set ids are never reused: each removed set's entries would otherwise hold their room for good.
+  Config config = quick_config();
+  config.cache_capacity = 2;
+  InProcessJob job(2, config);
+  // `name` reduced `times` times on set `set` by both ranks; how many of rank 1's requests were by cache id.
+  auto reduce = [&job](const std::string& name, int32_t set, int times) {
+    const int64_t before = job[1].metrics().cached_requests;
+    for (int i = 0; i < times; ++i) {
+      std::vector<float> x0(2, 1.0f), x1(2, 2.0f), o0, o1;
+      TensorEntry e0 = allreduce(name, x0, &o0), e1 = allreduce(name, x1, &o1);
+      e0.request.spec.process_set = e1.request.spec.process_set = set;
+      auto h1 = job[1].enqueue(std::move(e1));
+      auto h0 = job[0].enqueue(std::move(e0));
+      CHECK(finish(h0).ok());
+      CHECK(finish(h1).ok());
+      CHECK(o1 == std::vector<float>(2, 3.0f));
+    }
+    return job[1].metrics().cached_requests - before;
+  };
+  for (int cycle = 0; cycle < 4; ++cycle) {
+    int32_t id = 0;
+    for (int rank = 0; rank < 2; ++rank) id = job[rank].add_process_set({0, 1});
+    CHECK(reduce("in_set", id, 3) == 1);  // cached from the name's third time
+    for (int rank = 0; rank < 2; ++rank) job[rank].remove_process_set(id);
+  }
+  CHECK(reduce("global", 0, 4) == 2);
+}
+
 TEST_CASE("a mismatch between ranks is an error on every rank") {
   InProcessJob job(3, quick_config());
   std::vector<float> small(4, 1.0f), large(5, 1.0f), o0, o1, o2;

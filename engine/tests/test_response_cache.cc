@@ -92,3 +92,16 @@ TEST_CASE("no_capacity_caches_nothing") {
   for (int n = 0; n < 3; ++n) CHECK(c.assign(req("w", {1})) == -1);
   CHECK(c.size() == 0);
 }
+
+TEST_CASE("a_removed_sets_entries_are_dropped_and_leave_their_room") {
+  ResponseCache c(2);
+  const int32_t a = assigned(c, req("w", {1}, 1));
+  const int32_t b = assigned(c, req("w", {1}, 2));
+  CHECK(assigned(c, req("x", {1}, 3)) == -1);  // full
+  CHECK(c.drop_set(1) == std::vector<int32_t>{a});
+  CHECK(c.get(a) == nullptr);
+  CHECK(c.get(b) != nullptr);
+  CHECK(c.lookup(req("w", {1}, 1)) == -1);
+  CHECK(assigned(c, req("x", {1}, 3)) >= 0);  // the room is free again
+  CHECK(c.drop_set(1).empty());
+}
