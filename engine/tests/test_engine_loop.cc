@@ -27,6 +27,18 @@ bool has_event(Engine& engine, Phase phase, const std::string& text) {
   return false;
 }
 
+// `name` allreduced in process set `set` by ranks `a` (input 1) and `b` (input 3), two floats each, `b`
+// enqueueing first; whether both succeed with 4.
+bool pair_allreduce(InProcessJob& job, int a, int b, const std::string& name, int32_t set) {
+  std::vector<float> xa(2, 1.0f), xb(2, 3.0f), oa, ob;
+  TensorEntry ea = allreduce(name, xa, &oa), eb = allreduce(name, xb, &ob);
+  ea.request.spec.process_set = eb.request.spec.process_set = set;
+  auto hb = job[b].enqueue(std::move(eb));
+  auto ha = job[a].enqueue(std::move(ea));
+  const bool ok = finish(ha).ok() && finish(hb).ok();
+  return ok && oa == std::vector<float>(2, 4.0f) && ob == oa;
+}
+
 }  // namespace
 
 TEST_CASE("ops submitted in different orders on different ranks negotiate to the same responses") {
@@ -85,16 +97,7 @@ TEST_CASE("removed process sets leave the response cache to the names that come 
   // `name` reduced `times` times on set `set` by both ranks; how many of rank 1's requests were by cache id.
   auto reduce = [&job](const std::string& name, int32_t set, int times) {
     const int64_t before = job[1].metrics().cached_requests;
-    for (int i = 0; i < times; ++i) {
-      std::vector<float> x0(2, 1.0f), x1(2, 2.0f), o0, o1;
-      TensorEntry e0 = allreduce(name, x0, &o0), e1 = allreduce(name, x1, &o1);
-      e0.request.spec.process_set = e1.request.spec.process_set = set;
-      auto h1 = job[1].enqueue(std::move(e1));
-      auto h0 = job[0].enqueue(std::move(e0));
-      CHECK(finish(h0).ok());
-      CHECK(finish(h1).ok());
-      CHECK(o1 == std::vector<float>(2, 3.0f));
-    }
+    for (int i = 0; i < times; ++i) CHECK(pair_allreduce(job, 0, 1, name, set));
     return job[1].metrics().cached_requests - before;
   };
   for (int cycle = 0; cycle < 4; ++cycle) {
@@ -229,15 +232,8 @@ TEST_CASE("a process set negotiates among its members only") {
   InProcessJob job(3, quick_config());
   int32_t id = 0;
   for (int rank = 0; rank < 3; ++rank) id = job[rank].add_process_set({0, 2});
-  std::vector<float> x0(2, 1.0f), x2(2, 3.0f), o0, o1, o2;
-  TensorEntry e0 = allreduce("in_set", x0, &o0), e2 = allreduce("in_set", x2, &o2);
-  e0.request.spec.process_set = e2.request.spec.process_set = id;
-  auto h2 = job[2].enqueue(std::move(e2));
-  auto h0 = job[0].enqueue(std::move(e0));
-  CHECK(finish(h0).ok());
-  CHECK(finish(h2).ok());
-  CHECK(o0 == std::vector<float>(2, 4.0f));
-  CHECK(o2 == o0);
+  CHECK(pair_allreduce(job, 0, 2, "in_set", id));
+  std::vector<float> x0(2, 1.0f), o0, o1;
   TensorEntry outside = allreduce("in_set", x0, &o1);
   outside.request.spec.process_set = id;
   CHECK_THROWS_AS(job[1].enqueue(std::move(outside)), InvalidArgument);
