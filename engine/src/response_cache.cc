@@ -13,13 +13,11 @@ void ResponseCache::remember(int32_t id, const Request& signature) {
 }
 
 bool ResponseCache::seen_before(const TensorKey& key) {
-  if (seen_.erase(key)) return true;
-  const uint64_t n = ++sightings_;
-  seen_.emplace(key, n);
-  seen_order_.emplace_back(key, n);
-  while (seen_order_.size() > capacity_) {
-    auto old = seen_.find(seen_order_.front().first);
-    if (old != seen_.end() && old->second == seen_order_.front().second) seen_.erase(old);
+  if (seen_.count(key)) return true;  // it stays until it is the oldest: an entry given an id is never asked for
+  seen_.insert(key);
+  seen_order_.push_back(key);
+  if (seen_order_.size() > capacity_) {
+    seen_.erase(seen_order_.front());
     seen_order_.pop_front();
   }
   return false;

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
-#include <utility>
+#include <unordered_set>
 #include <vector>
 
 #include "types.h"
@@ -44,11 +44,9 @@ class ResponseCache {
   std::unordered_map<TensorKey, int32_t, TensorKeyHash> by_key_;
   std::unordered_map<int32_t, Request> by_id_;
   int32_t next_id_ = 0;
-  // Names seen once and not yet given an id, by when they came (oldest first in seen_order_; an entry whose
-  // sighting number no longer matches was given an id or seen again since).
-  std::unordered_map<TensorKey, uint64_t, TensorKeyHash> seen_;
-  std::deque<std::pair<TensorKey, uint64_t>> seen_order_;
-  uint64_t sightings_ = 0;
+  // The last capacity_ names seen without an id, and the order they came in (the same names, oldest first).
+  std::unordered_set<TensorKey, TensorKeyHash> seen_;
+  std::deque<TensorKey> seen_order_;
 };
 
 }  // namespace hvd
