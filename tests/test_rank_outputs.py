@@ -160,8 +160,9 @@ def test_a_dataframe_result_is_an_html_table(cases):
 
 def test_a_display_updated_in_place_shows_its_last_value(cases):
     outputs = cases[("hvd", "update in place")]
-    assert shown_bundles(outputs) == [{"text/plain": "[rank 0]"}, {"text/plain": "'second'"}]
-    assert [b for b in bundles(outputs) if b not in shown_bundles(outputs)] == [
+    shown = shown_bundles(outputs)
+    assert shown == [{"text/plain": "[rank 0]"}, {"text/plain": "'second'"}]
+    assert [b for b in bundles(outputs) if b not in shown] == [
         {"text/plain": "[hvd] 1 output displayed by rank 1 not shown: rich outputs come from rank 0 (--rank R shows "
                        "rank R's, --all-displays every rank's)"}]
 

@@ -101,7 +101,8 @@ def test_unnamed_ops_and_the_frameworks_names_share_one_count():
     from jupyter_hvd import naming
 
     taken = int(naming.auto_name("allreduce", 0).rsplit(".", 1)[1])
-    since = hvd.drain_events()[0][-1].seq + 1 if hvd.drain_events()[0] else 0
+    events = hvd.drain_events()[0]
+    since = events[-1].seq + 1 if events else 0
     hvd.allreduce(np.ones(2, np.float32))
     names = {e.name for e in hvd.drain_events(since)[0]}
     assert f"allreduce.noname.0.{taken + 1}" in names, names
