@@ -1,8 +1,9 @@
 // The engine's allreduce against MPI_Allreduce called directly, from C++ with no Python in the way.
 //
-//   hvdrun -np 2 build/engine/engine_allreduce_bench [bytes=4194304] [rounds=5] [calls=300]
+//   hvdrun -np 2 build/engine/engine_allreduce_bench [bytes=4194304] [rounds=5] [calls=300] [tensors=1]
 //
-// Rounds alternate the two sides on the same in-place float32 buffer. Rank 0 prints, per round, the
+// Rounds alternate the two sides on the same in-place float32 buffers: `tensors` of `bytes` each, enqueued
+// as one group (a grouped allreduce) against MPI_Allreduce tensor by tensor. Rank 0 prints, per round, the
 // p10/p50/p90 of each side's per-call time in microseconds, the mean time the engine spent inside the
 // collective itself (its COLLECTIVE span), and the mean time from enqueue to the collective's start
 // (negotiation: the request to rank 0 and the response back), both from the engine's own metrics.
@@ -48,35 +49,43 @@ int main(int argc, char** argv) {
   const int64_t bytes = argc > 1 ? std::atoll(argv[1]) : 4 << 20;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 5;
   const int calls = argc > 3 ? std::atoi(argv[3]) : 300;
+  const int tensors = argc > 4 ? std::max(std::atoi(argv[4]), 1) : 1;
   const int64_t count = std::max<int64_t>(bytes / 4, 1);
-  std::vector<float> buf(static_cast<size_t>(count), 1.f);
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(tensors), std::vector<float>(static_cast<size_t>(count), 1.f));
   {
     hvd::Engine engine(MPI_COMM_WORLD, hvd::Config::from_env());
     auto through_engine = [&] {
-      hvd::TensorEntry e;
-      e.request.spec.op = hvd::OpType::Allreduce;
-      e.request.spec.reduce = hvd::ReduceOp::Sum;
-      e.request.spec.dtype = hvd::DataType::Float32;
-      e.request.name = "bench";
-      e.request.shape = {count};
-      e.input = buf.data();
-      e.output = buf.data();
-      auto handle = engine.enqueue(std::move(e));
-      while (!handle->wait_for(std::chrono::milliseconds(50))) {
+      std::vector<hvd::TensorEntry> group(bufs.size());
+      for (size_t i = 0; i < bufs.size(); ++i) {
+        hvd::TensorEntry& e = group[i];
+        e.request.spec.op = hvd::OpType::Allreduce;
+        e.request.spec.reduce = hvd::ReduceOp::Sum;
+        e.request.spec.dtype = hvd::DataType::Float32;
+        e.request.name = "bench." + std::to_string(i);
+        e.request.shape = {count};
+        e.input = bufs[i].data();
+        e.output = bufs[i].data();
       }
+      auto handles = engine.enqueue(std::move(group));
+      for (auto it = handles.rbegin(); it != handles.rend(); ++it)
+        while (!(*it)->wait_for(std::chrono::milliseconds(50))) {
+        }
     };
     auto direct = [&] {
-      MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      for (auto& buf : bufs)
+        MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     };
     time_calls(std::min(calls, 20), through_engine);  // warm-up: the response cache, the buffer's pages
-    if (rank == 0) std::printf("%lld bytes, %d calls per side and round (us)\n", static_cast<long long>(bytes), calls);
+    if (rank == 0)
+      std::printf("%d tensor(s) of %lld bytes, %d calls per side and round (us)\n", tensors,
+                  static_cast<long long>(bytes), calls);
     for (int r = 0; r < rounds; ++r) {
       auto mpi = time_calls(calls, direct);
       const hvd::Metrics& m = engine.metrics();
       const int64_t collective = m.collective_us.load(), negotiate = m.negotiate_us.load();
       auto ours = time_calls(calls, through_engine);
       double span = static_cast<double>(m.collective_us.load() - collective) / calls;
-      double asked = static_cast<double>(m.negotiate_us.load() - negotiate) / calls;
+      double asked = static_cast<double>(m.negotiate_us.load() - negotiate) / calls / tensors;  // per tensor
       if (rank == 0)
         std::printf("MPI p10/p50/p90 %7.1f %7.1f %7.1f   engine %7.1f %7.1f %7.1f   in the collective %7.1f"
                     "   negotiating %7.1f\n",
