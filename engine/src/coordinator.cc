@@ -37,11 +37,20 @@ Coordinator::Coordinator(Membership members, int64_t fusion_threshold, int64_t f
       carry_bytes_(carry_bytes),
       cache_(cache_capacity) {}
 
+const std::vector<int>* Coordinator::members(int32_t id) {
+  if (id != last_set_ || !last_members_) {
+    last_members_ = members_(id);
+    last_set_ = id;
+  }
+  return last_members_;
+}
+
 void Coordinator::add(Request r, int64_t now_us) {
   if (removed_sets_.count(r.spec.process_set)) return;
-  auto it = pending_.find(r.key());
+  TensorKey key = r.key();
+  auto it = pending_.find(key);
   if (it == pending_.end()) {
-    it = pending_.emplace(r.key(), Pending{}).first;
+    it = pending_.emplace(std::move(key), Pending{}).first;
     it->second.first_seen_us = now_us;
   }
   it->second.requests.push_back(std::move(r));
@@ -60,6 +69,7 @@ bool Coordinator::add_cached(int32_t rank, int32_t id, std::vector<char> data, i
 
 void Coordinator::drop_set(int32_t id) {
   removed_sets_.insert(id);
+  if (id == last_set_) last_members_ = nullptr;
   for (int32_t dropped : cache_.drop_set(id)) removed_ids_.insert(dropped);
   for (auto it = pending_.begin(); it != pending_.end();)
     it = it->first.process_set == id ? pending_.erase(it) : std::next(it);
@@ -71,7 +81,7 @@ void Coordinator::drop_set(int32_t id) {
 
 void Coordinator::check_ready(const TensorKey& key, Pending& p) {
   if (p.ready) return;
-  const std::vector<int>* ranks = members_(key.process_set);
+  const std::vector<int>* ranks = members(key.process_set);
   if (!ranks) {
     if (std::find(waiting_for_set_.begin(), waiting_for_set_.end(), key) == waiting_for_set_.end())
       waiting_for_set_.push_back(key);
@@ -153,7 +163,7 @@ std::vector<Response> Coordinator::take_ready() {
   bytes.reserve(ready_.size());
   for (const auto& key : ready_) {
     auto node = pending_.extract(key);
-    const std::vector<int>* ranks = members_(key.process_set);
+    const std::vector<int>* ranks = members(key.process_set);
     if (node.empty() || !ranks) continue;  // dropped with its process set
     auto& rs = node.mapped().requests;
     std::sort(rs.begin(), rs.end(), [](const Request& x, const Request& y) { return x.rank < y.rank; });
@@ -199,7 +209,7 @@ std::vector<StallReport> Coordinator::stalled(int64_t now_us, int64_t after_us) 
     StallReport s;
     s.key = key;
     s.waited_seconds = (now_us - p.first_seen_us) / 1e6;
-    if (const std::vector<int>* ranks = members_(p.requests.front().spec.process_set)) {
+    if (const std::vector<int>* ranks = members(p.requests.front().spec.process_set)) {
       for (int r : *ranks) {
         bool seen = std::any_of(p.requests.begin(), p.requests.end(),
                                 [r](const Request& q) { return q.rank == r; });

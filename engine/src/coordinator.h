@@ -65,10 +65,15 @@ class Coordinator {
     bool ready = false;  // in ready_ already
   };
   void check_ready(const TensorKey& key, Pending& p);
+  // members_(id), looked up again only for another set than the last one's (a set's ranks never change
+  // until it is removed, and drop_set forgets it): the lookup takes the process-set table's lock.
+  const std::vector<int>* members(int32_t id);
   void recheck_waiting_for_set();
   std::string validate(const std::vector<Request>& rs, const std::vector<int>& ranks) const;
 
   Membership members_;
+  int32_t last_set_ = -1;
+  const std::vector<int>* last_members_ = nullptr;
   int64_t fusion_threshold_;
   int64_t fusion_max_tensor_;
   int64_t carry_bytes_;

@@ -85,7 +85,9 @@ class Engine {
  private:
   enum class State { Running, Draining, Stopped };
 
-  void check(const TensorEntry& e) const;  // throws InvalidArgument
+  // Throws InvalidArgument for an entry this rank cannot run; `set` holds the last set looked up (a group's
+  // tensors are of one set, whose lookup takes the table's lock), and is replaced for another.
+  void check(const TensorEntry& e, std::shared_ptr<const ProcessSet>& set) const;
   void loop();
   // One pass of the loop, on the engine thread or a waiter's (see progress.h); whether it did work.
   bool step(bool by_waiter);

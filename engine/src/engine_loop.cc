@@ -158,9 +158,10 @@ void Engine::submit(std::vector<TensorEntry> fresh) {
   // op (a metric, a flag) waits on latency, and carrying saves it the collective's round; many small ones
   // in flight fuse into one collective anyway, and their carried inputs would only lengthen the messages.
   int64_t carry_budget = table_.empty() ? config_.carry_bytes : 0;
+  std::shared_ptr<const ProcessSet> set;  // the last one looked up: a batch is mostly of one set
   for (auto& e : fresh) {
     const Request& q = e.request;
-    auto set = sets_.get(q.spec.process_set);
+    if (!set || set->id != q.spec.process_set) set = sets_.get(q.spec.process_set);
     if (!set) {  // removed after this operation was checked
       fail(e, Status::Error(Status::Code::Invalid, "process set " + std::to_string(q.spec.process_set) +
                                                        " was removed while this operation was pending"));
@@ -339,7 +340,7 @@ void Engine::execute(const Response& r) {
   }
   {
     std::lock_guard<std::mutex> g(mu_);  // free the names before their waiters wake
-    for (auto* e : es) live_names_.erase(e->request.key());
+    for (auto it : found) live_names_.erase(it->first);
   }
   for (auto* e : es) e->handle->complete(s);
   for (auto it : found) table_.erase(it);

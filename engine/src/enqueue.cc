@@ -4,8 +4,8 @@
 
 namespace hvd {
 
-void Engine::check(const TensorEntry& e) const {
-  auto set = sets_.get(e.request.spec.process_set);
+void Engine::check(const TensorEntry& e, std::shared_ptr<const ProcessSet>& set) const {
+  if (!set || set->id != e.request.spec.process_set) set = sets_.get(e.request.spec.process_set);
   if (!set) throw InvalidArgument("unknown process set id " + std::to_string(e.request.spec.process_set));
   if (set->rank_in_set(topo_.rank) < 0)
     throw InvalidArgument("rank " + std::to_string(topo_.rank) + " is not a member of process set " +
@@ -28,8 +28,9 @@ std::shared_ptr<Handle> Engine::enqueue(TensorEntry entry) {
 
 std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> group) {
   int device = -1;
+  std::shared_ptr<const ProcessSet> set;
   for (const auto& e : group) {
-    check(e);
+    check(e, set);
     if (e.device >= 0 && device >= 0 && e.device != device)
       throw InvalidArgument("tensor '" + e.request.name + "' is on cuda:" + std::to_string(e.device) +
                             ", but others of its group are on cuda:" + std::to_string(device) +
@@ -39,7 +40,7 @@ std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> gr
   if (device >= 0) {
     int claimed = -1;
     if (!gpu_device_.compare_exchange_strong(claimed, device) && claimed != device)
-      for (auto& e : group) check(e);  // another thread claimed another device meanwhile: this throws
+      for (auto& e : group) check(e, set);  // another thread claimed another device meanwhile: this throws
   }
   std::vector<std::shared_ptr<Handle>> handles;
   handles.reserve(group.size());

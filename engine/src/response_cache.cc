@@ -24,9 +24,10 @@ bool ResponseCache::seen_before(const TensorKey& key) {
 }
 
 int32_t ResponseCache::assign(const Request& signature) {
-  auto it = by_key_.find(signature.key());
+  const TensorKey key = signature.key();
+  auto it = by_key_.find(key);
   if (it != by_key_.end() && by_id_.at(it->second).same_signature(signature)) return it->second;
-  if (it == by_key_.end() && (by_key_.size() >= capacity_ || !seen_before(signature.key()))) return -1;
+  if (it == by_key_.end() && (by_key_.size() >= capacity_ || !seen_before(key))) return -1;
   int32_t id = next_id_++;
   remember(id, signature);
   return id;
