@@ -314,3 +314,25 @@ TEST_CASE("dropping_a_process_set_forgets_its_pending_and_later_requests") {
   REQUIRE(rs.size() == 1);
   CHECK(rs[0].names[0] == "g");
 }
+
+TEST_CASE("a_sets_members_are_looked_up_once_for_many_tensors_and_not_before_the_set_is_known") {
+  // The lookup takes the process-set table's lock: once per set, not per request; but a set not yet
+  // known is asked for again.
+  int lookups = 0;
+  std::vector<int> late;
+  Coordinator c([&](int32_t id) -> const std::vector<int>* {
+    ++lookups;
+    return id == 0 ? &kAll : id == 5 && !late.empty() ? &late : nullptr;
+  }, 1 << 20, 1 << 20, 16, 4096);
+  for (int i = 0; i < 10; ++i)
+    for (int rank : kAll) c.add(req(rank, "t" + std::to_string(i)), 0);
+  CHECK(c.take_ready().size() == 1);  // fused
+  CHECK(lookups == 1);
+  c.add(req(1, "w", {4}, 5), 0);
+  CHECK(!c.has_ready());
+  const int before = lookups;
+  late = {1};
+  CHECK(c.has_ready());
+  CHECK(lookups > before);
+  CHECK(c.take_ready().size() == 1);
+}
