@@ -82,6 +82,10 @@ void check_reduce(const std::vector<int>& codes, hvd::ReduceOp op, double presca
   const bool any_bool = std::count(codes.begin(), codes.end(), static_cast<int>(hvd::DataType::Bool)) > 0;
   auto refuse = [&](const char* why) { throw nb::type_error((what + ": " + why).c_str()); };
   if (op == hvd::ReduceOp::Average && any_bool) refuse("Average is not defined for bool tensors");
+  auto int16 = [](int c) { return data_type(c) == hvd::DataType::Int16 || data_type(c) == hvd::DataType::UInt16; };
+  if (on_device && std::any_of(codes.begin(), codes.end(), int16))
+    refuse("int16 and uint16 GPU tensors cannot be reduced (NCCL has no 16-bit integer type); reduce them as "
+           "int32, or on the host");
   if (prescale == 1.0 && postscale == 1.0) return;
   if (any_bool) refuse("prescale_factor/postscale_factor cannot scale bool tensors");
   if (on_device && std::any_of(codes.begin(), codes.end(), [](int c) { return !hvd::is_float(data_type(c)); }))

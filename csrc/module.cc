@@ -45,13 +45,14 @@ nb::tuple status_tuple(const hvd::Status& s) {
 
 // Waits for every handle of the group in short slices with the GIL released, so Ctrl-C and other threads still
 // run; false when `timeout_s` (negative: none) passes first. Last first: the engine completes a group in
-// order, so this thread then wakes once, not once per tensor.
+// order, so this thread then wakes once, not once per tensor, and passes the rest, done by then, without
+// letting go of the GIL for each.
 bool wait_group(const jhvd::HandleGroup& g, double timeout_s) {
   auto slice = std::chrono::milliseconds(50);
   auto start = std::chrono::steady_clock::now();
   for (auto it = g.handles.rbegin(); it != g.handles.rend(); ++it) {
     const auto& h = *it;
-    while (true) {
+    while (!h->poll()) {
       bool done;
       {
         nb::gil_scoped_release nogil;

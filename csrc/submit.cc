@@ -116,7 +116,8 @@ void bind_submit(nb::module_& m) {
     }
     if (on_device && on_device != n)
       throw nb::value_error((what + ": the tensors of one group must all be on the host or all on the GPU").c_str());
-    check_reduce(codes, spec.reduce, prescale, postscale, what, on_device > 0);
+    if (spec.op == hvd::OpType::Allreduce || spec.op == hvd::OpType::Reducescatter)
+      check_reduce(codes, spec.reduce, prescale, postscale, what, on_device > 0);
     std::vector<std::string> named(n);
     for (size_t i = 0; i < n; ++i) named[i] = engine_name(r, names[i], what, set_id);
     if (on_device) return enqueue_entries(device_entries(spec, named, codes, arrays, outputs, splits));

@@ -49,7 +49,7 @@ HOROVOD_SIGNATURES = {
     "synchronize": ["handle"],
     "poll": ["handle"],
     "broadcast_parameters": ["params", "root_rank"],
-    "broadcast_optimizer_state": ["optimizer", "root_rank"],
+    "broadcast_optimizer_state": ["optimizer", "root_rank", ("model", None)],
     "broadcast_object": ["obj", ("root_rank", 0), ("name", None), ("process_set", "global_process_set")],
     "allgather_object": ["obj", ("name", None), ("process_set", "global_process_set")],
     "DistributedOptimizer": ["optimizer", ("named_parameters", None), ("compression", "Compression.none"),

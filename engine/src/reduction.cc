@@ -19,12 +19,13 @@ void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
   }
 }
 
-// Sums of 8-bit integers that wrap around, as numpy, NCCL and MPI's scalar loop do. In two's complement
-// int8 and uint8 add alike, so one unsigned (well-defined) addition serves both.
-void wrap_sum8(void* in, void* inout, int* len, MPI_Datatype*) {
-  auto* a = static_cast<const uint8_t*>(in);
-  auto* b = static_cast<uint8_t*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = static_cast<uint8_t>(a[i] + b[i]);
+// Sums of 8- or 16-bit integers that wrap around, as numpy, torch, NCCL and MPI's scalar loop do. In two's
+// complement signed and unsigned integers add alike, so one unsigned (well-defined) addition serves both.
+template <typename U>
+void wrap_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const U*>(in);
+  auto* b = static_cast<U*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = static_cast<U>(a[i] + b[i]);
 }
 
 int op_index(ReduceOp r) {
@@ -75,7 +76,8 @@ Reductions::Reductions() {
        half_op<bf16_to_float, float_to_bf16, 2>, half_op<bf16_to_float, float_to_bf16, 3>}};
   for (int d = 0; d < 2; ++d)
     for (int k = 0; k < 4; ++k) MPI_Op_create(fns[d][k], 1, &half_ops_[d][k]);
-  MPI_Op_create(wrap_sum8, 1, &wrap_sum8_);
+  MPI_Op_create(wrap_sum<uint8_t>, 1, &wrap_sum8_);
+  MPI_Op_create(wrap_sum<uint16_t>, 1, &wrap_sum16_);
 }
 
 Reductions::~Reductions() {
@@ -85,12 +87,15 @@ Reductions::~Reductions() {
   for (auto& row : half_ops_)
     for (auto& op : row) MPI_Op_free(&op);
   MPI_Op_free(&wrap_sum8_);
+  MPI_Op_free(&wrap_sum16_);
 }
 
 MPI_Datatype Reductions::type(DataType t) const {
   switch (t) {
     case DataType::UInt8: return MPI_UINT8_T;
     case DataType::Int8: return MPI_INT8_T;
+    case DataType::Int16: return MPI_INT16_T;
+    case DataType::UInt16: return MPI_UINT16_T;
     case DataType::Int32: return MPI_INT32_T;
     case DataType::Int64: return MPI_INT64_T;
     case DataType::Float16: case DataType::BFloat16: return MPI_UINT16_T;
@@ -105,8 +110,9 @@ MPI_Op Reductions::op(DataType t, ReduceOp r) const {
   if (t == DataType::Float16) return half_ops_[0][op_index(r)];
   if (t == DataType::BFloat16) return half_ops_[1][op_index(r)];
   if (t == DataType::Bool) return (r == ReduceOp::Min || r == ReduceOp::Product) ? MPI_LAND : MPI_LOR;
-  if ((t == DataType::UInt8 || t == DataType::Int8) && (r == ReduceOp::Sum || r == ReduceOp::Average))
-    return wrap_sum8_;
+  const bool sum = r == ReduceOp::Sum || r == ReduceOp::Average;
+  if ((t == DataType::UInt8 || t == DataType::Int8) && sum) return wrap_sum8_;
+  if ((t == DataType::UInt16 || t == DataType::Int16) && sum) return wrap_sum16_;
   switch (r) {
     case ReduceOp::Sum: case ReduceOp::Average: return MPI_SUM;
     case ReduceOp::Min: return MPI_MIN;
@@ -121,6 +127,8 @@ void scale_buffer(DataType t, void* buf, int64_t n, double f) {
   switch (t) {
     case DataType::UInt8: scale_integers<uint8_t>(buf, n, f); break;
     case DataType::Int8: scale_integers<int8_t>(buf, n, f); break;
+    case DataType::Int16: scale_integers<int16_t>(buf, n, f); break;
+    case DataType::UInt16: scale_integers<uint16_t>(buf, n, f); break;
     case DataType::Int32: scale_integers<int32_t>(buf, n, f); break;
     case DataType::Int64: scale_integers<int64_t>(buf, n, f); break;
     case DataType::Float16: scale_half<half_to_float, float_to_half>(buf, n, f); break;
@@ -148,6 +156,8 @@ void average_buffer(DataType t, void* buf, int64_t count, int n, double postscal
   switch (t) {
     case DataType::UInt8: divide<uint8_t>(buf, count, n); break;
     case DataType::Int8: divide<int8_t>(buf, count, n); break;
+    case DataType::Int16: divide<int16_t>(buf, count, n); break;
+    case DataType::UInt16: divide<uint16_t>(buf, count, n); break;
     case DataType::Int32: divide<int32_t>(buf, count, n); break;
     case DataType::Int64: divide<int64_t>(buf, count, n); break;
     default: scale_buffer(t, buf, count, postscale / n);

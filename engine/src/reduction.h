@@ -23,9 +23,9 @@ class Reductions {
 
  private:
   MPI_Op half_ops_[2][4];  // [float16, bfloat16][Sum/Average, Min, Max, Product]
-  // Sums of uint8 and int8 that wrap around: Open MPI 5's AVX MPI_SUM saturates 8-bit integers in
-  // its vector loop (32 elements and more) and wraps the rest, so a result would depend on its size.
-  MPI_Op wrap_sum8_;
+  // Sums of 8- and 16-bit integers that wrap around: Open MPI 5's AVX MPI_SUM saturates them in its
+  // vector loop (32 elements and more) and wraps the rest, so a result would depend on its size.
+  MPI_Op wrap_sum8_, wrap_sum16_;
 };
 
 // buf[i] *= factor for `count` elements of `t`: integers in double, truncated toward zero and saturated

@@ -5,7 +5,7 @@ namespace hvd {
 size_t dtype_size(DataType t) {
   switch (t) {
     case DataType::UInt8: case DataType::Int8: case DataType::Bool: return 1;
-    case DataType::Float16: case DataType::BFloat16: return 2;
+    case DataType::Float16: case DataType::BFloat16: case DataType::Int16: case DataType::UInt16: return 2;
     case DataType::Int32: case DataType::Float32: return 4;
     case DataType::Int64: case DataType::Float64: return 8;
   }

@@ -21,7 +21,8 @@ namespace hvd {
 // Named as numpy names the dtypes.
 #define HVD_DATA_TYPES(X)                                                                                \
   X(UInt8, "uint8") X(Int8, "int8") X(Int32, "int32") X(Int64, "int64") X(Float16, "float16")          \
-  X(BFloat16, "bfloat16") X(Float32, "float32") X(Float64, "float64") X(Bool, "bool")
+  X(BFloat16, "bfloat16") X(Float32, "float32") X(Float64, "float64") X(Bool, "bool") X(Int16, "int16")   \
+  X(UInt16, "uint16")
 
 enum class OpType : uint8_t { HVD_OP_TYPES(HVD_ENUM_VALUE) };
 enum class ReduceOp : uint8_t { HVD_REDUCE_OPS(HVD_ENUM_VALUE) };

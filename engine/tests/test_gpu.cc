@@ -113,6 +113,9 @@ TEST_CASE("gpu_bool_min_max_and_errors") {
   CHECK(!nccl_reduction(spec(ReduceOp::Sum, DataType::Int32, 2.0), 2, 22703).error.empty());
   CHECK(!nccl_reduction(spec(ReduceOp::Sum, DataType::BFloat16), 2, 20903).error.empty());
   CHECK(nccl_reduction(spec(ReduceOp::Sum, DataType::BFloat16), 2, 22703).type == ncclBfloat16);
+  for (DataType t : {DataType::Int16, DataType::UInt16})  // NCCL has no 16-bit integer type
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max})
+      CHECK(nccl_reduction(spec(op, t), 2, 22703).error.find("NCCL has no 16-bit integer type") != std::string::npos);
 }
 
 TEST_CASE("gpu_scaling_needs_sum_or_average_on_every_gpu_path") {

@@ -37,9 +37,11 @@ def _to_cpu(value: Any) -> Any:
     return value
 
 
-def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int) -> None:
+def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int,
+                              model: Optional[torch.nn.Module] = None) -> None:
     """Give every rank ``root_rank``'s optimizer state and hyper-parameters (learning rates, momentum
-    buffers, step counts, ...). Works for every optimizer, L-BFGS included."""
+    buffers, step counts, ...). Works for every optimizer, L-BFGS included. ``model`` is accepted as
+    Horovod's is (it names sparse parameters there); the whole state goes as it is, sparse or not."""
     state = _to_cpu(optimizer.state_dict()) if rank() == root_rank else None
     state = broadcast_object(state, root_rank, name="broadcast_optimizer_state")
     if rank() != root_rank:

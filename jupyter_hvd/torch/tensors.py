@@ -9,16 +9,14 @@ from typing import Any, Sequence, Union
 import numpy as np
 import torch
 
+from ..dtypes import CODES
 from ..gpu import DeviceArray, GpuUnavailableError, cuda_available, gpu_status
 
 EngineArray = Union[np.ndarray, DeviceArray]
 
-try:  # numpy carries bfloat16 only through ml_dtypes
-    import ml_dtypes
-
-    _BF16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:
-    _BF16 = None
+# Every engine dtype torch has, by name, as numpy names it (bfloat16 through ml_dtypes, where installed).
+_DTYPES = {dt: d for d in CODES if isinstance(dt := getattr(torch, d.name, None), torch.dtype)}
+_BF16 = _DTYPES.get(torch.bfloat16)
 
 
 def check_tensors(tensors: Sequence[Any], what: str) -> None:
@@ -26,12 +24,6 @@ def check_tensors(tensors: Sequence[Any], what: str) -> None:
     for t in tensors:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{what}: expected a torch.Tensor, got {type(t).__name__}")
-
-
-_DTYPES = {t: np.dtype(str(t).removeprefix("torch.")) for t in (torch.uint8, torch.int8, torch.int32, torch.int64,
-                                                                 torch.float16, torch.float32, torch.float64, torch.bool)}
-if _BF16 is not None:
-    _DTYPES[torch.bfloat16] = _BF16
 
 
 def _numpy_dtype(t: torch.Tensor, what: str) -> np.dtype:

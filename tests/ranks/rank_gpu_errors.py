@@ -36,6 +36,17 @@ def test_unsupported_dtype_is_type_error():
         hvd.allreduce(cupy.ones(3, cupy.complex64))
 
 
+@pytest.mark.parametrize("dtype", [np.int16, np.uint16], ids=str)
+def test_16bit_integers_are_copied_but_not_reduced_on_the_gpu(dtype):
+    with pytest.raises(TypeError, match="NCCL has no 16-bit integer type"):
+        hvd.allreduce(cupy.ones(3, dtype), op=hvd.Sum, name="g.int16")
+    with pytest.raises(TypeError, match="NCCL has no 16-bit integer type"):
+        hvd.reducescatter(cupy.ones((hvd.size(), 2), dtype), op=hvd.Sum, name="g.int16.rs")
+    got = hvd.broadcast(cupy.full(3, 20000 + hvd.rank(), dtype), root_rank=0, name="g.int16.b")
+    np.testing.assert_array_equal(cupy.asnumpy(got), np.full(3, 20000, dtype))
+    still_works()
+
+
 def test_bad_alltoall_splits():
     with pytest.raises(ValueError, match="splits"):
         hvd.alltoall(cupy.ones((3, 2), cupy.float32), splits=[5] * hvd.size())

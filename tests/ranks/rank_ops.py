@@ -380,18 +380,20 @@ def test_an_op_submitted_before_rank_0_has_registered_its_set(monkeypatch):
     assert hvd.remove_process_set(last)
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=str)
-def test_8bit_sums_wrap_around_at_every_size(dtype):
-    """An 8-bit sum that overflows wraps, as in numpy and NCCL, however long the tensor (Open MPI's
-    vectorised MPI_SUM saturated from 32 elements on: 100 + 100 gave 127 in int8)."""
+@pytest.mark.parametrize("dtype,value", [(np.int8, 100), (np.uint8, 100), (np.int16, 20000), (np.uint16, 40000)],
+                         ids=str)
+def test_small_integer_sums_wrap_around_at_every_size(dtype, value):
+    """An 8- or 16-bit sum that overflows wraps, as in numpy, torch and NCCL, however long the tensor (Open
+    MPI's vectorised MPI_SUM saturated from 32 elements on: 100 + 100 gave 127 in int8, 20000 + 20000
+    32767 in int16)."""
     for count in (5, 31, 32, 33, 64, 1000, 100003):
-        x = np.full(count, 100, dtype)
-        want = np.full(count, 100 * hvd.size(), np.int64).astype(dtype)
+        x = np.full(count, value, dtype)
+        want = np.full(count, value * hvd.size(), np.int64).astype(dtype)
         np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Sum, name=f"wrap.{count}"), want)
         np.testing.assert_array_equal(hvd.allreduce(x, op=hvd.Average, name=f"wrap.avg.{count}"),
-                                      want.astype(np.int64) // hvd.size() if dtype == np.uint8 else
+                                      want.astype(np.int64) // hvd.size() if np.dtype(dtype).kind == "u" else
                                       np.trunc(want.astype(np.float64) / hvd.size()).astype(dtype))
-        rows = np.full((hvd.size(), count), 100, dtype)
+        rows = np.full((hvd.size(), count), value, dtype)
         np.testing.assert_array_equal(hvd.reducescatter(rows, op=hvd.Sum, name=f"wrap.rs.{count}"), want[None])
 
 

@@ -7,8 +7,8 @@ from refdata import (alltoall_splits, data, expected_alltoall, expected_alltoall
 
 import jupyter_hvd.torch as hvd
 
-DTYPES = [torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, torch.float32, torch.float64,
-          torch.bfloat16, torch.bool]
+DTYPES = [torch.uint8, torch.int8, torch.int16, torch.uint16, torch.int32, torch.int64, torch.float16,
+          torch.float32, torch.float64, torch.bfloat16, torch.bool]
 
 
 def np_dtype(dtype: torch.dtype) -> np.dtype:

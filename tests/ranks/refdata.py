@@ -11,9 +11,10 @@ except ImportError:
     BF16 = []
 
 INTS = [np.dtype(t) for t in (np.uint8, np.int8, np.int32, np.int64)]
+INTS16 = [np.dtype(t) for t in (np.int16, np.uint16)]  # reduced on the host only: NCCL has no 16-bit integers
 FLOATS = [np.dtype(t) for t in (np.float16, np.float32, np.float64)] + BF16
 BOOL = [np.dtype(np.bool_)]
-ALL = INTS + FLOATS + BOOL
+ALL = INTS + INTS16 + FLOATS + BOOL
 OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
 
 

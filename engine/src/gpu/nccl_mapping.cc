@@ -23,6 +23,7 @@ ncclDataType_t nccl_type(DataType t) {
     case DataType::BFloat16: return ncclBfloat16;
     case DataType::Float32: return ncclFloat32;
     case DataType::Float64: return ncclFloat64;
+    case DataType::Int16: case DataType::UInt16: break;  // NCCL has no 16-bit integers: see nccl_reduction
   }
   return ncclUint8;
 }
@@ -42,6 +43,11 @@ NcclReduction nccl_reduction(const OpSpec& spec, int n, int version) {
   const double scale = spec.prescale * spec.postscale;
   if (spec.dtype == DataType::BFloat16 && version < kAvgVersion) {
     r.error = "bfloat16 needs NCCL 2.10 or newer";
+    return r;
+  }
+  if (spec.dtype == DataType::Int16 || spec.dtype == DataType::UInt16) {
+    r.error = std::string(dtype_name(spec.dtype)) + " tensors cannot be reduced on the GPU (NCCL has no 16-bit "
+              "integer type); reduce them as int32, or on the host";
     return r;
   }
   if (spec.dtype == DataType::Bool) {
@@ -99,6 +105,8 @@ std::vector<char> scalar_bytes(DataType t, double factor) {
     case DataType::Int64: put(static_cast<int64_t>(factor)); break;
     case DataType::UInt8: case DataType::Bool: put(static_cast<uint8_t>(factor)); break;
     case DataType::Int8: put(static_cast<int8_t>(factor)); break;
+    case DataType::Int16: put(static_cast<int16_t>(factor)); break;
+    case DataType::UInt16: put(static_cast<uint16_t>(factor)); break;
   }
   return b;
 }

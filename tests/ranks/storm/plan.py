@@ -456,7 +456,7 @@ class Planner:
         """A call every member rejects the same way before it reaches the engine."""
         rng = self.rng
         n = len(op.ranks)
-        cases = [("allreduce", "int16", "TypeError"), ("allgather", "0-d", "ValueError"),
+        cases = [("allreduce", "uint32", "TypeError"), ("allgather", "0-d", "ValueError"),
                  ("reducescatter", "0-d", "ValueError"), ("reducescatter", "Min", "ValueError"),
                  ("broadcast", "root", "ValueError"), ("allreduce", "bool Average", "TypeError"),
                  ("alltoall", "splits sum", "ValueError"), ("allreduce", "empty name", "ValueError"),

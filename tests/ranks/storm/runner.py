@@ -400,7 +400,7 @@ class Runner:
         what = op.skew[1]
         x = np.ones((2 * n + 1, 3), np.float32)
         calls = {
-            "int16": lambda: hvd.allreduce(np.ones(3, np.int16), name=op.name, process_set=ps),
+            "uint32": lambda: hvd.allreduce(np.ones(3, np.uint32), name=op.name, process_set=ps),
             "0-d": lambda: getattr(hvd, op.api)(np.float32(1.0).reshape(()), name=op.name, process_set=ps),
             "Min": lambda: hvd.reducescatter(x, op=hvd.Min, name=op.name, process_set=ps),
             "root": lambda: hvd.broadcast(x, root_rank=max(op.ranks) + 1, name=op.name, process_set=ps),
