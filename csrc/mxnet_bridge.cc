@@ -108,8 +108,6 @@ hvd::DataType dtype_of(const DLDataType& t, const std::string& name) {
     if (t.code == kDLFloat && t.bits == 64) return hvd::DataType::Float64;
     if (t.code == kDLBfloat && t.bits == 16) return hvd::DataType::BFloat16;
     if (t.code == kDLInt && t.bits == 8) return hvd::DataType::Int8;
-    if (t.code == kDLInt && t.bits == 16) return hvd::DataType::Int16;
-    if (t.code == kDLUInt && t.bits == 16) return hvd::DataType::UInt16;
     if (t.code == kDLInt && t.bits == 32) return hvd::DataType::Int32;
     if (t.code == kDLInt && t.bits == 64) return hvd::DataType::Int64;
     if (t.code == kDLUInt && t.bits == 8) return hvd::DataType::UInt8;

@@ -23,8 +23,8 @@ hvd::OpSpec op_spec(int op, int reduce, int process_set, int root_rank, double p
 // Rejects, with a TypeError naming `what`, a reduction (allreduce, reducescatter) the dtypes `codes` cannot
 // do: Average of bool, scaling bool and, on the GPU (`on_device`), any reduction of int16 or uint16, which
 // NCCL lacks, and scaling any dtype but a floating-point one, since NCCL multiplies integers by an integer
-// factor. Host tensors
-// of the other dtypes may be scaled, as in Horovod: integers in float64, the result cast back (toward zero).
+// factor. Host tensors of the other dtypes may be scaled, as in Horovod: integers in float64, the result
+// cast back (toward zero).
 void check_reduce(const std::vector<int>& codes, hvd::ReduceOp op, double prescale, double postscale,
                   const std::string& what, bool on_device);
 
