@@ -1,5 +1,6 @@
 #include "auto_names.h"
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <map>
@@ -24,7 +25,11 @@ std::string auto_name(const std::string& kind, int set_id) {
 void bind_auto_names(nb::module_& m) {
   m.def("auto_name", &auto_name, "kind"_a, "set_id"_a,
         "The next automatic name for an unnamed op of `kind` on process set `set_id`.");
-  m.def("restart_auto_names", [] { g_counters.clear(); }, "Start every count of automatic names again from 0.");
+  m.def("restart_auto_names", [](std::optional<int> set_id) {
+    if (!set_id) return g_counters.clear();
+    for (auto it = g_counters.begin(); it != g_counters.end();)
+      it = it->first.second == *set_id ? g_counters.erase(it) : std::next(it);
+  }, "set_id"_a = nb::none(), "Start the counts of automatic names of process set `set_id` (default: all) again from 0.");
 }
 
 }  // namespace jhvd

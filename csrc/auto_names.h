@@ -12,7 +12,7 @@ namespace jhvd {
 // The next automatic name for an op of `kind` on process set `set_id`. Callers hold the GIL.
 std::string auto_name(const std::string& kind, int set_id);
 
-// _C.auto_name(kind, set_id) and _C.restart_auto_names().
+// _C.auto_name(kind, set_id) and _C.restart_auto_names(set_id=None).
 void bind_auto_names(nanobind::module_& m);
 
 }  // namespace jhvd

@@ -18,8 +18,8 @@ from .ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allgather_
                   allreduce_, allreduce_async, allreduce_async_, alltoall, alltoall_async, barrier,
                   broadcast, broadcast_, broadcast_async, broadcast_async_, grouped_allgather,
                   grouped_allgather_async, grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
-                  grouped_allreduce_async_, grouped_reducescatter, grouped_reducescatter_async, reducescatter,
-                  reducescatter_async)
+                  grouped_allreduce_async_, grouped_reducescatter, grouped_reducescatter_async, join,
+                  reducescatter, reducescatter_async)
 from .process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from .timeline import drain_events, start_timeline, stop_timeline
 

@@ -18,9 +18,10 @@ def auto_name(kind: str, set_id: int) -> str:
     return _C.auto_name(kind, set_id)
 
 
-def restart() -> None:
-    """Start every count again from 0 (called where the engine starts)."""
-    _C.restart_auto_names()
+def restart(set_id: Optional[int] = None) -> None:
+    """Start the counts of process set ``set_id`` (default: every count) again from 0: where the engine
+    starts, and where a join ends (its ranks ran different numbers of ops, none of which is in flight)."""
+    _C.restart_auto_names(set_id)
 
 
 def engine_name(kind: str, name: Optional[str], set_id: int) -> str:

@@ -10,7 +10,7 @@ from .arrays import as_array
 from .dtypes import CODES, dtype_code
 from .gpu import DeviceArray
 from .handles import Handle, release_orphans, wait_for_result
-from .naming import engine_name, group_names
+from .naming import engine_name, group_names, restart as restart_names
 from .process_sets import ProcessSet, global_process_set, set_id
 
 # Horovod's reduce-op constants: plain ints, as in Horovod, valued as the engine's codes (hvd::ReduceOp).
@@ -20,9 +20,9 @@ Adasum = 1 + max(ReduceOp)  # not an engine op: refused by name
 _REDUCE_OPS = frozenset(int(r) for r in ReduceOp)
 
 # The engine's op codes (hvd::OpType), as _C.submit and OpSpec take them.
-ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER = (
+ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER, JOIN = (
     int(t) for t in (OpType.allreduce, OpType.allgather, OpType.broadcast, OpType.alltoall, OpType.reducescatter,
-                     OpType.barrier))
+                     OpType.barrier, OpType.join))
 
 
 def resolve_op(average: Optional[bool], op: Optional[int], default: int = Average) -> int:
@@ -356,3 +356,16 @@ def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Return once every rank of ``process_set`` has called barrier()."""
     arr = np.zeros(0, dtype=np.uint8)
     _enqueue(BARRIER, "barrier", [arr], [None], [None], process_set, [lambda _: None], wait=True)
+
+
+def join(process_set: ProcessSet = global_process_set) -> int:
+    """Horovod's join: this rank has no more work in ``process_set``, and waits until every member has joined;
+    returns the rank that joined last. Meanwhile it stands in for the others' allreduces (with zeros for Sum
+    and Average, as in Horovod, and the op's identity for Min, Max and Product) and barriers, so ranks with
+    fewer batches need not wait for the others; the others' other ops raise. Host tensors only: a GPU
+    allreduce raises while a rank has joined. Automatic names of the set count from 0 again afterwards (its
+    ranks ran different numbers of unnamed ops)."""
+    last = np.full(1, -1, dtype=np.int32)
+    _enqueue(JOIN, "join", [last], [last], [None], process_set, [lambda _: None], wait=True)
+    restart_names(set_id(process_set))
+    return int(last[0])

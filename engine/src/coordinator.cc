@@ -47,6 +47,7 @@ const std::vector<int>* Coordinator::members(int32_t id) {
 
 void Coordinator::add(Request r, int64_t now_us) {
   if (removed_sets_.count(r.spec.process_set)) return;
+  if (r.spec.op == OpType::Join) note_join(r.spec.process_set, r.rank);
   TensorKey key = r.key();
   auto it = pending_.find(key);
   if (it == pending_.end()) {
@@ -67,8 +68,48 @@ bool Coordinator::add_cached(int32_t rank, int32_t id, std::vector<char> data, i
   return true;
 }
 
+void Coordinator::note_join(int32_t set, int32_t rank) {
+  std::vector<int32_t>& joined = joined_[set];
+  if (std::find(joined.begin(), joined.end(), rank) != joined.end()) return;  // twice: the join's check says so
+  joined.push_back(rank);
+  // The set's tensors that waited only for the members that have joined are ready now, before the join.
+  for (auto& [key, p] : pending_)
+    if (key.process_set == set) check_ready(key, p);
+}
+
+bool Coordinator::joined_cover(const TensorKey& key, const Pending& p, const std::vector<int>& ranks) const {
+  auto j = joined_.find(key.process_set);
+  if (j == joined_.end() || p.requests.front().spec.op == OpType::Join) return false;
+  const std::vector<int32_t>& joined = j->second;
+  return std::all_of(ranks.begin(), ranks.end(), [&](int rank) {
+    return std::find(joined.begin(), joined.end(), rank) != joined.end() ||
+           std::any_of(p.requests.begin(), p.requests.end(), [rank](const Request& q) { return q.rank == rank; });
+  });
+}
+
+std::string Coordinator::stand_in(Response& r, const std::vector<Request>& rs, const std::vector<int>& ranks) const {
+  std::string who;
+  int absent = 0;
+  for (int rank : ranks) {
+    if (std::any_of(rs.begin(), rs.end(), [rank](const Request& q) { return q.rank == rank; })) continue;
+    who += (absent++ ? ", " : "") + std::to_string(rank);
+  }
+  who = (absent == 1 ? "rank " : "ranks ") + who + (absent == 1 ? " has" : " have") + " joined";
+  const OpSpec& x = rs.front().spec;
+  if (x.op != OpType::Allreduce && x.op != OpType::Barrier)
+    return std::string("not supported while ") + who + "; until every rank has joined, only allreduces and barriers go on";
+  if (x.memory == Memory::Cuda)
+    return "a GPU tensor cannot be reduced while " + who + ": ranks that joined stand in for host tensors only";
+  // A joined rank adds the op's identity (0 for Sum and Average, as in Horovod), which a prescale factor would change.
+  if (x.reduce != ReduceOp::Sum && x.reduce != ReduceOp::Average && x.prescale != 1.0)
+    return std::string(reduce_name(x.reduce)) + " with a prescale factor cannot go on while " + who;
+  r.stand_in_counts = {x.op == OpType::Barrier ? 0 : rs.front().num_elements()};
+  return "";
+}
+
 void Coordinator::drop_set(int32_t id) {
   removed_sets_.insert(id);
+  joined_.erase(id);
   if (id == last_set_) last_members_ = nullptr;
   for (int32_t dropped : cache_.drop_set(id)) removed_ids_.insert(dropped);
   for (auto it = pending_.begin(); it != pending_.end();)
@@ -87,7 +128,7 @@ void Coordinator::check_ready(const TensorKey& key, Pending& p) {
       waiting_for_set_.push_back(key);
     return;
   }
-  if (p.requests.size() < ranks->size()) return;
+  if (p.requests.size() < ranks->size() && !joined_cover(key, p, *ranks)) return;
   p.ready = true;
   if (ready_.empty()) oldest_ready_us_ = p.first_seen_us;
   ready_.push_back(key);
@@ -116,7 +157,7 @@ std::string Coordinator::validate(const std::vector<Request>& rs, const std::vec
     if (y.process_set != x.process_set)
       return "mismatched process sets: " + on(std::to_string(x.process_set), a.rank) + ", " +
              on(std::to_string(y.process_set), b.rank);
-    if (y.op == OpType::Barrier) continue;
+    if (y.op == OpType::Barrier || y.op == OpType::Join) continue;
     if (y.memory != x.memory) return "mismatched devices: " + on(device(x), a.rank) + ", " + on(device(y), b.rank);
     if (y.dtype != x.dtype)
       return "mismatched data types: " + on(dtype_name(x.dtype), a.rank) + ", " + on(dtype_name(y.dtype), b.rank);
@@ -166,12 +207,18 @@ std::vector<Response> Coordinator::take_ready() {
     const std::vector<int>* ranks = members(key.process_set);
     if (node.empty() || !ranks) continue;  // dropped with its process set
     auto& rs = node.mapped().requests;
+    const int32_t last = rs.back().rank;  // in the order they came: for a join, the rank that joined last
     std::sort(rs.begin(), rs.end(), [](const Request& x, const Request& y) { return x.rank < y.rank; });
     const Request& a = rs.front();
     Response r;
     r.spec = a.spec;
     r.names = {key.name};
     std::string err = validate(rs, *ranks);
+    if (err.empty() && rs.size() < ranks->size()) err = stand_in(r, rs, *ranks);
+    if (a.spec.op == OpType::Join) {
+      r.spec.root_rank = last;
+      joined_.erase(key.process_set);
+    }
     if (!err.empty()) {
       r.kind = Response::Kind::Error;
       r.error = op_name(a.spec.op) + std::string(" of tensor ") + describe_key(key) + ": " + err;
@@ -184,7 +231,7 @@ std::vector<Response> Coordinator::take_ready() {
       // Every member learns the others' first dimensions here, not from a collective of its own.
       if (a.spec.op == OpType::Allgather)
         for (const Request& q : rs) r.rows.push_back(q.shape[0]);
-      if (a.spec.op == OpType::Allreduce && carried_by_all(rs)) {
+      if (a.spec.op == OpType::Allreduce && rs.size() == ranks->size() && carried_by_all(rs)) {
         r.carried.reserve(rs.size() * rs.front().data.size());
         for (const Request& q : rs) r.carried.insert(r.carried.end(), q.data.begin(), q.data.end());
       }
@@ -205,6 +252,7 @@ std::vector<StallReport> Coordinator::stalled(int64_t now_us, int64_t after_us) 
   std::vector<StallReport> out;
   for (auto& [key, p] : pending_) {
     if (now_us - p.first_seen_us < after_us || now_us - p.last_reported_us < after_us) continue;
+    if (p.requests.front().spec.op == OpType::Join) continue;  // a joined rank waits for the others by design
     p.last_reported_us = now_us;
     StallReport s;
     s.key = key;

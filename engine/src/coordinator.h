@@ -31,6 +31,12 @@ class Coordinator {
 
   // A request from `r.rank`. Requests for a process set that was removed are dropped: its members
   // failed them when they removed it.
+  //
+  // A join (OpType::Join, Horovod's hvd.join) marks its rank as joined in its set until every member has
+  // joined: the set's other tensors are then ready without the joined members, which stand in for them
+  // (Response::stand_in_counts) where they can (host allreduces and barriers), and for any other operation
+  // the members that did submit get an error. The join's own response comes once every member has joined,
+  // with the rank that joined last as its root_rank.
   void add(Request r, int64_t now_us);
   // A cached request by id from `rank`, with its carried input (Request::data); false when the id is unknown.
   // The id of a removed process set's tensor is known: its request is dropped, as add() drops the set's.
@@ -65,6 +71,12 @@ class Coordinator {
     bool ready = false;  // in ready_ already
   };
   void check_ready(const TensorKey& key, Pending& p);
+  // Whether the joined members of `ranks`' set, with those that submitted `p`, make up all of `ranks`.
+  bool joined_cover(const TensorKey& key, const Pending& p, const std::vector<int>& ranks) const;
+  void note_join(int32_t set, int32_t rank);
+  // Fills in what joined members stand in for (the members of `ranks` without a request in `rs`), or returns
+  // why they cannot.
+  std::string stand_in(Response& r, const std::vector<Request>& rs, const std::vector<int>& ranks) const;
   // members_(id), looked up again only for another set than the last one's (a set's ranks never change
   // until it is removed, and drop_set forgets it): the lookup takes the process-set table's lock.
   const std::vector<int>* members(int32_t id);
@@ -81,6 +93,7 @@ class Coordinator {
   std::unordered_map<TensorKey, Pending, TensorKeyHash> pending_;
   std::vector<TensorKey> ready_;
   std::vector<TensorKey> waiting_for_set_;  // tensors whose process set is not yet known
+  std::unordered_map<int32_t, std::vector<int32_t>> joined_;  // each set's joined members, in order of joining
   std::unordered_set<int32_t> removed_sets_;
   std::unordered_set<int32_t> removed_ids_;  // the cache ids of removed sets' tensors
   int64_t oldest_ready_us_ = 0;

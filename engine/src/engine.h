@@ -104,6 +104,9 @@ class Engine {
   void coordinate(bool got_requests);
   void distribute(std::vector<Response> responses);
   void execute(const Response& r);
+  bool joined(int32_t set) const;  // this rank waits in a join of `set` (OpType::Join)
+  TensorEntry stand_in(const Response& r, size_t i) const;
+  Status finish_join(const Response& r, std::vector<TensorEntry*>& entries);
   Status run(const Response& r, std::vector<TensorEntry*>& entries, const ProcessSet& set);
   void begin_stop(const Status& s);   // this rank starts a stop (abort or shutdown)
   void finish_stop();                 // fail what is left; the loop ends

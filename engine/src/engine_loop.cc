@@ -2,12 +2,14 @@
 // progress.h), the engine thread's poll/backoff between them, message dispatch, rank 0's negotiation
 // rounds, and running each negotiated response on this rank's tensors.
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "clock.h"
 #include "engine.h"
 #include "log.h"
 #include "log_format.h"
+#include "reduction.h"
 #include "wire.h"
 
 namespace hvd {
@@ -288,19 +290,50 @@ void Engine::distribute(std::vector<Response> responses) {
   for (size_t i : per_rank[0]) exec_queue_.push_back(std::move(responses[i]));
 }
 
+bool Engine::joined(int32_t set) const {
+  return std::any_of(table_.begin(), table_.end(), [set](const auto& kv) {
+    return kv.first.process_set == set && kv.second.request.spec.op == OpType::Join;
+  });
+}
+
+// What a rank that has joined puts in for tensor `i` of `r`, which it never submitted: the reduction's
+// identity (zeros for Sum and Average, as in Horovod), in a buffer its own handle owns.
+TensorEntry Engine::stand_in(const Response& r, size_t i) const {
+  TensorEntry e;
+  e.request.rank = topo_.rank;
+  e.request.spec = r.spec;
+  e.request.shape = {r.stand_in_counts[i]};
+  e.request.name = r.names[i];
+  e.handle = std::make_shared<Handle>();
+  e.handle->output.allocate(static_cast<size_t>(e.request.num_bytes()));
+  fill_identity(r.spec.dtype, r.spec.reduce, e.handle->output.data(), r.stand_in_counts[i]);
+  e.input = e.output = e.handle->output.data();
+  e.enqueue_us = now_us();
+  return e;
+}
+
 void Engine::execute(const Response& r) {
   std::vector<decltype(table_)::iterator> found;
   std::vector<TensorEntry*> es;
-  for (const auto& n : r.names) {
-    auto it = table_.find(TensorKey{r.spec.process_set, n});
+  std::vector<TensorEntry> stand_ins;
+  stand_ins.reserve(r.stand_in_counts.size());  // es points into it
+  for (size_t i = 0; i < r.names.size(); ++i) {
+    auto it = table_.find(TensorKey{r.spec.process_set, r.names[i]});
     if (it == table_.end()) {
-      log::write(log::Level::Error, "internal error: response for unknown tensor " +
-                                        describe_key(TensorKey{r.spec.process_set, n}));
+      // This rank has joined (Coordinator::add): it stands in, and an error is the submitters' alone.
+      if (!joined(r.spec.process_set)) {
+        log::write(log::Level::Error, "internal error: response for unknown tensor " +
+                                          describe_key(TensorKey{r.spec.process_set, r.names[i]}));
+      } else if (r.kind == Response::Kind::Execute && i < r.stand_in_counts.size()) {
+        stand_ins.push_back(stand_in(r, i));
+        es.push_back(&stand_ins.back());
+      }
       continue;
     }
     found.push_back(it);
     es.push_back(&it->second);
   }
+  if (es.empty() && r.kind == Response::Kind::Error) return;  // another rank's error while this one has joined
   int64_t now = now_us();
   for (auto* e : es) {
     metrics_.negotiate_us += now - e->enqueue_us;
@@ -315,6 +348,8 @@ void Engine::execute(const Response& r) {
                                                  " was removed while this operation was pending");
   } else if (es.size() != r.names.size()) {
     s = Status::Error(Status::Code::Internal, "engine state out of sync for " + label(r));
+  } else if (r.spec.op == OpType::Join) {
+    s = finish_join(r, es);
   } else {
     s = run(r, es, *set);
   }
@@ -336,7 +371,7 @@ void Engine::execute(const Response& r) {
       continue;
     }
     metrics_.count(r.spec.op, q.num_bytes());
-    if (!coordinator_ && es.size() == r.cache_ids.size()) cache_.learn(r.cache_ids[i], q);
+    if (!coordinator_ && stand_ins.empty() && es.size() == r.cache_ids.size()) cache_.learn(r.cache_ids[i], q);
   }
   {
     std::lock_guard<std::mutex> g(mu_);  // free the names before their waiters wake
@@ -344,6 +379,14 @@ void Engine::execute(const Response& r) {
   }
   for (auto* e : es) e->handle->complete(s);
   for (auto it : found) table_.erase(it);
+}
+
+// Every member has joined: each join returns the rank that joined last (the response's root_rank).
+Status Engine::finish_join(const Response& r, std::vector<TensorEntry*>& entries) {
+  for (TensorEntry* e : entries)
+    if (e->output && e->request.spec.dtype == DataType::Int32 && e->request.num_elements() > 0)
+      std::memcpy(e->output, &r.spec.root_rank, sizeof(int32_t));
+  return Status::Ok();
 }
 
 Status Engine::run(const Response& r, std::vector<TensorEntry*>& entries, const ProcessSet& set) {

@@ -5,7 +5,7 @@ namespace {
 
 bool fusable(const Response& a, const Response& b) {
   return a.kind == Response::Kind::Execute && b.kind == Response::Kind::Execute &&
-         a.spec.op == OpType::Allreduce && a.spec == b.spec;
+         a.spec.op == OpType::Allreduce && a.spec == b.spec && a.stand_in_counts.empty() == b.stand_in_counts.empty();
 }
 
 }  // namespace
@@ -28,6 +28,8 @@ std::vector<Response> plan_fusion(std::vector<Response> ready, const std::vector
         total += bytes[j];
         group.names.push_back(std::move(ready[j].names[0]));
         group.cache_ids.push_back(ready[j].cache_ids[0]);
+        group.stand_in_counts.insert(group.stand_in_counts.end(), ready[j].stand_in_counts.begin(),
+                                     ready[j].stand_in_counts.end());
         // Carried while every tensor of the group is: once emptied, it stays so.
         if (group.carried.empty() || ready[j].carried.empty()) group.carried.clear();
         else group.carried.insert(group.carried.end(), ready[j].carried.begin(), ready[j].carried.end());

@@ -34,8 +34,9 @@ Status MpiDataPlane::run(const Response& r, std::vector<TensorEntry*>& entries, 
     case OpType::Alltoall: return run_alltoall(c, r, *entries[0]);
     case OpType::Reducescatter: return run_reducescatter(c, r, *entries[0]);
     case OpType::Barrier: return run_barrier(c);
+    case OpType::Join: break;  // Engine::finish_join: no data phase
   }
-  return Status::Error(Status::Code::Internal, "unknown op");
+  return Status::Error(Status::Code::Internal, std::string("no data phase for ") + op_name(r.spec.op));
 }
 
 void MpiDataPlane::release_set(int32_t id) { gpu_->release_set(id); }

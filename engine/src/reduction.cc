@@ -122,6 +122,42 @@ MPI_Op Reductions::op(DataType t, ReduceOp r) const {
   return MPI_SUM;
 }
 
+namespace {
+
+template <typename T>
+T identity(ReduceOp r) {
+  using L = std::numeric_limits<T>;
+  switch (r) {
+    case ReduceOp::Min: return L::has_infinity ? L::infinity() : L::max();
+    case ReduceOp::Max: return L::has_infinity ? -L::infinity() : L::lowest();
+    case ReduceOp::Product: return T(1);
+    default: return T(0);
+  }
+}
+
+template <typename T>
+void fill(void* buf, int64_t n, T v) {
+  std::fill_n(static_cast<T*>(buf), n, v);
+}
+
+}  // namespace
+
+void fill_identity(DataType t, ReduceOp r, void* buf, int64_t n) {
+  switch (t) {
+    case DataType::UInt8: fill(buf, n, identity<uint8_t>(r)); break;
+    case DataType::Int8: fill(buf, n, identity<int8_t>(r)); break;
+    case DataType::Int16: fill(buf, n, identity<int16_t>(r)); break;
+    case DataType::UInt16: fill(buf, n, identity<uint16_t>(r)); break;
+    case DataType::Int32: fill(buf, n, identity<int32_t>(r)); break;
+    case DataType::Int64: fill(buf, n, identity<int64_t>(r)); break;
+    case DataType::Float16: fill(buf, n, float_to_half(identity<float>(r))); break;
+    case DataType::BFloat16: fill(buf, n, float_to_bf16(identity<float>(r))); break;
+    case DataType::Float32: fill(buf, n, identity<float>(r)); break;
+    case DataType::Float64: fill(buf, n, identity<double>(r)); break;
+    case DataType::Bool: fill(buf, n, static_cast<uint8_t>(r == ReduceOp::Min || r == ReduceOp::Product)); break;
+  }
+}
+
 void scale_buffer(DataType t, void* buf, int64_t n, double f) {
   if (f == 1.0) return;
   switch (t) {

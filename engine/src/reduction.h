@@ -31,6 +31,9 @@ class Reductions {
 // buf[i] *= factor for `count` elements of `t`: integers in double, truncated toward zero and saturated
 // at the type's range; float16 and bfloat16 in float32.
 void scale_buffer(DataType t, void* buf, int64_t count, double factor);
+// Fills `count` elements of `t` with the identity of `r`: 0 for Sum and Average, the type's largest value
+// (or +inf) for Min, its lowest (or -inf) for Max, 1 for Product; for bool, true for Min and Product.
+void fill_identity(DataType t, ReduceOp r, void* buf, int64_t count);
 // Finishes an Average: floats scale by postscale/n; integers divide by n exactly (toward zero), or with a
 // postscale, scale by postscale/n as Horovod does.
 void average_buffer(DataType t, void* buf, int64_t count, int n, double postscale);

@@ -15,7 +15,7 @@ namespace hvd {
 // The lists of the codes Python and the wire share (see enum_list.h); a name is what users and messages see.
 #define HVD_OP_TYPES(X)                                                                            \
   X(Allreduce, "allreduce") X(Allgather, "allgather") X(Broadcast, "broadcast") X(Alltoall, "alltoall") \
-  X(Reducescatter, "reducescatter") X(Barrier, "barrier")
+  X(Reducescatter, "reducescatter") X(Barrier, "barrier") X(Join, "join")
 // Named as Horovod's Python constants (hvd.Sum, ...), which are these codes.
 #define HVD_REDUCE_OPS(X) X(Sum, "Sum") X(Average, "Average") X(Min, "Min") X(Max, "Max") X(Product, "Product")
 // Named as numpy names the dtypes.
@@ -119,6 +119,9 @@ struct Response {
   // A carried allreduce: for each tensor in turn, every member's input in rank order, which each member
   // reduces itself in that order, so all get the same result with no collective. Empty otherwise.
   std::vector<char> carried;
+  // While members of the set have joined (OpType::Join), they stand in for the tensors they never submitted
+  // (allreduces and barriers only): each tensor's element count, parallel to names. Empty otherwise.
+  std::vector<int64_t> stand_in_counts;
   std::string error;                // Kind::Error only
 };
 

@@ -10,7 +10,7 @@ namespace {
 constexpr size_t kMinString = sizeof(uint32_t);
 constexpr size_t kMinRequest = sizeof(int32_t) + sizeof(OpSpec) + 3 * sizeof(uint32_t);
 constexpr size_t kMinCached = sizeof(int32_t) + sizeof(uint32_t);
-constexpr size_t kMinResponse = sizeof(Response::Kind) + sizeof(OpSpec) + 5 * sizeof(uint32_t);
+constexpr size_t kMinResponse = sizeof(Response::Kind) + sizeof(OpSpec) + 6 * sizeof(uint32_t);
 constexpr size_t kMinEvent = sizeof(int32_t) + sizeof(Phase) + 2 * kMinString + 3 * sizeof(int64_t);
 
 OpSpec get_spec(Reader& rd) {
@@ -88,6 +88,7 @@ void encode(Writer& w, const Response& r) {
   w.put_vector(r.rows);
   w.put_string(r.error);
   w.put_vector(r.carried);
+  w.put_vector(r.stand_in_counts);
 }
 
 Response decode_response(Reader& rd) {
@@ -100,7 +101,10 @@ Response decode_response(Reader& rd) {
   r.rows = rd.get_vector<int64_t>();
   r.error = rd.get_string();
   r.carried = rd.get_vector<char>();
-  if (r.names.empty() || r.cache_ids.size() != r.names.size()) Reader::fail("bad response");
+  r.stand_in_counts = rd.get_vector<int64_t>();
+  if (r.names.empty() || r.cache_ids.size() != r.names.size() ||
+      (!r.stand_in_counts.empty() && r.stand_in_counts.size() != r.names.size()))
+    Reader::fail("bad response");
   return r;
 }
 

@@ -336,3 +336,117 @@ TEST_CASE("a_sets_members_are_looked_up_once_for_many_tensors_and_not_before_the
   CHECK(lookups > before);
   CHECK(c.take_ready().size() == 1);
 }
+
+static Request join_req(int rank, int set = 0) {
+  Request r = req(rank, "join", {1}, set);
+  r.spec.op = OpType::Join;
+  r.spec.dtype = DataType::Int32;
+  return r;
+}
+
+TEST_CASE("joined_ranks_make_the_others_tensors_ready_and_stand_in_for_them") {
+  auto c = make();
+  c.add(req(0, "x", {4, 2}), 0);
+  c.add(req(1, "x", {4, 2}), 0);
+  CHECK(!c.has_ready());
+  c.add(join_req(2), 0);  // a tensor pending before the join is ready with it
+  auto rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].kind == Response::Kind::Execute);
+  CHECK(rs[0].names == std::vector<std::string>{"x"});
+  CHECK(rs[0].stand_in_counts == std::vector<int64_t>{8});
+  for (const char* name : {"y", "z"}) {  // and later ones at once, fused, with a count per tensor
+    Request a = req(0, name, {name[0] == 'y' ? 3 : 5}), b = req(1, name, {name[0] == 'y' ? 3 : 5});
+    c.add(a, 0);
+    c.add(b, 0);
+  }
+  rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].names == std::vector<std::string>{"y", "z"});
+  CHECK(rs[0].stand_in_counts == std::vector<int64_t>{3, 5});
+  CHECK(rs[0].carried.empty());  // the joined rank carried nothing: the members run a collective
+  Request barrier = req(0, "b", {0});
+  barrier.spec.op = OpType::Barrier;
+  c.add(barrier, 0);
+  barrier.rank = 1;
+  c.add(barrier, 0);
+  rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].kind == Response::Kind::Execute);
+  CHECK(rs[0].stand_in_counts == std::vector<int64_t>{0});
+}
+
+TEST_CASE("the_join_completes_once_every_member_joined_with_the_last_one_as_its_root") {
+  auto c = make();
+  c.add(join_req(1), 0);
+  c.add(join_req(0), 0);
+  CHECK(!c.has_ready());
+  c.add(req(2, "x"), 0);  // the last rank's own work goes on alone, then it joins
+  auto rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].stand_in_counts == std::vector<int64_t>{4});
+  c.add(join_req(2), 0);
+  rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].spec.op == OpType::Join);
+  CHECK(rs[0].kind == Response::Kind::Execute);
+  CHECK(rs[0].spec.root_rank == 2);
+  CHECK(rs[0].stand_in_counts.empty());
+  for (int rank : {0, 1}) c.add(req(rank, "after"), 0);  // nobody has joined any more: all three are needed
+  CHECK(!c.has_ready());
+  c.add(req(2, "after"), 0);
+  rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].stand_in_counts.empty());
+}
+
+TEST_CASE("what_a_joined_rank_cannot_stand_in_for_is_an_error_for_the_others") {
+  auto c = make();
+  c.add(join_req(0), 0);
+  auto submit = [&](Request q) {
+    for (int rank : {1, 2}) {
+      q.rank = rank;
+      c.add(q, 0);
+    }
+    auto rs = c.take_ready();
+    REQUIRE(rs.size() == 1);
+    CHECK(rs[0].kind == Response::Kind::Error);
+    CHECK(rs[0].stand_in_counts.empty());
+    return rs[0].error;
+  };
+  Request g = req(1, "g", {2, 2});
+  g.spec.op = OpType::Allgather;
+  CHECK(submit(g) == "allgather of tensor 'g': not supported while rank 0 has joined; until every rank has joined, "
+                     "only allreduces and barriers go on");
+  Request gpu = req(1, "gpu");
+  gpu.spec.memory = Memory::Cuda;
+  CHECK(submit(gpu).find("a GPU tensor cannot be reduced while rank 0 has joined") != std::string::npos);
+  Request scaled = req(1, "scaled");
+  scaled.spec.reduce = ReduceOp::Max;
+  scaled.spec.prescale = 2.0;
+  CHECK(submit(scaled).find("Max with a prescale factor") != std::string::npos);
+  scaled.spec.reduce = ReduceOp::Sum;  // zeros stay zeros: a Sum may scale
+  for (int rank : {1, 2}) {
+    scaled.rank = rank;
+    c.add(scaled, 0);
+  }
+  CHECK(c.take_ready()[0].kind == Response::Kind::Execute);
+}
+
+TEST_CASE("a_pending_join_is_no_stall_and_counts_in_its_own_process_set_only") {
+  auto c = make();
+  c.add(join_req(0, 1), 0);  // process set 1: ranks 0 and 2
+  c.add(req(1, "global"), 0);
+  auto stalls = c.stalled(120'000'000, 60'000'000);
+  REQUIRE(stalls.size() == 1);
+  CHECK(stalls[0].key.name == "global");
+  c.add(req(2, "global"), 0);
+  CHECK(!c.has_ready());  // rank 0 joined set 1, not the global set
+  c.add(req(0, "global"), 0);
+  c.add(req(2, "in.set", {4}, 1), 0);
+  auto rs = c.take_ready();
+  REQUIRE(rs.size() == 2);
+  CHECK(rs[0].stand_in_counts.empty());
+  CHECK(rs[1].names[0] == "in.set");
+  CHECK(rs[1].stand_in_counts == std::vector<int64_t>{4});
+}

@@ -242,3 +242,41 @@ TEST_CASE("a process set negotiates among its members only") {
   gone.request.spec.process_set = id;
   CHECK_THROWS_AS(job[0].enqueue(std::move(gone)), InvalidArgument);
 }
+
+TEST_CASE("a_joined_rank_stands_in_for_the_others_allreduces_until_all_have_joined") {
+  InProcessJob job(3, quick_config());
+  std::vector<int32_t> last(3, -1);
+  auto join = [&](int rank) {
+    TensorEntry e;
+    e.request.name = "join";
+    e.request.spec.op = OpType::Join;
+    e.request.spec.dtype = DataType::Int32;
+    e.request.shape = {1};
+    e.input = e.output = &last[rank];
+    return job[rank].enqueue(std::move(e));
+  };
+  auto joined = join(2);
+  std::vector<float> x0(3, 1.0f), x1(3, 3.0f), o0, o1;
+  auto h0 = job[0].enqueue(allreduce("x", x0, &o0));
+  auto h1 = job[1].enqueue(allreduce("x", x1, &o1));
+  CHECK(finish(h0).ok());
+  CHECK(finish(h1).ok());
+  CHECK(o0 == std::vector<float>(3, 4.0f));  // rank 2 put in zeros
+  CHECK(o1 == o0);
+  CHECK(!joined->poll());
+  auto j1 = join(1);
+  auto j0 = join(0);
+  for (const auto& h : {joined, j1, j0}) CHECK(finish(h).ok());
+  CHECK((last[0] == 0 || last[0] == 1));
+  CHECK(last == std::vector<int32_t>(3, last[0]));
+  CHECK(job.data_plane(2).ran() == job.data_plane(0).ran());  // it took part in the collective
+  // Nobody has joined any more: an allreduce waits for rank 2 again.
+  std::vector<float> x2(3, 5.0f), o2;
+  h0 = job[0].enqueue(allreduce("after", x0, &o0));
+  h1 = job[1].enqueue(allreduce("after", x1, &o1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(!h0->poll());
+  auto h2 = job[2].enqueue(allreduce("after", x2, &o2));
+  for (const auto& h : {h0, h1, h2}) CHECK(finish(h).ok());
+  CHECK(o2 == std::vector<float>(3, 9.0f));
+}

@@ -35,6 +35,7 @@ TEST_CASE("responses_round_trip_and_truncation_throws") {
   x.rows = {3, 0, 5};
   x.error = "bad";
   x.carried = {'1', '2', '3', '4'};
+  x.stand_in_counts = {6, 0};
   auto bytes = encode_responses({x, x}, {0, 1});
   auto d = decode_responses(bytes.data(), bytes.size());
   REQUIRE(d.size() == 2);
@@ -43,6 +44,10 @@ TEST_CASE("responses_round_trip_and_truncation_throws") {
   CHECK(d[1].carried == x.carried);
   CHECK(d[0].cache_ids[1] == -1);
   CHECK(d[1].rows == std::vector<int64_t>{3, 0, 5});
+  CHECK(d[1].stand_in_counts == x.stand_in_counts);
+  x.stand_in_counts = {6};  // not one per name
+  auto odd = encode_responses({x}, {0});
+  CHECK_THROWS_AS(decode_responses(odd.data(), odd.size()), std::runtime_error);
   bool threw = false;
   try {
     decode_responses(bytes.data(), bytes.size() / 2);

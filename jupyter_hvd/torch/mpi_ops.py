@@ -5,7 +5,6 @@ wait for it. allreduce, allgather, broadcast, alltoall and reducescatter (and th
 autograd functions with Horovod's gradients. CPU tensors are read and written in their own memory; CUDA
 tensors go to the engine's NCCL path, ordered after the work queued on torch's current stream.
 """
-import time
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -512,10 +511,9 @@ def barrier(process_set: ProcessSet = global_process_set) -> None:
 
 
 def join(device: int = -1) -> int:
-    """Wait until every rank has called join(); returns the rank that called it last.
-
-    Unlike Horovod's, ranks that have joined do not stand in for the others' later allreduces: give every
-    rank the same number of steps. ``device`` is accepted for compatibility.
-    """
-    arrived = core.allgather(np.array([time.time()]), "join.arrived")
-    return int(np.argmax(arrived))
+    """Horovod's join: this rank is done; it stands in for the others' allreduces (zeros, so an Average
+    still divides by every rank) and barriers until all have joined, and returns the rank that joined last.
+    The others' allgathers, broadcasts, alltoalls and reducescatters raise meanwhile (as in Horovod).
+    ``device`` is accepted for compatibility: a joined rank stands in with host memory, so the others' CUDA
+    tensor allreduces raise while a rank has joined (see jupyter_hvd.join)."""
+    return core.join()

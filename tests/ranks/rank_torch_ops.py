@@ -117,6 +117,22 @@ def test_poll_synchronize_barrier_join():
     assert 0 <= hvd.join() < hvd.size()
 
 
+def test_a_joined_rank_stands_in_for_allreduces_and_gathers_raise():
+    """Horovod's test_horovod_join_* semantics: the average still divides by every rank."""
+    if hvd.rank() == 0:
+        last = hvd.join()
+    else:
+        x = torch.arange(6.0)
+        torch.testing.assert_close(hvd.allreduce(x), x * (hvd.size() - 1) / hvd.size())
+        with pytest.raises(RuntimeError, match="allgather.*rank 0 has joined"):
+            hvd.allgather(x[None])
+        with pytest.raises(RuntimeError, match="broadcast.*rank 0 has joined"):
+            hvd.broadcast(x, root_rank=1)
+        last = hvd.join()
+    assert last == 0 if hvd.size() == 1 else 0 < last < hvd.size()
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(hvd.size())))
+
+
 def test_objects_parameters_and_optimizer_state():
     assert hvd.broadcast_object({"r": hvd.rank()}, root_rank=0) == {"r": 0}
     assert hvd.allgather_object(hvd.rank()) == list(range(hvd.size()))

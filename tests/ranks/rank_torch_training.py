@@ -163,3 +163,30 @@ def test_step_counts_samples_for_the_monitor():
         opt.zero_grad()
     samples, steps = counted_since(origin)[:2]
     assert (samples, steps) == (3 * PER_RANK, 3)
+
+
+def test_ranks_with_fewer_batches_join_and_the_others_train_on():
+    """Horovod's join with uneven data: rank r runs 2 + r steps and joins; the ranks still stepping get the
+    average of their gradients over every rank (the joined ones count as zeros), and join returns the rank
+    that joined last. The loss is linear, so each step's gradient is known in advance."""
+    torch.manual_seed(5)
+    model = torch.nn.Linear(3, 1, bias=False)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    start = model.weight.detach().clone()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters())
+
+    def inputs(rank: int, step: int) -> torch.Tensor:
+        return torch.full((4, 3), float(1 + rank + 10 * step))
+
+    steps = [2 + r for r in range(hvd.size())]
+    for step in range(steps[hvd.rank()]):
+        opt.zero_grad()
+        model(inputs(hvd.rank(), step)).sum().backward()
+        opt.step()
+    assert hvd.join() == hvd.size() - 1
+    expected = start.clone()
+    for step in range(steps[hvd.rank()]):
+        grads = [inputs(r, step).sum(0) for r in range(hvd.size()) if steps[r] > step]
+        expected -= 0.1 * torch.stack(grads).sum(0) / hvd.size()
+    torch.testing.assert_close(model.weight.detach(), expected)

@@ -132,9 +132,9 @@ Status GpuCollectives::run(CollectiveContext& c, const Response& r, std::vector<
     case OpType::Broadcast: return nccl_broadcast(c, r, *es[0], *sc, local, span);
     case OpType::Alltoall: return nccl_alltoall(c, r, *es[0], *sc, local, span);
     case OpType::Reducescatter: return nccl_reducescatter(c, r, *es[0], *sc, local, span);
-    case OpType::Barrier: break;
+    case OpType::Barrier: case OpType::Join: break;
   }
-  return agree(c.set, Status::Error(Status::Code::Internal, "barrier has no GPU form"));
+  return agree(c.set, Status::Error(Status::Code::Internal, std::string(op_name(r.spec.op)) + " has no GPU form"));
 }
 
 void GpuCollectives::begin(const std::vector<TensorEntry*>& es) {
@@ -297,6 +297,7 @@ Status GpuCollectives::run_staged(CollectiveContext& c, const Response& r, std::
     case OpType::Alltoall: s = run_alltoall(c, r, host[0]); break;
     case OpType::Reducescatter: s = run_reducescatter(c, r, host[0]); break;
     case OpType::Barrier: s = run_barrier(c); break;
+    case OpType::Join: s = Status::Error(Status::Code::Internal, "a join has no data phase"); break;
   }
   if (!s.ok()) return s;
 

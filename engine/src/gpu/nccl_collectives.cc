@@ -19,7 +19,7 @@ const char* nccl_label(OpType op) {
     case OpType::Broadcast: return "nccl_broadcast";
     case OpType::Alltoall: return "nccl_alltoall";
     case OpType::Reducescatter: return "nccl_reducescatter";
-    case OpType::Barrier: break;
+    case OpType::Barrier: case OpType::Join: break;
   }
   return "nccl";
 }
