@@ -31,6 +31,8 @@ FEATURES: dict[str, tuple[bool, str]] = {
     "int_scale": (True, "prescale/postscale on integer host tensors (scaled in float64 and cast back, as in Horovod)"),
     "nan_scale": (True, "a NaN prescale factor (alike on every member: no TensorMismatchError)"),
     "frac_splits": (True, "fractional alltoall splits, which every member must refuse"),
+    "join": (True, "hvd.join by some members of a set while the others run ops the joined ones stand in for "
+                   "(allreduces, barriers) or that must raise TensorMismatchError (the rest)"),
 }
 
 

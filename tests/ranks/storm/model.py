@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .data import INTS
+from .data import FLOATS, INTS, dtype_of
 
 SUM, AVERAGE, MIN, MAX, PRODUCT = 0, 1, 2, 3, 4  # hvd.Sum ... hvd.Product
 REDUCE_NAMES = {SUM: "Sum", AVERAGE: "Average", MIN: "Min", MAX: "Max", PRODUCT: "Product"}
@@ -79,6 +79,22 @@ def reduce_float(stack: np.ndarray, op: int, pre: float, post: float, dtype: str
             want = (xs.min(0) if op == MIN else xs.max(0)) * post
             bound = 3 * eps * np.abs(want)
     return want, bound + 4 * tiny
+
+
+def identity(dtype: str, op: int, shape: tuple) -> np.ndarray:
+    """What a member that has joined puts into a reduction: 0 for Sum and Average, 1 for Product, the
+    dtype's largest value (or +inf) for Min and its lowest (or -inf) for Max; for bool, True for Min and
+    Product."""
+    dt = dtype_of(dtype)
+    if op in (SUM, AVERAGE):
+        value = 0
+    elif op == PRODUCT or dtype == "bool":
+        value = int(op in (MIN, PRODUCT))
+    elif dtype in FLOATS:
+        value = np.inf if op == MIN else -np.inf
+    else:
+        value = np.iinfo(dt).max if op == MIN else np.iinfo(dt).min
+    return np.full(shape, value, dtype=dt)
 
 
 def check_equal(got: np.ndarray, want: np.ndarray, what: str) -> None:

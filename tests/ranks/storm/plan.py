@@ -50,6 +50,7 @@ class Op:
     error: str = ""                  # "": must succeed; else the exception every member must raise
     skew: Optional[tuple] = None     # (global rank, what it submits differently, its value);
                                      # bad input: (-1, the case, None)
+    absent: tuple = ()               # members that have joined (a Join's ops): they stand in, or it fails
 
     def describe(self) -> str:
         parts = [f"op {self.index}: {'grouped_' if self.group else ''}{self.api}{'_' if self.in_place else ''}",
@@ -65,6 +66,8 @@ class Op:
             parts.append(f"splits {[list(s) for s in self.splits]}")
         if self.device:
             parts.append("on the GPU")
+        if self.absent:
+            parts.append(f"ranks {list(self.absent)} joined")
         if self.error:
             differs = f" (rank {self.skew[0]} differs: {self.skew[1]})" if self.skew else ""
             parts.append(f"expects {self.error}{differs}")
@@ -85,6 +88,17 @@ class AddSet:
 @dataclass
 class RemoveSet:
     key: int
+
+
+@dataclass
+class Join:
+    key: int
+    ranks: tuple           # the set's global ranks
+    early: tuple           # members that join first; the others run `ops` (on the set), then join too
+    ops: list
+
+    def describe(self) -> str:
+        return f"join in set {self.key}: ranks {list(self.early)} first, then {len(self.ops)} ops, then the rest"
 
 
 @dataclass
@@ -135,6 +149,8 @@ class Planner:
             return self._restart()
         if "sets" in self.f and r < 0.02:
             return self._change_sets()
+        if "join" in self.f and r < 0.026:
+            return self._join()
         if self.outstanding and (len(self.outstanding) >= MAX_ASYNC or r > 0.9):
             return [self._wait(everything=self.rng.random() < 0.3)]
         if "same_name_sets" in self.f and r > 0.88:
@@ -204,6 +220,36 @@ class Planner:
         self.next_set_key += 1
         self.sets[key] = ranks
         return [AddSet(key, ranks)]
+
+    def _join(self) -> list:
+        """Some members of a set join (hvd.join); the others run a few ops, which the joined ones stand in
+        for where they can (host allreduces and barriers; anything else raises TensorMismatchError on the
+        members that call it), and then join too."""
+        keys = [k for k in sorted(self.sets) if len(self.sets[k]) > 1]
+        if not keys:
+            return [self._op()]
+        key = keys[int(self.rng.integers(len(keys)))]
+        ranks = self.sets[key]
+        count = int(self.rng.integers(1, len(ranks)))
+        early = tuple(sorted(int(x) for x in self.rng.choice(ranks, size=count, replace=False)))
+        ops = []
+        for _ in range(int(self.rng.integers(1, 5))):
+            op = self._op(key=key)
+            self.outstanding.pop(op.index, None)
+            op.mode, op.absent = "sync", early
+            if op.name in self.names:
+                self.names[op.name].done_at = self.step
+            if op.api in ("broadcast_object", "allgather_object"):
+                op.api, op.name = "barrier", None
+            if op.error not in ("ValueError", "TypeError"):  # refused at the call, joined or not
+                op.skew = None
+                stands_in = op.api == "barrier" or (op.api == "allreduce" and not op.device and
+                                                    (op.reduce in (SUM, AVERAGE) or op.pre == 1.0))
+                op.error = "" if stands_in else "TensorMismatchError"
+            ops.append(op)
+        if key == 0:
+            self._global_sync()
+        return [Join(key, ranks, early, ops)]
 
     # -- one op ---------------------------------------------------------------------------------------
     def _op(self, key: Optional[int] = None, name: Optional[str] = None) -> Op:

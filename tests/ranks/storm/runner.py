@@ -20,7 +20,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import data, features, model, settings as engine_settings
-from .plan import AddSet, Op, Planner, RemoveSet, Restart, Wait
+from .plan import AddSet, Join, Op, Planner, RemoveSet, Restart, Wait
 
 SIM_LIBS = {"JUPYTER_HVD_CUDART_LIB": "libjhvd_sim_cudart.so", "JUPYTER_HVD_NCCL_LIB": "libjhvd_sim_nccl.so",
             "JUPYTER_HVD_CUDA_DRIVER_LIB": "libjhvd_sim_cuda.so"}
@@ -130,7 +130,8 @@ class Runner:
         current: Any = None
         try:
             for step in self.planner.steps():
-                if isinstance(step, Op) and step.index > last:
+                first_op = step if isinstance(step, Op) else step.ops[0] if isinstance(step, Join) else None
+                if first_op is not None and first_op.index > last:
                     break
                 current = step
                 self._step(step)
@@ -149,8 +150,10 @@ class Runner:
         return 0
 
     def _fail(self, step: Any, e: Exception) -> int:
-        op = self.current_op if isinstance(step, Wait) and self.current_op is not None else step
-        where = op.describe() if isinstance(op, Op) else repr(op)
+        op = self.current_op if isinstance(step, (Wait, Join)) and self.current_op is not None else step
+        where = op.describe() if isinstance(op, (Op, Join)) else repr(op)
+        if isinstance(step, Join) and op is not step:
+            where = f"{step.describe()}: {where}"
         index = op.index if isinstance(op, Op) else self.planner.ops - 1
         aborted = isinstance(e, self.hvd.EngineAbortedError) and e.origin_rank != self.rank
         kind = "stopped: another rank failed" if aborted else "FAILURE"
@@ -174,7 +177,7 @@ class Runner:
 
     def _step(self, step: Any) -> None:
         self.beat = time.monotonic()
-        self.step_text = step.describe() if isinstance(step, Op) else repr(step)
+        self.step_text = step.describe() if isinstance(step, (Op, Join)) else repr(step)
         if self.args.trace:
             self._say(self.step_text)
         if isinstance(step, Op):
@@ -188,6 +191,8 @@ class Runner:
         elif isinstance(step, RemoveSet):
             if not self.hvd.remove_process_set(self.sets.pop(step.key)):
                 raise StormFailure(f"remove_process_set of set {step.key} returned False")
+        elif isinstance(step, Join):
+            self._join(step)
         elif isinstance(step, Restart):
             self.hvd.barrier()
             self._end_segment()
@@ -298,6 +303,23 @@ class Runner:
             self.pending[op.index] = Pending(op, handle, passed)
         return None
 
+    def _join(self, step: Join) -> None:
+        """The early members join at once; the others run the ops (the early ones stand in), then join."""
+        ranks = step.ranks
+        if self.rank not in ranks:
+            return
+        self.counts["join"] = self.counts.get("join", 0) + 1
+        if self.rank not in step.early:
+            for op in step.ops:
+                self.op_index, self.current_op = op.index, op
+                self.step_text = f"while ranks {list(step.early)} have joined: {op.describe()}"
+                self._op(op)
+        self.current_op = None
+        last = self.hvd.join(process_set=self.sets[step.key])
+        if last in step.early or last not in ranks:
+            raise StormFailure(f"join returned {last}; the last to join was one of "
+                               f"{[r for r in ranks if r not in step.early]}")
+
     def rng_for(self, *key: int) -> np.random.Generator:
         """This rank's own choices (wait order, poll or not), from the seed."""
         return np.random.default_rng([self.args.seed, self.rank, *key])
@@ -368,7 +390,8 @@ class Runner:
                 self.args.corrupt = None
             if not op.in_place and not op.device and np.shares_memory(host, passed[i]):
                 raise StormFailure(f"{what}: the result shares memory with the input")
-            ins = lambda: [data.values(seed, op.index, i, r, t.dtype, t.shapes[j], t.kind)  # noqa: E731
+            ins = lambda: [model.identity(t.dtype, op.reduce, t.shapes[j]) if r in op.absent  # noqa: E731
+                           else data.values(seed, op.index, i, r, t.dtype, t.shapes[j], t.kind)
                            for j, r in enumerate(op.ranks)]
             if op.api == "allreduce":
                 model.check_reduce(host, ins(), op.reduce, op.pre, op.post, what)
