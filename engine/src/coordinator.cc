@@ -98,8 +98,6 @@ std::string Coordinator::stand_in(Response& r, const std::vector<Request>& rs, c
   const OpSpec& x = rs.front().spec;
   if (x.op != OpType::Allreduce && x.op != OpType::Barrier)
     return std::string("not supported while ") + who + "; until every rank has joined, only allreduces and barriers go on";
-  if (x.memory == Memory::Cuda)
-    return "a GPU tensor cannot be reduced while " + who + ": ranks that joined stand in for host tensors only";
   // A joined rank adds the op's identity (0 for Sum and Average, as in Horovod), which a prescale factor would change.
   if (x.reduce != ReduceOp::Sum && x.reduce != ReduceOp::Average && x.prescale != 1.0)
     return std::string(reduce_name(x.reduce)) + " with a prescale factor cannot go on while " + who;

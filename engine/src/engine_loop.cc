@@ -297,9 +297,12 @@ bool Engine::joined(int32_t set) const {
 }
 
 // What a rank that has joined puts in for tensor `i` of `r`, which it never submitted: the reduction's
-// identity (zeros for Sum and Average, as in Horovod), in a buffer its own handle owns.
+// identity (zeros for Sum and Average, as in Horovod), in a host buffer its own handle owns. For GPU tensors
+// the data phase copies it to the GPU this rank's GPU operations ran on (-1: none yet, an error there).
 TensorEntry Engine::stand_in(const Response& r, size_t i) const {
   TensorEntry e;
+  e.stand_in = true;
+  if (r.spec.memory == Memory::Cuda) e.device = gpu_device_.load();
   e.request.rank = topo_.rank;
   e.request.spec = r.spec;
   e.request.shape = {r.stand_in_counts[i]};
@@ -360,6 +363,8 @@ void Engine::execute(const Response& r) {
                                       std::to_string(now_us() - now) + " us" +
                                       (s.ok() ? std::string() : ": failed: " + s.message));
   }
+  if (!s.ok() && !stand_ins.empty())  // its own join goes on waiting: the others see the error
+    log::warning("standing in (joined) for " + label(r) + " failed: " + s.message);
   metrics_.responses += 1;
   if (!r.carried.empty() && s.ok()) metrics_.carried_allreduces += 1;
   if (tuner_ && s.ok()) autotune(r, es);

@@ -21,6 +21,9 @@ struct TensorEntry {
   std::shared_ptr<Handle> handle;
   int device = -1;                          // CUDA device of input/output; -1 in host memory
   std::shared_ptr<gpu::ReadyEvent> ready;   // GPU: input is ready once this event has passed
+  // What a rank that has joined puts in (Engine::stand_in): in host memory even for a GPU response, whose
+  // data phase moves it to `device` first.
+  bool stand_in = false;
   int64_t enqueue_us = 0;
 };
 

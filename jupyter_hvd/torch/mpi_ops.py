@@ -514,6 +514,6 @@ def join(device: int = -1) -> int:
     """Horovod's join: this rank is done; it stands in for the others' allreduces (zeros, so an Average
     still divides by every rank) and barriers until all have joined, and returns the rank that joined last.
     The others' allgathers, broadcasts, alltoalls and reducescatters raise meanwhile (as in Horovod).
-    ``device`` is accepted for compatibility: a joined rank stands in with host memory, so the others' CUDA
-    tensor allreduces raise while a rank has joined (see jupyter_hvd.join)."""
+    ``device`` is accepted for compatibility: for CUDA tensors a joined rank stands in on the GPU its own
+    CUDA ops ran on (see jupyter_hvd.join)."""
     return core.join()

@@ -86,3 +86,17 @@ def test_a_second_device_on_one_rank_is_refused():
     with pytest.raises(ValueError, match="one GPU per rank"):
         hvd.grouped_allreduce([cupy.ones(3, cupy.float32), x])
     still_works()
+
+
+def test_a_rank_that_joined_before_any_gpu_op_of_its_own_cannot_stand_in_on_a_gpu():
+    if hvd.size() == 1:
+        pytest.skip("nobody is left to stand in for")
+    hvd.shutdown()
+    hvd.init()  # a fresh engine: no GPU claimed yet
+    if hvd.rank() == 0:
+        assert hvd.join() != 0
+    else:
+        with pytest.raises(hvd.HorovodInternalError, match="GPU setup failed on rank 0"):
+            hvd.allreduce(cupy.ones(3, cupy.float32), name="g.join.no.gpu")
+        hvd.join()
+    still_works()

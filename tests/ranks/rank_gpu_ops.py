@@ -227,3 +227,30 @@ def test_reducescatter_even_and_uneven_rows(sets, dtype):
 
 def test_gpu_flags():
     assert hvd.cuda_built() and hvd.nccl_built(), hvd.gpu_status()
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.float16)], ids=str)
+def test_a_joined_rank_stands_in_on_its_gpu(dtype):
+    """The last rank joins; the others' GPU allreduces, alone and fused, count it as each op's identity (zeros
+    for Sum and Average, which still divides by every rank). It stands in on the GPU its own ops ran on."""
+    check(hvd.allreduce(on_gpu(np.ones(2, dtype)), op=hvd.Sum), np.full(2, hvd.size(), dtype))
+    if hvd.size() == 1:
+        pytest.skip("nobody is left to stand in for")
+    first = hvd.size() - 1
+    present = [r for r in range(hvd.size()) if r != first]
+    values = {r: np.random.default_rng([r, dtype.num]).integers(1, 4, (3, 5)).astype(dtype) for r in present}
+    stack = np.stack(list(values.values()))
+    wants = {hvd.Sum: stack.sum(0).astype(dtype), hvd.Min: stack.min(0), hvd.Max: stack.max(0),
+             hvd.Product: stack.prod(0).astype(dtype),
+             hvd.Average: (stack.sum(0) / hvd.size() if dtype.kind == "f" else stack.sum(0) // hvd.size()).astype(dtype)}
+    if hvd.rank() == first:
+        last = hvd.join()
+    else:
+        for op, want in wants.items():
+            check(hvd.allreduce(on_gpu(values[hvd.rank()]), op=op, name=f"g.join.{dtype}.{op}"), want,
+                  rtol=1e-3 if dtype == np.float16 else 0)
+        got = hvd.grouped_allreduce([on_gpu(values[hvd.rank()])] * 3, op=hvd.Sum, name=f"g.join.group.{dtype}")
+        for g in got:
+            check(g, wants[hvd.Sum], rtol=1e-3 if dtype == np.float16 else 0)
+        last = hvd.join()
+    assert last in present

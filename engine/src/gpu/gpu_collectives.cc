@@ -108,10 +108,15 @@ Status GpuCollectives::run(CollectiveContext& c, const Response& r, std::vector<
   // Every member has the same response, so every one returns this error before any collective.
   if (std::string why = scaling_error(r.spec); !why.empty()) return Status::Error(Status::Code::Invalid, why);
   const int device = es[0]->device;
-  Status local = prepare(device);
+  Status local = device < 0 ? Status::Error(Status::Code::Invalid, "rank " + std::to_string(c.global_rank) +
+                                                " joined before any GPU operation of its own, so it has no GPU "
+                                                "to stand in on; run one before join (broadcast_parameters, say)")
+                            : prepare(device);
   for (auto* e : es)
     if (e->device != device && local.ok())
       local = Status::Error(Status::Code::Invalid, "GPU tensors of one rank must be on one device");
+  for (auto* e : es)
+    if (e->stand_in && local.ok()) local = upload_stand_in(*e);
   Status s;
   SetCommunicator* sc = communicator(c, device, local, &s);
   if (!sc) return s;
@@ -233,6 +238,17 @@ int64_t GpuCollectives::start_of(Mark m, Mark last, int64_t end_us) const {
   if (rt_.cuda().cudaEventElapsedTime(&ms, marks_[at_[m]], marks_[at_[last]]) != cudaSuccess)
     rt_.cuda().cudaGetLastError();
   return end_us - static_cast<int64_t>(ms * 1000.0f);
+}
+
+Status GpuCollectives::upload_stand_in(TensorEntry& e) {
+  const size_t bytes = static_cast<size_t>(e.request.num_bytes());
+  cudaError_t err;
+  auto mem = device_alloc(rt_.cuda(), bytes, &err);
+  if (err != cudaSuccess) return cuda_status(err, "cudaMalloc for a joined rank's stand-in");
+  copy(mem.get(), e.input, bytes, cudaMemcpyHostToDevice);  // the host buffer lives until the op is done
+  e.input = e.output = mem.get();
+  e.handle->device_output = std::move(mem);
+  return queue_error_;
 }
 
 void* GpuCollectives::output_for(TensorEntry& e, size_t bytes, std::vector<int64_t> shape, Status* s) {

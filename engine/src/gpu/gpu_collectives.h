@@ -42,6 +42,9 @@ class GpuCollectives {
   enum Mark { kStart, kReady, kCopiedIn, kReduced, kDone, kMarks };
 
   Status prepare(int device);
+  // A joined rank's stand-in (TensorEntry::stand_in) from its host buffer into device memory, queued on
+  // the stream ahead of the op.
+  Status upload_stand_in(TensorEntry& e);
   SetCommunicator* communicator(CollectiveContext& c, int device, const Status& local, Status* s);
   // In nccl_collectives.cc, one per op: sizes, results and buffers first (every member agrees that it
   // has them), then the work queued in order on the engine's stream, then the timeline spans from the

@@ -127,6 +127,7 @@ class Planner:
         self.step = 0                     # steps emitted so far
         self.last_global_sync = 0         # the step of the last op every rank waited for
         self.ops = 0                      # ops emitted so far
+        self.on_gpu: set = set()          # ranks whose engine has run a GPU op (it stands in on that GPU)
 
     def first_settings(self) -> dict:
         return engine_settings.draw(self.rng, self.f, self.gpu)
@@ -194,7 +195,8 @@ class Planner:
         steps = [self._wait(everything=True)] if self.outstanding else []
         steps.append(Restart(engine_settings.draw(self.rng, self.f, self.gpu)))
         self.sets = {0: tuple(range(self.size))}
-        self.names.clear()  # a new engine: nothing is in flight
+        self.names.clear()  # a new engine: nothing is in flight, no GPU is claimed
+        self.on_gpu.clear()
         self._global_sync()
         return steps
 
@@ -223,7 +225,7 @@ class Planner:
 
     def _join(self) -> list:
         """Some members of a set join (hvd.join); the others run a few ops, which the joined ones stand in
-        for where they can (host allreduces and barriers; anything else raises TensorMismatchError on the
+        for where they can (allreduces and barriers; anything else raises TensorMismatchError on the
         members that call it), and then join too."""
         keys = [k for k in sorted(self.sets) if len(self.sets[k]) > 1]
         if not keys:
@@ -232,9 +234,10 @@ class Planner:
         ranks = self.sets[key]
         count = int(self.rng.integers(1, len(ranks)))
         early = tuple(sorted(int(x) for x in self.rng.choice(ranks, size=count, replace=False)))
-        ops = []
+        ops, on_gpu = [], set(self.on_gpu)
         for _ in range(int(self.rng.integers(1, 5))):
             op = self._op(key=key)
+            op.device &= set(early) <= on_gpu  # a joined rank stands in on the GPU its own GPU ops ran on
             self.outstanding.pop(op.index, None)
             op.mode, op.absent = "sync", early
             if op.name in self.names:
@@ -243,10 +246,11 @@ class Planner:
                 op.api, op.name = "barrier", None
             if op.error not in ("ValueError", "TypeError"):  # refused at the call, joined or not
                 op.skew = None
-                stands_in = op.api == "barrier" or (op.api == "allreduce" and not op.device and
+                stands_in = op.api == "barrier" or (op.api == "allreduce" and
                                                     (op.reduce in (SUM, AVERAGE) or op.pre == 1.0))
                 op.error = "" if stands_in else "TensorMismatchError"
             ops.append(op)
+        self.on_gpu = on_gpu | {r for o in ops if o.device and not o.error for r in o.ranks if r not in early}
         if key == 0:
             self._global_sync()
         return [Join(key, ranks, early, ops)]
@@ -356,6 +360,8 @@ class Planner:
             self._mismatch(op)
         if op.mode == "async":
             self.outstanding[op.index] = op
+        if op.device and not op.error:
+            self.on_gpu |= set(op.ranks)
 
     def _tensor(self, op: Op, dtype: str, min_ndim: int, small: bool) -> Tensor:
         n = len(op.ranks)
