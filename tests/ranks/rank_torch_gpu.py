@@ -1,5 +1,5 @@
 """jupyter_hvd.torch on CUDA tensors (real GPUs): every collective against the same op on CPU tensors, ordering on
-torch's current stream, and DistributedOptimizer training on the GPU."""
+torch's current stream, DistributedOptimizer training on the GPU, and join."""
 import torch
 import torch.nn.functional as F
 
@@ -82,3 +82,25 @@ def test_distributed_optimizer_trains_on_the_gpu():
         opt.step()
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+def test_uneven_steps_on_the_gpu_with_join():
+    """Rank r runs 2 + r steps and joins (as with hvd.join(hvd.local_rank()) in Horovod); the joined ranks stand
+    in with zeros on their GPU, so each step's update is the sum of the stepping ranks' gradients over size."""
+    torch.manual_seed(5)
+    model = torch.nn.Linear(3, 1, bias=False).to(DEVICE)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    start = model.weight.detach().clone()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+    steps = [2 + r for r in range(hvd.size())]
+    inputs = lambda r, step: torch.full((4, 3), float(1 + r + 10 * step), device=DEVICE)  # noqa: E731
+    for step in range(steps[hvd.rank()]):
+        opt.zero_grad()
+        model(inputs(hvd.rank(), step)).sum().backward()
+        opt.step()
+    assert hvd.join(hvd.local_rank()) == hvd.size() - 1
+    expected = start.clone()
+    for step in range(steps[hvd.rank()]):
+        grads = [inputs(r, step).sum(0) for r in range(hvd.size()) if steps[r] > step]
+        expected -= 0.1 * torch.stack(grads).sum(0) / hvd.size()
+    torch.testing.assert_close(model.weight.detach(), expected)
