@@ -78,16 +78,25 @@ void Coordinator::note_join(int32_t set, int32_t rank) {
 }
 
 bool Coordinator::joined_cover(const TensorKey& key, const Pending& p, const std::vector<int>& ranks) const {
+  if (joined_.empty()) return false;  // the usual case: nobody has joined
   auto j = joined_.find(key.process_set);
   if (j == joined_.end() || p.requests.front().spec.op == OpType::Join) return false;
-  const std::vector<int32_t>& joined = j->second;
-  return std::all_of(ranks.begin(), ranks.end(), [&](int rank) {
-    return std::find(joined.begin(), joined.end(), rank) != joined.end() ||
-           std::any_of(p.requests.begin(), p.requests.end(), [rank](const Request& q) { return q.rank == rank; });
-  });
+  // As the plain check counts requests, each joined member that has not submitted `p` counts once more.
+  size_t covered = p.requests.size();
+  for (int32_t rank : j->second)
+    covered += std::none_of(p.requests.begin(), p.requests.end(), [rank](const Request& q) { return q.rank == rank; });
+  return covered >= ranks.size();
 }
 
 std::string Coordinator::stand_in(Response& r, const std::vector<Request>& rs, const std::vector<int>& ranks) const {
+  const OpSpec& x = rs.front().spec;
+  const bool other_op = x.op != OpType::Allreduce && x.op != OpType::Barrier;
+  // A joined rank adds the op's identity (0 for Sum and Average, as in Horovod), which a prescale factor would change.
+  const bool scaled = x.reduce != ReduceOp::Sum && x.reduce != ReduceOp::Average && x.prescale != 1.0;
+  if (!other_op && !scaled) {  // every step of the ranks still training: no message to build
+    r.stand_in_counts = {x.op == OpType::Barrier ? 0 : rs.front().num_elements()};
+    return "";
+  }
   std::string who;
   int absent = 0;
   for (int rank : ranks) {
@@ -95,14 +104,9 @@ std::string Coordinator::stand_in(Response& r, const std::vector<Request>& rs, c
     who += (absent++ ? ", " : "") + std::to_string(rank);
   }
   who = (absent == 1 ? "rank " : "ranks ") + who + (absent == 1 ? " has" : " have") + " joined";
-  const OpSpec& x = rs.front().spec;
-  if (x.op != OpType::Allreduce && x.op != OpType::Barrier)
+  if (other_op)
     return std::string("not supported while ") + who + "; until every rank has joined, only allreduces and barriers go on";
-  // A joined rank adds the op's identity (0 for Sum and Average, as in Horovod), which a prescale factor would change.
-  if (x.reduce != ReduceOp::Sum && x.reduce != ReduceOp::Average && x.prescale != 1.0)
-    return std::string(reduce_name(x.reduce)) + " with a prescale factor cannot go on while " + who;
-  r.stand_in_counts = {x.op == OpType::Barrier ? 0 : rs.front().num_elements()};
-  return "";
+  return std::string(reduce_name(x.reduce)) + " with a prescale factor cannot go on while " + who;
 }
 
 void Coordinator::drop_set(int32_t id) {
