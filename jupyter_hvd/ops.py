@@ -363,8 +363,8 @@ def join(process_set: ProcessSet = global_process_set) -> int:
     returns the rank that joined last. Meanwhile it stands in for the others' allreduces (with zeros for Sum
     and Average, as in Horovod, and the op's identity for Min, Max and Product) and barriers, so ranks with
     fewer batches need not wait for the others; the others' other ops raise. For GPU tensors it stands in on
-    the GPU its own GPU ops ran on (one must have run). Automatic names of the set count from 0 again afterwards (its
-    ranks ran different numbers of unnamed ops)."""
+    the GPU its own GPU ops ran on (one must have run). Automatic names of the set count from 0 again
+    afterwards (its ranks ran different numbers of unnamed ops)."""
     last = np.full(1, -1, dtype=np.int32)
     _enqueue(JOIN, "join", [last], [last], [None], process_set, [lambda _: None], wait=True)
     restart_names(set_id(process_set))

@@ -50,8 +50,9 @@ def test_joined_ranks_stand_in_for_every_reduction(first):
                 seed = 100 * first + 10 * i + op
                 got = hvd.allreduce(data(hvd.rank(), dtype, seed), op=op, name=f"stand.{first}.{i}.{op}")
                 tol = 1e-2 if dtype == np.float16 else 1e-5
-                np.testing.assert_allclose(got.astype(np.float64), expected(op, dtype, seed, present).astype(np.float64),
-                                           rtol=tol, atol=tol, err_msg=f"{np.dtype(dtype).name} op {op}")
+                want = expected(op, dtype, seed, present).astype(np.float64)
+                np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol,
+                                           err_msg=f"{np.dtype(dtype).name} op {op}")
         last = hvd.join()
     assert agreed(last) in present if hvd.size() > 1 else last == first
 
@@ -93,7 +94,8 @@ def test_other_ops_raise_on_the_ranks_that_submit_them_and_the_engine_goes_on():
         assert agreed(hvd.join()) != first
     # Afterwards every rank takes part again, and unnamed ops agree although the ranks ran different numbers.
     np.testing.assert_array_equal(hvd.allreduce(np.ones(3, np.float32), op=hvd.Sum), np.full(3, hvd.size()))
-    np.testing.assert_array_equal(hvd.allgather(np.full((1, 2), hvd.rank())), np.repeat(np.arange(hvd.size()), 2).reshape(-1, 2))
+    rows = np.repeat(np.arange(hvd.size()), 2).reshape(-1, 2)
+    np.testing.assert_array_equal(hvd.allgather(np.full((1, 2), hvd.rank())), rows)
 
 
 def test_uneven_steps_then_join_every_round():
