@@ -3,7 +3,9 @@
 // in dtypes.py, the check of a name in naming.py, what a device tensor is in gpu.py) it hands over once, at
 // import (set_python_rules); the call reads them here, and numbers unnamed ops itself (auto_names.h), so the
 // bookkeeping of a small blocking collective costs no Python frames, only a call back for what is not there
-// (a dtype not in the table, a name that is neither a string nor None).
+// (a dtype not in the table, a name that is neither a string nor None). A framework's own host tensor type
+// (torch.Tensor) may be registered too (add_host_tensor_type): its tensors are read by their data pointer,
+// with no numpy view made per call.
 #include "submit.h"
 
 #include <Python.h>
@@ -30,13 +32,30 @@ struct PythonRules {
   nb::object device_array;  // the type of a tensor in CUDA memory
 };
 
-// Set at import and never freed: its Python objects must not be released after the interpreter has gone.
-PythonRules* g_rules = nullptr;
+// A framework's host tensor type, whose objects say where their memory is through methods (data_ptr(),
+// shape, dtype, is_contiguous(), is_cpu), and its dtypes' engine codes.
+struct HostTensorType {
+  nb::object type;
+  nb::dict codes;  // the framework's dtype -> the engine's dtype code
+};
 
-int dtype_code(const PythonRules& r, nb::handle array, const std::string& what) {
+// Set at import and never freed: their Python objects must not be released after the interpreter has gone.
+PythonRules* g_rules = nullptr;
+std::vector<HostTensorType>* g_tensor_types = new std::vector<HostTensorType>();
+
+// The registered host tensor type `array` is an instance of, or null (a numpy array or other buffer).
+const HostTensorType* tensor_type(nb::handle array) {
+  for (const HostTensorType& t : *g_tensor_types)
+    if (PyObject_TypeCheck(array.ptr(), reinterpret_cast<PyTypeObject*>(t.type.ptr()))) return &t;
+  return nullptr;
+}
+
+int dtype_code(const PythonRules& r, nb::handle array, const HostTensorType* tensor, const std::string& what) {
   nb::object dtype = array.attr("dtype");
-  if (PyObject* code = PyDict_GetItemWithError(r.codes.ptr(), dtype.ptr())) return nb::cast<int>(nb::handle(code));
+  const nb::dict& codes = tensor ? tensor->codes : r.codes;
+  if (PyObject* code = PyDict_GetItemWithError(codes.ptr(), dtype.ptr())) return nb::cast<int>(nb::handle(code));
   if (PyErr_Occurred()) throw nb::python_error();
+  if (tensor) throw nb::type_error((what + ": unsupported dtype " + nb::cast<std::string>(nb::str(dtype))).c_str());
   return nb::cast<int>(r.dtype_code(dtype, what));
 }
 
@@ -57,13 +76,28 @@ double scale_factor(nb::handle x, const std::string& what, const char* which) {
   return v;
 }
 
+// Where a registered host tensor's memory is (0 when empty), and with `shape` its shape into `out_shape`;
+// hvd::InvalidArgument unless it is contiguous and in host memory.
+void* tensor_memory(nb::handle t, std::vector<int64_t>* out_shape, const std::string& name, const char* what) {
+  if (!nb::cast<bool>(t.attr("is_cpu")) || !nb::cast<bool>(t.attr("is_contiguous")()))
+    throw hvd::InvalidArgument("tensor '" + name + "': the " + what + " must be a contiguous tensor in host memory");
+  nb::object shape = t.attr("shape");
+  std::vector<int64_t> dims;
+  int64_t count = 1;
+  for (nb::handle d : shape) count *= dims.emplace_back(nb::cast<int64_t>(d));
+  if (out_shape) *out_shape = std::move(dims);
+  return count ? reinterpret_cast<void*>(nb::cast<uintptr_t>(t.attr("data_ptr")())) : nullptr;
+}
+
 // A host array's address (0 when empty) and shape, read through the buffer protocol without asking
-// for its format, so every dtype passes; a non-contiguous array, or a read-only one to write, fails.
+// for its format, so every dtype passes (or, for a registered tensor type, through its methods); a
+// non-contiguous array, or a read-only one to write, fails.
 hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handle input, nb::handle output) {
   hvd::TensorEntry e;
   e.request.spec = spec;
   // The buffer's address; with `shape`, also the array's shape into the request.
-  auto read = [&](nb::handle array, bool writable, bool shape, const char* what) {
+  auto read = [&](nb::handle array, bool writable, bool shape, const char* what) -> void* {
+    if (tensor_type(array)) return tensor_memory(array, shape ? &e.request.shape : nullptr, name, what);
     Py_buffer view;
     if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_ND | (writable ? PyBUF_WRITABLE : 0)) != 0) {
       PyErr_Clear();
@@ -93,6 +127,12 @@ void bind_submit(nb::module_& m) {
     g_rules = new PythonRules{std::move(codes), std::move(dtype_code), std::move(engine_name), std::move(device)};
   }, "codes"_a, "dtype_code"_a, "engine_name"_a, "device_array"_a);
 
+  // A framework's host tensor type (torch.Tensor), read by submit through its data_ptr(), shape and dtype
+  // (`codes`: each of its dtypes' engine code), as it reads numpy arrays through the buffer protocol.
+  m.def("add_host_tensor_type", [](nb::type_object type, nb::dict codes) {
+    g_tensor_types->push_back(HostTensorType{std::move(type), std::move(codes)});
+  }, "type"_a, "codes"_a);
+
   // One operation on each array of `arrays` (host arrays, or device tensors: all one or all the other), queued
   // together under `names` (None: numbered); `outputs` holds where each result goes (None: the engine
   // allocates it). `what` names the call in errors. Checks the dtypes, then the reduction, then the names, so
@@ -111,7 +151,7 @@ void bind_submit(nb::module_& m) {
     std::vector<int> codes(n);
     size_t on_device = 0;
     for (size_t i = 0; i < n; ++i) {
-      codes[i] = dtype_code(r, arrays[i], what);
+      codes[i] = dtype_code(r, arrays[i], tensor_type(arrays[i]), what);
       on_device += PyObject_TypeCheck(arrays[i].ptr(), reinterpret_cast<PyTypeObject*>(r.device_array.ptr()));
     }
     if (on_device && on_device != n)

@@ -41,7 +41,7 @@ def resolve_op(average: Optional[bool], op: Optional[int], default: int = Averag
     return op
 
 
-def _enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names: Sequence[Optional[str]],
+def enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names: Sequence[Optional[str]],
              process_set: ProcessSet, finishes: Sequence[Callable[[Any], Any]], *, group: bool = False,
              reduce: int = Sum, root_rank: int = -1, prescale: float = 1.0, postscale: float = 1.0,
              splits: Sequence[int] = (), wait: bool = False) -> Any:
@@ -85,7 +85,7 @@ def _output_like(arr: Any, out: Any) -> tuple:
 def allreduce_arrays(tensors: Sequence[Any], in_place: bool, kind: str, names: Sequence[Optional[str]], op: int,
                      prescale: float, postscale: float, process_set: ProcessSet, group: bool,
                      out: Optional[Sequence[Any]] = None, wait: bool = False) -> Any:
-    """The one path of every allreduce form, the framework frontends' too: ``tensors`` reduced in place, or
+    """The one path of every allreduce form of host and DLPack arrays: ``tensors`` reduced in place, or
     into new arrays (``out``'s when given), under the engine names ``names``; a Handle, or with ``wait``
     the result (a group's: the list of results), with no handle made."""
     if out is not None and len(out) != len(tensors):
@@ -98,7 +98,7 @@ def allreduce_arrays(tensors: Sequence[Any], in_place: bool, kind: str, names: S
         arrs.append(arr)
         outs.append(o)
         finishes.append(finish)
-    return _enqueue(ALLREDUCE, kind, arrs, outs, names, process_set, finishes, group=group, reduce=op,
+    return enqueue(ALLREDUCE, kind, arrs, outs, names, process_set, finishes, group=group, reduce=op,
                     prescale=prescale, postscale=postscale, wait=wait)
 
 
@@ -192,7 +192,7 @@ def _allgather(tensors: Sequence[Any], kind: str, names: Sequence[Optional[str]]
                group: bool, wait: bool = False) -> Any:
     arrs = [as_array(t, kind) for t in tensors]
     require_rows(arrs, kind)
-    return _enqueue(ALLGATHER, kind, arrs, [None] * len(arrs), names, process_set,
+    return enqueue(ALLGATHER, kind, arrs, [None] * len(arrs), names, process_set,
                     [_engine_output(a) for a in arrs], group=group, wait=wait)
 
 
@@ -233,7 +233,7 @@ def _broadcast(tensor: Any, root_rank: int, name: Optional[str], process_set: Pr
     arr = as_array(tensor, "broadcast_" if in_place else "broadcast", in_place)
     root = check_root(root_rank, process_set, "broadcast")
     out, finish = _output_like(arr, arr if in_place else None)
-    return _enqueue(BROADCAST, "broadcast", [arr], [out], [name], process_set, [finish], root_rank=root, wait=wait)
+    return enqueue(BROADCAST, "broadcast", [arr], [out], [name], process_set, [finish], root_rank=root, wait=wait)
 
 
 def broadcast_async(tensor: Any, root_rank: int, name: Optional[str] = None,
@@ -293,7 +293,7 @@ def _alltoall(tensor: Any, splits: Optional[Sequence[int]], name: Optional[str],
         out = _engine_output(arr)(native)
         return (out, _received_rows(native.received_splits)) if want_splits else out
 
-    return _enqueue(ALLTOALL, "alltoall", [arr], [None], [name], process_set, [finish], splits=split_list, wait=wait)
+    return enqueue(ALLTOALL, "alltoall", [arr], [None], [name], process_set, [finish], splits=split_list, wait=wait)
 
 
 def alltoall_async(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional[str] = None,
@@ -315,7 +315,7 @@ def _reducescatter(tensors: Sequence[Any], kind: str, names: Sequence[Optional[s
     if op not in (Sum, Average):
         raise ValueError(f"{kind} supports op=hvd.Sum or hvd.Average")
     require_rows(arrs, kind)
-    return _enqueue(REDUCESCATTER, kind, arrs, [None] * len(arrs), names, process_set,
+    return enqueue(REDUCESCATTER, kind, arrs, [None] * len(arrs), names, process_set,
                     [_engine_output(a) for a in arrs], group=group, reduce=op, prescale=prescale, postscale=postscale,
                     wait=wait)
 
@@ -355,7 +355,7 @@ def grouped_reducescatter(tensors: Sequence[Any], op: Optional[int] = None, name
 def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Return once every rank of ``process_set`` has called barrier()."""
     arr = np.zeros(0, dtype=np.uint8)
-    _enqueue(BARRIER, "barrier", [arr], [None], [None], process_set, [lambda _: None], wait=True)
+    enqueue(BARRIER, "barrier", [arr], [None], [None], process_set, [lambda _: None], wait=True)
 
 
 def join(process_set: ProcessSet = global_process_set) -> int:
@@ -366,6 +366,6 @@ def join(process_set: ProcessSet = global_process_set) -> int:
     the GPU its own GPU ops ran on (one must have run). Automatic names of the set count from 0 again
     afterwards (its ranks ran different numbers of unnamed ops)."""
     last = np.full(1, -1, dtype=np.int32)
-    _enqueue(JOIN, "join", [last], [last], [None], process_set, [lambda _: None], wait=True)
+    enqueue(JOIN, "join", [last], [last], [None], process_set, [lambda _: None], wait=True)
     restart_names(set_id(process_set))
     return int(last[0])

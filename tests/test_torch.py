@@ -97,6 +97,33 @@ def test_default_framework_is_the_one_the_kernel_imported(monkeypatch):
     assert frameworks.unavailable_reason("torch") == "" and frameworks.unavailable_reason("none") == ""
 
 
+def test_the_engine_reads_cpu_tensors_by_pointer_only_where_that_is_safe():
+    """torch.Tensor is registered with _C: submit reads a tensor's data pointer and shape, and refuses one
+    that is not contiguous or not in host memory (a meta tensor stands in for a device torch did not
+    hand over as such), input or output, before anything is queued. No engine runs here."""
+    import numpy as np
+
+    from jupyter_hvd import _C
+
+    def submit(x, out=None):
+        _C.submit(int(_C.OpType.allreduce), "allreduce", [x], [out], ["x"], 0, int(hvd.Sum), -1, 1.0, 1.0, [])
+
+    where = "must be a contiguous tensor in host memory"
+    with pytest.raises(ValueError, match=f"tensor 'x': the input array {where}"):
+        submit(torch.ones(2, device="meta"))
+    with pytest.raises(ValueError, match=f"tensor 'x': the input array {where}"):
+        submit(torch.ones(3, 2).t())
+    with pytest.raises(ValueError, match=f"tensor 'x': the output array {where}"):
+        submit(torch.ones(2, 4), torch.ones(4, 2).t())
+    with pytest.raises(ValueError, match=f"tensor 'x': the array written in place {where}"):
+        x = torch.ones(3, 2).t()
+        submit(x, x)
+    with pytest.raises(TypeError, match="allreduce: unsupported dtype torch.complex64"):
+        submit(torch.ones(2, dtype=torch.complex64))
+    with pytest.raises(ValueError, match="has not been initialized"):  # readable: it got as far as the engine
+        submit(torch.ones(0, 3), np.empty((0, 3), np.float32))
+
+
 RANK_MODULES = ["rank_torch_ops.py", "rank_torch_training.py"]
 
 

@@ -17,7 +17,7 @@ from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F
 from ..process_sets import ProcessSet, global_process_set
 from . import recording
 from .compression import Compression, Compressor
-from .tensors import check_tensors, engine_array, to_torch
+from .tensors import check_tensors, engine_array, engine_tensor, to_torch
 
 
 class Handle:
@@ -61,20 +61,23 @@ def _as_tensors(result: Any, like: Sequence[torch.Tensor]) -> List[torch.Tensor]
 def _allreduce(tensors: Sequence[torch.Tensor], in_place: bool, group: bool, kind: str, name: Optional[str], op: int,
                prescale: float, postscale: float, process_set: ProcessSet, wait: bool = False) -> Any:
     """A Handle, or with ``wait`` the result: a blocking call takes the core's blocking path, which makes no
-    handle and waits at once, so the engine's step runs on this thread (see handles.wait_for_result)."""
+    handle and waits at once, so the engine's step runs on this thread (see handles.wait_for_result). The
+    engine reads and writes CPU tensors by their data pointers; an out-of-place result is a new tensor."""
     check_tensors(tensors, kind)
     if not in_place and any(t.is_cuda for t in tensors):
         # The result lives in torch's allocator: a copy on the current stream, reduced in place after it.
         tensors = [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors]
         in_place = True
-    arrays = [engine_array(t, kind, in_place) for t in tensors]
-    name = prefixed_name("allreduce", name)
+    arrays = [engine_tensor(t, kind, in_place) for t in tensors]
     if in_place:
-        finish = (lambda _: list(tensors)) if group else (lambda _: tensors[0])
+        outs, results = arrays, list(tensors)
     else:
-        finish = (lambda r: _as_tensors(r, tensors)) if group else (lambda r: to_torch(r, tensors[0]))
-    started = core.allreduce_arrays(arrays, in_place, kind, group_names(name, len(arrays)) if group else [name], op,
-                                    prescale, postscale, process_set, group, wait=wait)
+        outs = results = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in arrays]
+    finish = (lambda _: results) if group else (lambda _: results[0])
+    name = prefixed_name("allreduce", name)
+    started = core.enqueue(core.ALLREDUCE, kind, arrays, outs, group_names(name, len(arrays)) if group else [name],
+                           process_set, (None,) * len(arrays), group=group, reduce=op, prescale=prescale,
+                           postscale=postscale, wait=wait)
     return finish(started) if wait else Handle(started, finish)
 
 

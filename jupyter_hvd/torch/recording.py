@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from ..process_sets import ProcessSet
+
 
 class _Unrecorded:
     """The context of a forward that autograd does not record: nothing of it is read again."""
@@ -24,12 +26,17 @@ class _Unrecorded:
 
 _UNRECORDED = _Unrecorded()
 
+# The types of a collective's other arguments (names, ops, factors, ranks, splits, process sets), which
+# are never tensors: isinstance(x, torch.Tensor) is slow when it is false (torch's metaclass), so these
+# are passed over by their exact type.
+_NOT_TENSORS = frozenset({type(None), str, int, float, bool, list, tuple, ProcessSet})
+
 
 def call(function: Any, *args: Any) -> Any:
     """``function.apply(*args)`` where autograd records the call (grad mode is on and a tensor argument
     requires a gradient); otherwise the same forward, without the autograd bookkeeping."""
     if torch.is_grad_enabled():
         for a in args:
-            if isinstance(a, torch.Tensor) and a.requires_grad:
+            if type(a) not in _NOT_TENSORS and isinstance(a, torch.Tensor) and a.requires_grad:
                 return function.apply(*args)
     return function.forward(_UNRECORDED, *args)

@@ -1,14 +1,16 @@
 """torch tensors as the engine reads them, and its results as torch tensors, without copies.
 
-A CPU tensor reaches the engine as a numpy view of its own memory; a CUDA tensor as a DeviceArray
-(its address) with torch's current stream on its device, so the engine starts after the work queued
-there so far. Results the engine allocates come back as tensors over the same memory.
+A CPU tensor reaches the engine as itself (the engine reads its data pointer: torch.Tensor is registered
+with _C below) or, for the ops that take numpy arrays, as a numpy view of its own memory; a CUDA tensor as
+a DeviceArray (its address) with torch's current stream on its device, so the engine starts after the
+work queued there so far. Results the engine allocates come back as tensors over the same memory.
 """
 from typing import Any, Sequence, Union
 
 import numpy as np
 import torch
 
+from .. import _C
 from ..dtypes import CODES
 from ..gpu import DeviceArray, GpuUnavailableError, cuda_available, gpu_status
 
@@ -17,6 +19,7 @@ EngineArray = Union[np.ndarray, DeviceArray]
 # Every engine dtype torch has, by name, as numpy names it (bfloat16 through ml_dtypes, where installed).
 _DTYPES = {dt: d for d in CODES if isinstance(dt := getattr(torch, d.name, None), torch.dtype)}
 _BF16 = _DTYPES.get(torch.bfloat16)
+_C.add_host_tensor_type(torch.Tensor, {t: CODES[d] for t, d in _DTYPES.items()})
 
 
 def check_tensors(tensors: Sequence[Any], what: str) -> None:
@@ -36,24 +39,33 @@ def _numpy_dtype(t: torch.Tensor, what: str) -> np.dtype:
         raise TypeError(f"{what}: unsupported dtype {t.dtype}{hint}; supported: {names}") from None
 
 
-def engine_array(t: torch.Tensor, what: str, in_place: bool = False) -> EngineArray:
-    """``t`` as the engine reads it: a contiguous tensor's own memory. A tensor written in place must be
-    contiguous (ValueError otherwise); one that is only read is made contiguous first when it is not."""
+def engine_tensor(t: torch.Tensor, what: str, in_place: bool = False) -> Union[torch.Tensor, DeviceArray]:
+    """``t`` as the engine reads it: a contiguous CPU tensor itself, or a CUDA tensor as a DeviceArray. A
+    tensor written in place must be contiguous (ValueError otherwise); one that is only read is made
+    contiguous first when it is not. TypeError for a dtype the engine lacks."""
     if t.is_sparse:
         raise TypeError(f"{what}: sparse tensors are not supported here; use sparse_allreduce_async or to_dense()")
     if not t.is_contiguous():
         if in_place:
             raise ValueError(f"{what}: Tensor is required to be contiguous.")
         t = t.contiguous()
-    if t.requires_grad:  # numpy() refuses it; detaching costs a new tensor object, so only where needed
-        t = t.detach()
     if t.is_cuda:
         return _device_array(t, what)
     if not t.is_cpu:  # the property: reading t.device builds an object on every call
         raise TypeError(f"{what}: tensors on {t.device.type} are not supported; use CPU or CUDA tensors")
-    dtype = _numpy_dtype(t, what)
-    if dtype is _BF16:
-        return t.view(torch.int16).numpy().view(dtype)
+    _numpy_dtype(t, what)
+    return t
+
+
+def engine_array(t: torch.Tensor, what: str, in_place: bool = False) -> EngineArray:
+    """As engine_tensor, with a CPU tensor as a numpy view of its memory, for the ops that take arrays."""
+    t = engine_tensor(t, what, in_place)
+    if isinstance(t, DeviceArray):
+        return t
+    if t.requires_grad:  # numpy() refuses it; detaching costs a new tensor object, so only where needed
+        t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(_BF16)
     return t.numpy()
 
 

@@ -67,6 +67,32 @@ def test_in_place_ops_write_the_tensors_own_memory():
     assert torch.all(p == 0) and p.requires_grad
 
 
+def test_allreduce_of_any_shape_and_layout():
+    """The engine reads CPU tensors by their data pointers: scalars, empty tensors, views with an offset,
+    transposed inputs (read through a contiguous copy) and tensors that require grad all reduce right,
+    and an out-of-place result is a new contiguous tensor."""
+    me, n = hvd.rank(), hvd.size()
+    total = n * (n + 1) / 2
+    scalar = torch.tensor(float(me + 1))
+    assert hvd.allreduce(scalar, op=hvd.Sum).item() == total and scalar.item() == me + 1
+    assert hvd.allreduce_(scalar, op=hvd.Sum) is scalar and scalar.shape == () and scalar.item() == total
+    empty = torch.ones(0, 3)
+    assert hvd.allreduce(empty).shape == (0, 3) and hvd.allreduce_(empty) is empty
+    base = torch.arange(12.0).reshape(3, 4) * (me + 1)
+    got = hvd.allreduce(base.t(), op=hvd.Sum)
+    assert got.is_contiguous() and torch.equal(got, torch.arange(12.0).reshape(3, 4).t() * total)
+    assert got.data_ptr() != base.data_ptr()
+    row = torch.zeros(3, 4)
+    row[2] = me + 1
+    hvd.allreduce_(row[2], op=hvd.Sum)
+    assert torch.all(row[2] == total) and torch.all(row[:2] == 0)
+    w = torch.full((2,), float(me + 1), requires_grad=True)
+    assert torch.equal(hvd.allreduce(w, op=hvd.Sum).detach(), torch.full((2,), total))
+    grads = [torch.full((k,), float(me + k), dtype=torch.float64) for k in (1, 5, 2)]
+    for k, got in zip((1, 5, 2), hvd.grouped_allreduce(grads, op=hvd.Max)):
+        assert got.dtype == torch.float64 and torch.equal(got, torch.full((k,), float(n - 1 + k), dtype=torch.float64))
+
+
 def test_prescale_postscale_and_average_deprecation():
     x = torch.full((4,), float(hvd.rank() + 1))
     n = hvd.size()
