@@ -1,7 +1,10 @@
 #include "trace_writer.h"
 
 #include <cctype>
+#include <chrono>
 #include <stdexcept>
+
+#include "clock.h"
 
 namespace hvd {
 namespace {
@@ -18,13 +21,30 @@ std::string escape(const std::string& s) {
   return o;
 }
 
+// An event's name in the file, as Horovod's timeline names it: NEGOTIATE_ALLREDUCE (the phase and its op),
+// the collective by its op (ALLREDUCE, NCCL_ALLREDUCE, ...), a cycle's mark CYCLE_START; the other marks
+// (AUTOTUNE) by their op, the rest by phase.
+std::string trace_name(const Event& e) {
+  std::string name = e.phase == Phase::Negotiate ? "NEGOTIATE_" + e.op
+                     : e.phase == Phase::Cycle && e.op == "cycle" ? std::string("CYCLE_START")
+                     : e.phase == Phase::Collective || e.phase == Phase::Cycle ? e.op
+                                                                              : std::string(phase_name(e.phase));
+  for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
 }  // namespace
 
 TraceWriter::TraceWriter(const std::string& path, std::vector<int64_t> origins_us)
     : path_(path), origins_us_(std::move(origins_us)), file_(create_output_file(path, "timeline file")) {
   FILE* f = file_.get();
   std::setvbuf(f, nullptr, _IONBF, 0);  // each append reaches the file as one write
-  std::fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", f);
+  // The wall-clock time of the trace's time 0 (on this rank's clock), which Horovod's timeline gives too.
+  using namespace std::chrono;
+  const int64_t epoch_us = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  const int64_t start_us = epoch_us - (now_us() - origin(0));
+  std::fputs(("{\"displayTimeUnit\": \"ms\", \"otherData\": {\"start_time_since_epoch_in_micros\": " +
+              std::to_string(start_us) + "}, \"traceEvents\": [").c_str(), f);
   end_ = std::ftell(f);
   std::fputs(kTrailer, f);
   std::fflush(f);
@@ -90,8 +110,7 @@ void TraceWriter::write(const std::vector<Event>& events) {
   for (const Event& e : events) {
     bool engine_wide = e.phase == Phase::Cycle || e.phase == Phase::Stall || e.phase == Phase::Abort;
     int tid = lane(e.rank, engine_wide ? std::string("engine") : e.name, &out);
-    std::string label = e.phase == Phase::Collective ? e.op : phase_name(e.phase);
-    for (auto& c : label) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    std::string label = trace_name(e);
     out += (first_ ? "\n" : ",\n");
     first_ = false;
     out += "{\"name\": \"" + escape(label) + "\", \"ph\": \"" + (e.dur_us > 0 ? "X" : "i") +

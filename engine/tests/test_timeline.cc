@@ -1,10 +1,12 @@
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include <doctest/doctest.h>
+#include "clock.h"
 #include "output_file.h"
 #include "timeline.h"
 #include "trace_writer.h"
@@ -93,13 +95,45 @@ TEST_CASE("trace_file_is_complete_json_after_every_write") {
     std::string mid = slurp(path);
     CHECK(balanced_json_object(mid));
     CHECK(mid.find("\"pid\": 1") != std::string::npos);
-    CHECK(mid.find("ALLREDUCE") != std::string::npos);
+    CHECK(mid.find("\"name\": \"ALLREDUCE\", \"ph\": \"X\"") != std::string::npos);
+    CHECK(mid.find("\"name\": \"NEGOTIATE_ALLREDUCE\", \"ph\": \"X\"") != std::string::npos);
     w.add({ev(0, "c")});
   }
   std::string end = slurp(path);
   CHECK(balanced_json_object(end));
   CHECK(end.find("\"tensor\": \"c\"") != std::string::npos);
   CHECK(end.rfind("]}") != std::string::npos);
+  unlink(path.c_str());
+}
+
+TEST_CASE("trace_names_events_as_horovods_timeline_does") {
+  // Marks: a cycle's is CYCLE_START, the autotuner's AUTOTUNE; the file gives the wall-clock time of its time 0.
+  char tmpl[] = "/tmp/trace_testXXXXXX";
+  int fd = mkstemp(tmpl);
+  close(fd);
+  std::string path = tmpl;
+  const int64_t before = std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+  {
+    TraceWriter w(path, {now_us() - 1000000});  // time 0 was a second ago
+    Event cycle = ev(0, "cycle", Phase::Cycle), tune = ev(0, "autotune: x", Phase::Cycle);
+    cycle.op = "cycle";
+    tune.op = "autotune";
+    Event gather = ev(0, "g", Phase::Negotiate);
+    gather.op = "allgather";
+    w.add({cycle, tune, gather, ev(0, "s", Phase::Stall)});
+  }
+  std::string out = slurp(path);
+  CHECK(out.find("\"name\": \"CYCLE_START\"") != std::string::npos);
+  CHECK(out.find("\"name\": \"AUTOTUNE\"") != std::string::npos);
+  CHECK(out.find("\"name\": \"NEGOTIATE_ALLGATHER\"") != std::string::npos);
+  CHECK(out.find("\"name\": \"STALL\"") != std::string::npos);
+  const std::string key = "\"otherData\": {\"start_time_since_epoch_in_micros\": ";
+  const size_t at = out.find(key);
+  REQUIRE(at != std::string::npos);
+  const int64_t start = std::stoll(out.substr(at + key.size()));
+  CHECK(start >= before - 1000000 - 100000);
+  CHECK(start <= before - 1000000 + 100000);
   unlink(path.c_str());
 }
 

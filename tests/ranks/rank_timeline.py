@@ -46,9 +46,12 @@ def test_file_is_valid_json_while_running_and_has_all_ranks():
         hvd.allreduce(np.ones(10, np.float32), name=f"file.{i}")
     every_rank = set(range(hvd.size()))
     events = trace_events(path, lambda es: {e["pid"] for e in es} >= every_rank)
-    if hvd.rank() == 0:
+    if hvd.rank() == 0:  # named as in Horovod's timeline, which gives the wall-clock time of its start too
         assert {e["pid"] for e in events} == every_rank
-        assert {"NEGOTIATE", "ALLREDUCE"} <= {e["name"] for e in events}
+        assert {"NEGOTIATE_ALLREDUCE", "ALLREDUCE"} <= {e["name"] for e in events}
+        with open(path) as f:
+            start_s = json.load(f)["otherData"]["start_time_since_epoch_in_micros"] / 1e6
+        assert time.time() - 600 < start_s < time.time()
 
 
 def test_start_and_stop_timeline_at_run_time(tmp_path_factory):
@@ -64,7 +67,7 @@ def test_start_and_stop_timeline_at_run_time(tmp_path_factory):
             events = json.load(f)["traceEvents"]
         assert any(e.get("args", {}).get("tensor") == "second.0" for e in events)
         assert not any(e.get("args", {}).get("tensor") == "file.0" for e in events)
-        assert not any(e["name"] == "CYCLE" for e in events)  # only with mark_cycles
+        assert not any(e["name"] == "CYCLE_START" for e in events)  # only with mark_cycles
 
 
 def test_mark_cycles_marks_every_rank_until_the_timeline_stops():
@@ -72,7 +75,7 @@ def test_mark_cycles_marks_every_rank_until_the_timeline_stops():
     hvd.start_timeline(path, mark_cycles=True)
     for i in range(5):
         hvd.allreduce(np.ones(4, np.float32), name=f"cycles.{i}")
-    trace_events(path, lambda es: all(sum(e["name"] == "CYCLE" and e["pid"] == r for e in es) >= 5
+    trace_events(path, lambda es: all(sum(e["name"] == "CYCLE_START" and e["pid"] == r for e in es) >= 5
                                       for r in range(hvd.size())))
     hvd.stop_timeline()
     after = hvd.drain_events()[0][-1].seq + 1
@@ -80,7 +83,7 @@ def test_mark_cycles_marks_every_rank_until_the_timeline_stops():
     assert not any(e.phase == "CYCLE" for e in hvd.drain_events(since=after)[0])
     if hvd.rank() == 0:
         with open(path) as f:
-            marks = [e for e in json.load(f)["traceEvents"] if e["name"] == "CYCLE"]
+            marks = [e for e in json.load(f)["traceEvents"] if e["name"] == "CYCLE_START"]
         assert {e["pid"] for e in marks} == set(range(hvd.size()))
         assert all(e["ph"] == "i" for e in marks)
         assert all(sum(e["pid"] == r for e in marks) >= 5 for r in range(hvd.size()))  # one per allreduce at least
