@@ -1,5 +1,6 @@
 """The storm (tests/ranks/storm): a seeded randomized differential test of the engine, at 2, 3 and 4 ranks,
-on the host and on the simulated GPU, plus checks of its own model and failure report.
+on the host, on the simulated GPU and through jupyter_hvd.torch, plus checks of its own model and failure
+report.
 
 Each run is a few thousand ops; ``make soak`` runs long ones. JUPYTER_HVD_STORM_SEED picks another seed,
 JUPYTER_HVD_STORM_OPS another length, JUPYTER_HVD_STORM_PYTHON the ranks' interpreter (make test-asan).
@@ -53,6 +54,13 @@ def test_storm_with_the_simulated_gpu(np_, devices):
     if missing:
         pytest.skip(f"the simulated GPU is not built ({', '.join(missing)} not in {SIM_DIR}; make sim-gpu)")
     storm(np_, "--gpu", SIM_DIR, "--gpu-devices", str(devices), seed=SEED + 10 * np_, ops=OPS // 2)
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_storm_on_torch_tensors(np_):
+    """The same kinds of plan through jupyter_hvd.torch on CPU tensors, views and bfloat16 included."""
+    pytest.importorskip("torch")
+    storm(np_, "--torch", seed=SEED + 20 * np_, ops=OPS // 2)
 
 
 def test_a_failure_names_the_seed_and_op_and_how_to_replay_it():

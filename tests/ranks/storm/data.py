@@ -76,6 +76,35 @@ def obj(seed: int, index: int, rank: int) -> Any:
             "text": "ü層" * int(rng.integers(0, 5)), "nested": [None, (1, 2.5), {"k": [rank] * 3}]}
 
 
+def to_torch(a: np.ndarray) -> Any:
+    """A CPU tensor over ``a``'s memory (bfloat16 through its bits), for the storm through jupyter_hvd.torch."""
+    import torch
+
+    a = np.asarray(a)  # a numpy scalar too
+    if BFLOAT16 is not None and a.dtype == BFLOAT16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def from_torch(t: Any) -> np.ndarray:
+    """A CPU tensor's values as a numpy view of its memory."""
+    import torch
+
+    t = t.detach()
+    return t.view(torch.int16).numpy().view(BFLOAT16) if t.dtype == torch.bfloat16 else t.numpy()
+
+
+def noncontig_torch(t: Any, how: int) -> Any:
+    """A tensor view with the values of ``t`` that is not contiguous (torch has no negative strides)."""
+    import torch
+
+    if how == 1 and t.dim() >= 2:  # column-major
+        return t.transpose(0, 1).contiguous().transpose(0, 1)
+    buf = torch.zeros(t.shape[:-1] + (2 * t.shape[-1],), dtype=t.dtype)
+    buf[..., ::2] = t
+    return buf[..., ::2]
+
+
 def noncontig(a: np.ndarray, how: int) -> np.ndarray:
     """A view with the values of ``a`` that is not C-contiguous (``a`` must have a dimension)."""
     if how == 0:  # every other element of the last dimension

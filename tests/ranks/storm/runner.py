@@ -47,6 +47,8 @@ def parse(argv: Optional[list] = None) -> argparse.Namespace:
     p.add_argument("--disable", default="", help="comma-separated features to turn off")
     p.add_argument("--gpu", metavar="SIM_DIR", default=None,
                    help="also run ops on the simulated GPU whose libraries are in SIM_DIR (make sim-gpu: build/engine)")
+    p.add_argument("--torch", action="store_true",
+                   help="run the ops through jupyter_hvd.torch on CPU tensors (not with --gpu)")
     p.add_argument("--gpu-devices", type=int, default=0,
                    help="simulated devices (default: one per rank, so NCCL runs; fewer: ranks share them and stage)")
     p.add_argument("--watchdog", type=float, default=180.0, help="seconds without progress that count as a hang")
@@ -70,6 +72,14 @@ class Runner:
     def __init__(self, args: argparse.Namespace, size: int, rank: int):
         import jupyter_hvd as hvd
 
+        self.torch = None
+        if args.torch:
+            if args.gpu is not None:
+                raise SystemExit("--torch runs CPU tensors: leave out --gpu")
+            import jupyter_hvd.torch as hvd
+            import torch
+
+            self.torch = torch
         self.hvd, self.args, self.size, self.rank = hvd, args, size, rank
         self.features = features.resolve([x for x in args.enable.split(",") if x],
                                          [x for x in args.disable.split(",") if x])
@@ -79,7 +89,7 @@ class Runner:
             import simcupy
 
             self.cupy = simcupy
-        self.planner = Planner(args.seed, size, self.features, self.gpu)
+        self.planner = Planner(args.seed, size, self.features, self.gpu, self.torch is not None)
         self.sets: dict = {}
         self.pending: dict = {}
         self.workdir = tempfile.mkdtemp(prefix=f"storm.{rank}.")
@@ -96,7 +106,8 @@ class Runner:
     def replay(self, index: Optional[int]) -> str:
         python = os.environ.get("JUPYTER_HVD_STORM_PYTHON") or os.path.relpath(sys.executable)
         hvdrun = os.path.join(os.path.dirname(os.path.relpath(sys.executable)), "hvdrun")
-        flags = [f"--seed {self.args.seed}", f"--ops {self.args.ops}", features.describe(self.features)]
+        flags = [f"--seed {self.args.seed}", f"--ops {self.args.ops}", features.describe(self.features),
+                 "--torch" if self.torch else ""]
         if self.gpu:
             flags.append(f"--gpu {shlex.quote(os.path.relpath(self.args.gpu))}")
             if self.args.gpu_devices:
@@ -168,7 +179,8 @@ class Runner:
     def _report(self, elapsed: float, ops: int) -> None:
         rate = ops / elapsed if elapsed > 0 else 0.0
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
-        print(f"storm: seed {self.args.seed}, {self.size} ranks{' + simulated GPU' if self.gpu else ''}: "
+        through = " + simulated GPU" if self.gpu else " through jupyter_hvd.torch" if self.torch else ""
+        print(f"storm: seed {self.args.seed}, {self.size} ranks{through}: "
               f"{ops} ops in {elapsed:.1f} s = {rate:.0f} ops/s; {len(self.segments)} engine segments", flush=True)
         print(f"storm: rank 0 ran {kinds}", flush=True)
         print("STORM_RESULT " + json.dumps({"seed": self.args.seed, "ranks": self.size, "gpu": self.gpu, "ops": ops,
@@ -245,6 +257,8 @@ class Runner:
         for t, x in zip(op.tensors, own):
             if device:
                 out.append(self.cupy.asarray(x))
+            elif self.torch:
+                out.append(data.to_torch(x) if t.layout < 0 else data.noncontig_torch(data.to_torch(x), t.layout))
             elif t.layout >= 0:
                 out.append(data.noncontig(x, t.layout))
             else:
@@ -315,7 +329,12 @@ class Runner:
                 self.step_text = f"while ranks {list(step.early)} have joined: {op.describe()}"
                 self._op(op)
         self.current_op = None
-        last = self.hvd.join(process_set=self.sets[step.key])
+        if self.torch and step.key == 0:
+            last = self.hvd.join()  # Horovod's torch join: the global set's only
+        else:
+            import jupyter_hvd
+
+            last = jupyter_hvd.join(process_set=self.sets[step.key])
         # An op that reaches the engine finishes only once the early members' joins have: the others join
         # later. Calls refused before the engine leave the order of the joins to chance.
         ordered = any(op.error not in ("ValueError", "TypeError") for op in step.ops)
@@ -361,6 +380,10 @@ class Runner:
         self._check(op, result, passed)
 
     def _host(self, x: Any, on_device: bool, what: str) -> np.ndarray:
+        if self.torch:
+            if not isinstance(x, self.torch.Tensor) or x.device.type != "cpu":
+                raise StormFailure(f"{what}: returned {type(x).__name__}, not a CPU tensor")
+            return data.from_torch(x)
         if on_device:
             if not isinstance(x, self.cupy.ndarray):
                 raise StormFailure(f"{what}: a GPU op returned {type(x).__name__}, not a device array")
@@ -379,7 +402,8 @@ class Runner:
         for i, (t, got) in enumerate(zip(op.tensors, results)):
             what = f"tensor {i} ({t.dtype})"
             want_splits = None
-            if op.api == "alltoall" and op.splits is not None:
+            # Horovod's torch alltoall returns the received splits when given splits, and from a handle always.
+            if op.api == "alltoall" and (op.splits is not None or (self.torch and op.mode != "sync")):
                 if not isinstance(got, tuple) or len(got) != 2:
                     raise StormFailure(f"alltoall with splits returned {type(got).__name__}, not (tensor, splits)")
                 got, want_splits = got
@@ -391,7 +415,7 @@ class Runner:
                 host = host.copy()
                 host.reshape(-1).view(np.uint8)[0] ^= 1
                 self.args.corrupt = None
-            if not op.in_place and not op.device and np.shares_memory(host, passed[i]):
+            if not op.in_place and not op.device and np.shares_memory(host, self._host(passed[i], False, what)):
                 raise StormFailure(f"{what}: the result shares memory with the input")
             ins = lambda: [model.identity(t.dtype, op.reduce, t.shapes[j]) if r in op.absent  # noqa: E731
                            else data.values(seed, op.index, i, r, t.dtype, t.shapes[j], t.kind)
@@ -424,18 +448,22 @@ class Runner:
         ps = self.sets[op.set_key]
         n = len(op.ranks)
         what = op.skew[1]
-        x = np.ones((2 * n + 1, 3), np.float32)
+        t = data.to_torch if self.torch else (lambda a: a)  # noqa: E731 - each input as this frontend takes it
+        x = t(np.ones((2 * n + 1, 3), np.float32))
         calls = {
-            "uint32": lambda: hvd.allreduce(np.ones(3, np.uint32), name=op.name, process_set=ps),
-            "0-d": lambda: getattr(hvd, op.api)(np.float32(1.0).reshape(()), name=op.name, process_set=ps),
+            "uint32": lambda: hvd.allreduce(t(np.ones(3, np.uint32)), name=op.name, process_set=ps),
+            "0-d": lambda: getattr(hvd, op.api)(t(np.float32(1.0).reshape(())), name=op.name, process_set=ps),
             "Min": lambda: hvd.reducescatter(x, op=hvd.Min, name=op.name, process_set=ps),
             "root": lambda: hvd.broadcast(x, root_rank=max(op.ranks) + 1, name=op.name, process_set=ps),
-            "bool Average": lambda: hvd.allreduce(np.ones(3, np.bool_), op=hvd.Average, name=op.name, process_set=ps),
+            "bool Average": lambda: hvd.allreduce(t(np.ones(3, np.bool_)), op=hvd.Average, name=op.name,
+                                                  process_set=ps),
             "splits sum": lambda: hvd.alltoall(x, splits=[1] * n, name=op.name, process_set=ps),
             "empty name": lambda: hvd.allreduce(x, name="", process_set=ps),
-            "non-contiguous": lambda: hvd.allreduce_(np.ones((4, 6), np.float32)[:, ::2], name=op.name, process_set=ps),
+            "not a tensor": lambda: hvd.allreduce(np.ones(3, np.float32), name=op.name, process_set=ps),
+            "non-contiguous": lambda: hvd.allreduce_(t(np.ones((4, 6), np.float32)[:, ::2]), name=op.name,
+                                                     process_set=ps),
             "indivisible": lambda: hvd.alltoall(x, name=op.name, process_set=ps),
-            "fractional splits": lambda: hvd.alltoall(np.ones((2 * n, 3), np.float32), splits=[2.5] * n,
+            "fractional splits": lambda: hvd.alltoall(t(np.ones((2 * n, 3), np.float32)), splits=[2.5] * n,
                                                       name=op.name, process_set=ps),
         }
         error = {"ValueError": ValueError, "TypeError": TypeError}[op.error]
