@@ -76,28 +76,31 @@ double scale_factor(nb::handle x, const std::string& what, const char* which) {
   return v;
 }
 
-// Where a registered host tensor's memory is (0 when empty), and with `shape` its shape into `out_shape`;
-// hvd::InvalidArgument unless it is contiguous and in host memory.
-void* tensor_memory(nb::handle t, std::vector<int64_t>* out_shape, const std::string& name, const char* what) {
+// Where a registered host tensor's memory is (0 when empty) and its size in bytes, and with `shape` its shape
+// into `out_shape`; hvd::InvalidArgument unless it is contiguous and in host memory.
+void* tensor_memory(nb::handle t, int64_t* bytes, std::vector<int64_t>* out_shape, const std::string& name,
+                    const char* what) {
   if (!nb::cast<bool>(t.attr("is_cpu")) || !nb::cast<bool>(t.attr("is_contiguous")()))
     throw hvd::InvalidArgument("tensor '" + name + "': the " + what + " must be a contiguous tensor in host memory");
   nb::object shape = t.attr("shape");
   std::vector<int64_t> dims;
   int64_t count = 1;
   for (nb::handle d : shape) count *= dims.emplace_back(nb::cast<int64_t>(d));
+  *bytes = count * nb::cast<int64_t>(t.attr("element_size")());
   if (out_shape) *out_shape = std::move(dims);
   return count ? reinterpret_cast<void*>(nb::cast<uintptr_t>(t.attr("data_ptr")())) : nullptr;
 }
 
 // A host array's address (0 when empty) and shape, read through the buffer protocol without asking
 // for its format, so every dtype passes (or, for a registered tensor type, through its methods); a
-// non-contiguous array, or a read-only one to write, fails.
+// non-contiguous array, a read-only one to write, or an output of another size than the input, fails.
 hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handle input, nb::handle output) {
   hvd::TensorEntry e;
   e.request.spec = spec;
-  // The buffer's address; with `shape`, also the array's shape into the request.
+  int64_t bytes = 0;
+  // The buffer's address and, into `bytes`, its size; with `shape`, also the array's shape into the request.
   auto read = [&](nb::handle array, bool writable, bool shape, const char* what) -> void* {
-    if (tensor_type(array)) return tensor_memory(array, shape ? &e.request.shape : nullptr, name, what);
+    if (tensor_type(array)) return tensor_memory(array, &bytes, shape ? &e.request.shape : nullptr, name, what);
     Py_buffer view;
     if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_ND | (writable ? PyBUF_WRITABLE : 0)) != 0) {
       PyErr_Clear();
@@ -105,6 +108,7 @@ hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handl
                                  (writable ? " and writable" : ""));
     }
     void* p = view.len ? view.buf : nullptr;
+    bytes = view.len;
     if (shape) e.request.shape.assign(view.shape, view.shape + view.ndim);
     PyBuffer_Release(&view);
     return p;
@@ -114,7 +118,11 @@ hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handl
     e.input = e.output;
   } else {
     e.input = read(input, false, true, "input array");
+    const int64_t input_bytes = bytes;
     e.output = output.is_none() ? nullptr : read(output, true, false, "output array");
+    if (!output.is_none() && bytes != input_bytes)  // the result is written over the whole output
+      throw hvd::InvalidArgument("tensor '" + name + "': the output array has " + std::to_string(bytes) +
+                                 " bytes, the input " + std::to_string(input_bytes));
   }
   e.request.name = std::move(name);
   return e;

@@ -100,7 +100,8 @@ def test_default_framework_is_the_one_the_kernel_imported(monkeypatch):
 def test_the_engine_reads_cpu_tensors_by_pointer_only_where_that_is_safe():
     """torch.Tensor is registered with _C: submit reads a tensor's data pointer and shape, and refuses one
     that is not contiguous or not in host memory (a meta tensor stands in for a device torch did not
-    hand over as such), input or output, before anything is queued. No engine runs here."""
+    hand over as such), input or output, and an output of another size, before anything is queued. No
+    engine runs here."""
     import numpy as np
 
     from jupyter_hvd import _C
@@ -118,6 +119,8 @@ def test_the_engine_reads_cpu_tensors_by_pointer_only_where_that_is_safe():
     with pytest.raises(ValueError, match=f"tensor 'x': the array written in place {where}"):
         x = torch.ones(3, 2).t()
         submit(x, x)
+    with pytest.raises(ValueError, match="tensor 'x': the output array has 12 bytes, the input 16"):
+        submit(torch.ones(4), torch.empty(3))
     with pytest.raises(TypeError, match="allreduce: unsupported dtype torch.complex64"):
         submit(torch.ones(2, dtype=torch.complex64))
     with pytest.raises(ValueError, match="has not been initialized"):  # readable: it got as far as the engine

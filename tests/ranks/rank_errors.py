@@ -131,6 +131,9 @@ def test_a_group_is_queued_whole_or_not_at_all():
     x = np.ones(2, np.float32)  # the engine's own check, for callers that name tensors themselves
     with pytest.raises(ValueError, match="'twice' appears twice in one group"):
         _C.submit(int(_C.OpType.allreduce), "allreduce", [x, x], [x, x], ["twice", "twice"], 0, 0, -1, 1.0, 1.0, [])
+    with pytest.raises(ValueError, match="'short': the output array has 4 bytes, the input 8"):  # never written past
+        _C.submit(int(_C.OpType.allreduce), "allreduce", [x], [np.empty(1, np.float32)], ["short"], 0, 0, -1, 1.0,
+                  1.0, [])
     still_works()
 
 
