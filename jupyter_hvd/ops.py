@@ -42,9 +42,9 @@ def resolve_op(average: Optional[bool], op: Optional[int], default: int = Averag
 
 
 def enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names: Sequence[Optional[str]],
-             process_set: ProcessSet, finishes: Sequence[Callable[[Any], Any]], *, group: bool = False,
-             reduce: int = Sum, root_rank: int = -1, prescale: float = 1.0, postscale: float = 1.0,
-             splits: Sequence[int] = (), wait: bool = False) -> Any:
+            process_set: ProcessSet, finishes: Sequence[Callable[[Any], Any]], *, group: bool = False,
+            reduce: int = Sum, root_rank: int = -1, prescale: float = 1.0, postscale: float = 1.0,
+            splits: Sequence[int] = (), wait: bool = False) -> Any:
     """Queues one operation per array of ``arrs``, all together (a group fuses); ``outs`` holds where each
     result goes (None: the engine allocates it) and ``finishes`` how each is returned. Returns a Handle, or
     with ``wait`` the result itself: a blocking call makes no handle. The checks of dtypes, reduction and
@@ -99,7 +99,7 @@ def allreduce_arrays(tensors: Sequence[Any], in_place: bool, kind: str, names: S
         outs.append(o)
         finishes.append(finish)
     return enqueue(ALLREDUCE, kind, arrs, outs, names, process_set, finishes, group=group, reduce=op,
-                    prescale=prescale, postscale=postscale, wait=wait)
+                   prescale=prescale, postscale=postscale, wait=wait)
 
 
 def _given_output(out: Any, arr: Any, kind: str) -> Any:
@@ -193,7 +193,7 @@ def _allgather(tensors: Sequence[Any], kind: str, names: Sequence[Optional[str]]
     arrs = [as_array(t, kind) for t in tensors]
     require_rows(arrs, kind)
     return enqueue(ALLGATHER, kind, arrs, [None] * len(arrs), names, process_set,
-                    [_engine_output(a) for a in arrs], group=group, wait=wait)
+                   [_engine_output(a) for a in arrs], group=group, wait=wait)
 
 
 def allgather_async(tensor: Any, name: Optional[str] = None,
@@ -316,8 +316,8 @@ def _reducescatter(tensors: Sequence[Any], kind: str, names: Sequence[Optional[s
         raise ValueError(f"{kind} supports op=hvd.Sum or hvd.Average")
     require_rows(arrs, kind)
     return enqueue(REDUCESCATTER, kind, arrs, [None] * len(arrs), names, process_set,
-                    [_engine_output(a) for a in arrs], group=group, reduce=op, prescale=prescale, postscale=postscale,
-                    wait=wait)
+                   [_engine_output(a) for a in arrs], group=group, reduce=op, prescale=prescale, postscale=postscale,
+                   wait=wait)
 
 
 def reducescatter_async(tensor: Any, op: Optional[int] = None, name: Optional[str] = None,

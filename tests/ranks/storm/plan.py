@@ -510,12 +510,11 @@ class Planner:
         """A call every member rejects the same way before it reaches the engine."""
         rng = self.rng
         n = len(op.ranks)
+        named = ("allreduce", "not a tensor", "TypeError") if self.torch else ("allreduce", "empty name", "ValueError")
         cases = [("allreduce", "uint32", "TypeError"), ("allgather", "0-d", "ValueError"),
                  ("reducescatter", "0-d", "ValueError"), ("reducescatter", "Min", "ValueError"),
                  ("broadcast", "root", "ValueError"), ("allreduce", "bool Average", "TypeError"),
-                 ("alltoall", "splits sum", "ValueError"),
-                 ("allreduce", "not a tensor", "TypeError") if self.torch else ("allreduce", "empty name", "ValueError"),
-                 ("allreduce_", "non-contiguous", "ValueError")]
+                 ("alltoall", "splits sum", "ValueError"), named, ("allreduce_", "non-contiguous", "ValueError")]
         if n > 1:
             cases.append(("alltoall", "indivisible", "ValueError"))
         if "frac_splits" in self.f and n > 0:
