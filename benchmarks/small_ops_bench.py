@@ -12,7 +12,9 @@ Cases (every rank runs each; rank 0 prints one JSON line per case and a table at
                 other work between polls would.
   mxnet_4B      the same through ``jupyter_hvd.mxnet`` (pushed to MXNet's engine, then ``wait_to_read``),
                 in a fresh process and again after a 64 MiB allreduce and the ResNet-50 gradient set; the rest
-                of its mean call is MXNet's push, its threads' hand-offs and the wait.
+                of its mean call is MXNet's push, its threads' hand-offs and the wait. Beside it, in the same
+                rounds, MXNet's own 4-byte operation into a new NDArray (``nd + 0``, then ``wait_to_read``):
+                what MXNet alone costs for such a call, with no collective.
   resnet50_out  the ResNet-50 gradient set (299 float32 tensors, about 102 MB), enqueued with
                 ``allreduce_async`` (out of place: into new arrays, and with ``out=`` into preallocated ones)
                 and synchronized, against mpi4py's out-of-place ``Allreduce`` into preallocated buffers,
@@ -100,9 +102,10 @@ def worker(calls: int) -> None:
     def mx_tiny():
         mxhvd.allreduce(nd, name="mx.tiny").wait_to_read()
 
-    t, phases = engine_phases(hvd, comm, lambda: alternate(
-        comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": mx_tiny}, calls // 3))
-    emit({"case": "mxnet_4B", "after": "fresh", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"]), "engine": phases})
+    mx_sides = {"mpi": lambda: comm.Allreduce(x, y), "hvd": mx_tiny, "mxnet_op": lambda: (nd + 0).wait_to_read()}
+    t, phases = engine_phases(hvd, comm, lambda: alternate(comm, mx_sides, calls // 3))
+    emit({"case": "mxnet_4B", "after": "fresh", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"]),
+          "mxnet_op": stats(t["mxnet_op"]), "engine": phases})
 
     big = mx.nd.ones((16 << 20,))
     mxhvd.allreduce_(big, name="mx.big").wait_to_read()
@@ -112,10 +115,9 @@ def worker(calls: int) -> None:
         mxhvd.allreduce_(g, name=f"mx.resnet.{i}")
     mx.nd.waitall()
     del big, grads
-    t, phases = engine_phases(hvd, comm, lambda: alternate(
-        comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": mx_tiny}, calls // 3))
+    t, phases = engine_phases(hvd, comm, lambda: alternate(comm, mx_sides, calls // 3))
     emit({"case": "mxnet_4B", "after": "64 MiB + ResNet-50", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"]),
-          "engine": phases})
+          "mxnet_op": stats(t["mxnet_op"]), "engine": phases})
 
     ins = [np.ones(s, np.float32) for s in shapes]
     outs = [np.empty_like(a) for a in ins]
@@ -170,6 +172,9 @@ def table(rows: list) -> str:
             out.append(f"{'':<6}mean {h['mean_us']:.1f} us: the engine's negotiation {per_rank(e['negotiate_us'])} us "
                        f"and collective {per_rank(e['collective_us'])} us (rank 0 / 1 / ...), the rest on rank 0 "
                        f"{h['mean_us'] - e['negotiate_us'][0] - e['collective_us'][0]:.1f} us")
+            if "mxnet_op" in r:
+                out.append(f"{'':<6}MXNet's own 4-byte op into a new NDArray, then wait_to_read: p50 "
+                           f"{r['mxnet_op']['p50_us']:.1f} us (its push, its threads and the wait, no collective)")
         else:
             out.append(f"np={r['np']} ResNet-50 set ({r['bytes'] / 1e6:.0f} MB): out of place MPI {r['mpi_out']:.1f} ms, "
                        f"jupyter_hvd {r['hvd_out']:.1f} ms ({r['hvd_out'] / r['mpi_out']:.2f}x), with out= "
