@@ -33,10 +33,11 @@ struct PythonRules {
 };
 
 // A framework's host tensor type, whose objects say where their memory is through methods (data_ptr(),
-// shape, dtype, is_contiguous(), is_cpu), and its dtypes' engine codes.
+// shape, dtype, is_contiguous(), is_cpu), with its dtype rules as PythonRules has numpy's.
 struct HostTensorType {
   nb::object type;
-  nb::dict codes;  // the framework's dtype -> the engine's dtype code
+  nb::dict codes;         // the framework's dtype -> the engine's dtype code
+  nb::object dtype_code;  // (dtype, what) -> its code, or TypeError naming the supported ones
 };
 
 // Set at import and never freed: their Python objects must not be released after the interpreter has gone.
@@ -55,8 +56,7 @@ int dtype_code(const PythonRules& r, nb::handle array, const HostTensorType* ten
   const nb::dict& codes = tensor ? tensor->codes : r.codes;
   if (PyObject* code = PyDict_GetItemWithError(codes.ptr(), dtype.ptr())) return nb::cast<int>(nb::handle(code));
   if (PyErr_Occurred()) throw nb::python_error();
-  if (tensor) throw nb::type_error((what + ": unsupported dtype " + nb::cast<std::string>(nb::str(dtype))).c_str());
-  return nb::cast<int>(r.dtype_code(dtype, what));
+  return nb::cast<int>((tensor ? tensor->dtype_code : r.dtype_code)(dtype, what));
 }
 
 std::string engine_name(const PythonRules& r, nb::handle name, const std::string& what, int set_id) {
@@ -136,10 +136,11 @@ void bind_submit(nb::module_& m) {
   }, "codes"_a, "dtype_code"_a, "engine_name"_a, "device_array"_a);
 
   // A framework's host tensor type (torch.Tensor), read by submit through its data_ptr(), shape and dtype
-  // (`codes`: each of its dtypes' engine code), as it reads numpy arrays through the buffer protocol.
-  m.def("add_host_tensor_type", [](nb::type_object type, nb::dict codes) {
-    g_tensor_types->push_back(HostTensorType{std::move(type), std::move(codes)});
-  }, "type"_a, "codes"_a);
+  // (`codes`: each of its dtypes' engine code; `dtype_code` for the others, which raises), as it reads numpy
+  // arrays through the buffer protocol.
+  m.def("add_host_tensor_type", [](nb::type_object type, nb::dict codes, nb::object dtype_code) {
+    g_tensor_types->push_back(HostTensorType{std::move(type), std::move(codes), std::move(dtype_code)});
+  }, "type"_a, "codes"_a, "dtype_code"_a);
 
   // One operation on each array of `arrays` (host arrays, or device tensors: all one or all the other), queued
   // together under `names` (None: numbered); `outputs` holds where each result goes (None: the engine

@@ -19,7 +19,6 @@ EngineArray = Union[np.ndarray, DeviceArray]
 # Every engine dtype torch has, by name, as numpy names it (bfloat16 through ml_dtypes, where installed).
 _DTYPES = {dt: d for d in CODES if isinstance(dt := getattr(torch, d.name, None), torch.dtype)}
 _BF16 = _DTYPES.get(torch.bfloat16)
-_C.add_host_tensor_type(torch.Tensor, {t: CODES[d] for t, d in _DTYPES.items()})
 
 
 def check_tensors(tensors: Sequence[Any], what: str) -> None:
@@ -39,10 +38,15 @@ def _numpy_dtype(t: torch.Tensor, what: str) -> np.dtype:
         raise TypeError(f"{what}: unsupported dtype {t.dtype}{hint}; supported: {names}") from None
 
 
+# The engine reads CPU tensors itself (submit.cc): each torch dtype's engine code, and the TypeError for the rest.
+_C.add_host_tensor_type(torch.Tensor, {t: CODES[d] for t, d in _DTYPES.items()},
+                        lambda dtype, what: _numpy_dtype(torch.empty(0, dtype=dtype), what))
+
+
 def engine_tensor(t: torch.Tensor, what: str, in_place: bool = False) -> Union[torch.Tensor, DeviceArray]:
     """``t`` as the engine reads it: a contiguous CPU tensor itself, or a CUDA tensor as a DeviceArray. A
     tensor written in place must be contiguous (ValueError otherwise); one that is only read is made
-    contiguous first when it is not. TypeError for a dtype the engine lacks."""
+    contiguous first when it is not. The engine refuses a dtype it lacks (TypeError)."""
     if t.is_sparse:
         raise TypeError(f"{what}: sparse tensors are not supported here; use sparse_allreduce_async or to_dense()")
     if not t.is_contiguous():
@@ -53,7 +57,6 @@ def engine_tensor(t: torch.Tensor, what: str, in_place: bool = False) -> Union[t
         return _device_array(t, what)
     if not t.is_cpu:  # the property: reading t.device builds an object on every call
         raise TypeError(f"{what}: tensors on {t.device.type} are not supported; use CPU or CUDA tensors")
-    _numpy_dtype(t, what)
     return t
 
 
@@ -64,7 +67,7 @@ def engine_array(t: torch.Tensor, what: str, in_place: bool = False) -> EngineAr
         return t
     if t.requires_grad:  # numpy() refuses it; detaching costs a new tensor object, so only where needed
         t = t.detach()
-    if t.dtype == torch.bfloat16:
+    if _numpy_dtype(t, what) is _BF16:
         return t.view(torch.int16).numpy().view(_BF16)
     return t.numpy()
 

@@ -72,6 +72,7 @@ class Runner:
     def __init__(self, args: argparse.Namespace, size: int, rank: int):
         import jupyter_hvd as hvd
 
+        self.core = hvd  # the numpy API, for what Horovod's torch API lacks
         self.torch = None
         if args.torch:
             if args.gpu is not None:
@@ -332,9 +333,7 @@ class Runner:
         if self.torch and step.key == 0:
             last = self.hvd.join()  # Horovod's torch join: the global set's only
         else:
-            import jupyter_hvd
-
-            last = jupyter_hvd.join(process_set=self.sets[step.key])
+            last = self.core.join(process_set=self.sets[step.key])
         # An op that reaches the engine finishes only once the early members' joins have: the others join
         # later. Calls refused before the engine leave the order of the joins to chance.
         ordered = any(op.error not in ("ValueError", "TypeError") for op in step.ops)
