@@ -32,8 +32,15 @@ Status sync_before_reduction(CollectiveContext& c, int64_t bytes) {
   return mpi_status(MPI_Barrier(c.set.comm), "MPI_Barrier");
 }
 
+// Applies the postscale factor, and the division of an Average, to a reduced buffer.
+void finish_reduce(const Response& r, void* buf, int64_t count, int set_size) {
+  if (r.spec.reduce == ReduceOp::Average) average_buffer(r.spec.dtype, buf, count, set_size, r.spec.postscale);
+  else scale_buffer(r.spec.dtype, buf, count, r.spec.postscale);
+}
+
 // Reduces `in` of every rank into `out` (`in` == `out`: in place), reading `in` directly rather than
-// copying it to `out` first.
+// copying it to `out` first, and finishes it (finish_reduce): piece by piece while each is in cache; the
+// ring finishes only this rank's block of a piece, before passing it on.
 Status allreduce_into(CollectiveContext& c, const Response& r, const void* in, void* out, int64_t count) {
   MPI_Datatype t = c.reductions.type(r.spec.dtype);
   MPI_Op op = c.reductions.op(r.spec.dtype, r.spec.reduce);
@@ -42,24 +49,21 @@ Status allreduce_into(CollectiveContext& c, const Response& r, const void* in, v
   size_t element_size = dtype_size(r.spec.dtype);
   if (Status s = sync_before_reduction(c, count * static_cast<int64_t>(element_size)); !s.ok()) return s;
   const int ranks = static_cast<int>(c.set.ranks.size()), me = c.set.rank_in_set(c.global_rank);
+  const auto finish = [&](char* block, int64_t n) { finish_reduce(r, block, n, ranks); };
   for (int64_t off = 0; off < count; off += c.piece()) {
     int n = static_cast<int>(std::min(c.piece(), count - off));
+    char* piece = dst + off * element_size;
     // For large buffers Open MPI picks Rabenseifner's algorithm, slower than a plain ring on few ranks
     // (benchmarks/allreduce_bench.py measures both).
     bool ring = ranks > 1 && c.ring_allreduce_bytes > 0 && n * static_cast<int64_t>(element_size) >= c.ring_allreduce_bytes;
     const void* send = in == out ? MPI_IN_PLACE : src + off * element_size;
-    Status s = ring ? ring_allreduce(c.set.comm, me, ranks, src + off * element_size, dst + off * element_size, n, t, op, element_size,
-                                     c.ring_buffer)
-                    : mpi_status(MPI_Allreduce(send, dst + off * element_size, n, t, op, c.set.comm), "MPI_Allreduce");
+    Status s = ring ? ring_allreduce(c.set.comm, me, ranks, src + off * element_size, piece, n, t, op, element_size,
+                                     c.ring_buffer, finish)
+                    : mpi_status(MPI_Allreduce(send, piece, n, t, op, c.set.comm), "MPI_Allreduce");
     if (!s.ok()) return s;
+    if (!ring) finish(piece, n);
   }
   return Status::Ok();
-}
-
-// Applies the postscale factor, and the division of an Average, to a reduced buffer.
-void finish_reduce(const Response& r, void* buf, int64_t count, int set_size) {
-  if (r.spec.reduce == ReduceOp::Average) average_buffer(r.spec.dtype, buf, count, set_size, r.spec.postscale);
-  else scale_buffer(r.spec.dtype, buf, count, r.spec.postscale);
 }
 
 int64_t row_bytes(const Request& q) {
@@ -165,7 +169,6 @@ Status reduce_carried(CollectiveContext& c, const Response& r, std::vector<Tenso
 
 Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es) {
   if (!r.carried.empty()) return reduce_carried(c, r, es);
-  const int n = static_cast<int>(c.set.ranks.size());
   const size_t element_size = dtype_size(r.spec.dtype);
   if (es.size() == 1) {  // no fusion buffer: reduce in the output itself
     TensorEntry& e = *es[0];
@@ -179,7 +182,6 @@ Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<Tensor
     int64_t t0 = now_us();
     Status s = allreduce_into(c, r, in, e.output, count);
     c.record(Phase::Collective, t0);
-    finish_reduce(r, e.output, count, n);
     return s;
   }
   int64_t total = 0;
@@ -199,7 +201,6 @@ Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<Tensor
   c.record(Phase::Collective, t1);
   if (!s.ok()) return s;
   int64_t t2 = now_us();
-  finish_reduce(r, buf, count, n);
   off = 0;
   for (auto* e : es) {
     copy(e->output, buf + off, e->request.num_bytes());

@@ -4,19 +4,14 @@
 #include <limits>
 
 #include "half.h"
+#include "half_loops.h"
 
 namespace hvd {
 namespace {
 
-template <float (*ToF)(uint16_t), uint16_t (*FromF)(float), int Kind>
+template <HalfType T, HalfOp Op>
 void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
-  auto* a = static_cast<const uint16_t*>(in);
-  auto* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) {
-    float x = ToF(a[i]), y = ToF(b[i]);
-    float r = Kind == 0 ? x + y : Kind == 1 ? std::min(x, y) : Kind == 2 ? std::max(x, y) : x * y;
-    b[i] = FromF(r);
-  }
+  combine_half(T, Op, static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), *len);
 }
 
 // Sums of 8- or 16-bit integers that wrap around, as numpy, torch, NCCL and MPI's scalar loop do. In two's
@@ -58,22 +53,14 @@ void divide(void* buf, int64_t count, int n) {
   for (int64_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] / n);
 }
 
-// Half-precision values scale in float32, as Horovod scales them on the CPU.
-template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
-void scale_half(void* buf, int64_t n, double f) {
-  auto* p = static_cast<uint16_t*>(buf);
-  const float ff = static_cast<float>(f);
-  for (int64_t i = 0; i < n; ++i) p[i] = FromF(ToF(p[i]) * ff);
-}
-
 }  // namespace
 
 Reductions::Reductions() {
   MPI_User_function* fns[2][4] = {
-      {half_op<half_to_float, float_to_half, 0>, half_op<half_to_float, float_to_half, 1>,
-       half_op<half_to_float, float_to_half, 2>, half_op<half_to_float, float_to_half, 3>},
-      {half_op<bf16_to_float, float_to_bf16, 0>, half_op<bf16_to_float, float_to_bf16, 1>,
-       half_op<bf16_to_float, float_to_bf16, 2>, half_op<bf16_to_float, float_to_bf16, 3>}};
+      {half_op<HalfType::Float16, HalfOp::Sum>, half_op<HalfType::Float16, HalfOp::Min>,
+       half_op<HalfType::Float16, HalfOp::Max>, half_op<HalfType::Float16, HalfOp::Product>},
+      {half_op<HalfType::BFloat16, HalfOp::Sum>, half_op<HalfType::BFloat16, HalfOp::Min>,
+       half_op<HalfType::BFloat16, HalfOp::Max>, half_op<HalfType::BFloat16, HalfOp::Product>}};
   for (int d = 0; d < 2; ++d)
     for (int k = 0; k < 4; ++k) MPI_Op_create(fns[d][k], 1, &half_ops_[d][k]);
   MPI_Op_create(wrap_sum<uint8_t>, 1, &wrap_sum8_);
@@ -167,8 +154,8 @@ void scale_buffer(DataType t, void* buf, int64_t n, double f) {
     case DataType::UInt16: scale_integers<uint16_t>(buf, n, f); break;
     case DataType::Int32: scale_integers<int32_t>(buf, n, f); break;
     case DataType::Int64: scale_integers<int64_t>(buf, n, f); break;
-    case DataType::Float16: scale_half<half_to_float, float_to_half>(buf, n, f); break;
-    case DataType::BFloat16: scale_half<bf16_to_float, float_to_bf16>(buf, n, f); break;
+    case DataType::Float16: scale_half(HalfType::Float16, static_cast<uint16_t*>(buf), n, float(f)); break;
+    case DataType::BFloat16: scale_half(HalfType::BFloat16, static_cast<uint16_t*>(buf), n, float(f)); break;
     case DataType::Float32: {
       auto* p = static_cast<float*>(buf);
       const float ff = static_cast<float>(f);

@@ -76,11 +76,13 @@ Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, con
 }
 
 Status ring_allreduce(MPI_Comm comm, int me, int n, const char* in, char* out, int count, MPI_Datatype type,
-                      MPI_Op op, size_t element_size, std::vector<char>& scratch) {
+                      MPI_Op op, size_t element_size, std::vector<char>& scratch,
+                      const std::function<void(char* block, int64_t count)>& finish) {
   std::vector<int64_t> counts(n);
   for (int i = 0; i < n; ++i) counts[i] = count / n + (i < count % n ? 1 : 0);
   const std::vector<int64_t> first = firsts(counts);
   Status s = ring_reduce_scatter(comm, me, in, out + first[me] * element_size, counts, type, op, element_size, INT_MAX, scratch);
+  if (s.ok()) finish(out + first[me] * element_size, counts[me]);
   // Each rank passes on the reduced block it got last, starting with its own.
   const int before = (me + n - 1) % n, after = (me + 1) % n;
   for (int k = 0; k < n - 1 && s.ok(); ++k) {

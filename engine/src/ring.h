@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "status.h"
@@ -21,8 +22,11 @@ Status ring_reduce_scatter(MPI_Comm comm, int me, const char* in, char* out, con
                            std::vector<char>& scratch);
 
 // Every rank's `out` becomes the reduction of all ranks' `in` (which may be `out`): a ring reduce-scatter,
-// then a ring allgather. `count` is at most `max_count`.
+// then a ring allgather. `finish` (an elementwise step such as an Average's division) runs on each rank's
+// own reduced block before the allgather passes it on, so each rank finishes 1/n of the data, while it is
+// still in cache.
 Status ring_allreduce(MPI_Comm comm, int me, int n, const char* in, char* out, int count, MPI_Datatype type,
-                      MPI_Op op, size_t element_size, std::vector<char>& scratch);
+                      MPI_Op op, size_t element_size, std::vector<char>& scratch,
+                      const std::function<void(char* block, int64_t count)>& finish);
 
 }  // namespace hvd
