@@ -7,7 +7,9 @@ float32 buffer from 4 B to 256 MiB (p50 latency, bus bandwidth = 2(n-1)/n * byte
 a ResNet-50 step: the 299 parameter tensors of Gluon's resnet50_v1 (~102 MB), enqueued
 all at once and then waited, against raw MPI called tensor by tensor; a step of 256 small
 (1 KiB) tensors, started one by one and as one grouped_allreduce_, against raw MPI the same way;
-and reducescatter of 4 and 32 MiB against MPI_Reduce_scatter.
+reducescatter of 4 and 32 MiB against MPI_Reduce_scatter; and an Average of 4 Mi elements in float32,
+float16 and bfloat16 (where ml_dtypes is installed) against what MPI offers for it: a float32
+MPI_Allreduce, then a numpy division (MPI has no 16-bit float types).
 """
 import argparse
 import json
@@ -38,6 +40,7 @@ def worker(quick: bool) -> None:
     from mpi4py import MPI
 
     import jupyter_hvd as hvd
+    from jupyter_hvd.dtypes import CODES
 
     hvd.init()
     comm, n, me = MPI.COMM_WORLD, hvd.size(), hvd.rank()
@@ -111,6 +114,21 @@ def worker(quick: bool) -> None:
             print(json.dumps({"case": "reducescatter", "np": n, "bytes": nbytes, "mpi_p50_us": t["mpi"] * 1e6,
                               "hvd_p50_us": t["hvd"] * 1e6, "hvd_over_mpi_time": t["hvd"] / t["mpi"]}), flush=True)
 
+    count = 4 << 20
+    ref = np.ones(count, dtype=np.float32)
+
+    def mpi_average():
+        comm.Allreduce(MPI.IN_PLACE, ref, op=MPI.SUM)
+        ref[:] /= n
+
+    for dtype in [dt for dt in CODES if dt.itemsize <= 4 and (dt.kind == "f" or dt.name == "bfloat16")]:
+        x = np.ones(count, dtype=dtype)
+        t = both(mpi_average, lambda: hvd.allreduce_(x, op=hvd.Average, name=f"average.{dtype.name}"), 3)
+        if me == 0:
+            print(json.dumps({"case": "average", "np": n, "dtype": dtype.name, "elements": count,
+                              "mpi_p50_us": t["mpi"] * 1e6, "hvd_p50_us": t["hvd"] * 1e6,
+                              "hvd_over_mpi_time": t["hvd"] / t["mpi"]}), flush=True)
+
     t = both(mpi_step, hvd_step, 1)
     if me == 0:
         print(json.dumps({"case": "resnet50_step", "np": n, "tensors": len(shapes),
@@ -130,6 +148,10 @@ def table(rows: list) -> str:
         elif r["case"] == "reducescatter":
             out.append(f"np={r['np']} reducescatter {r['bytes']:>10} B   MPI_Reduce_scatter {r['mpi_p50_us']:>10.1f} us"
                        f"   jupyter_hvd {r['hvd_p50_us']:>10.1f} us   time ratio {r['hvd_over_mpi_time']:.3f}")
+        elif r["case"] == "average":
+            out.append(f"np={r['np']} Average of {r['elements']} {r['dtype']:>8}   MPI float32 + division "
+                       f"{r['mpi_p50_us']:>10.1f} us   jupyter_hvd {r['hvd_p50_us']:>10.1f} us"
+                       f"   time ratio {r['hvd_over_mpi_time']:.3f}")
         elif r["case"] == "small_tensors_step":
             out.append(f"np={r['np']} {r['tensors']} tensors of 1 KiB: MPI tensor-by-tensor {r['mpi_ms']:.2f} ms, "
                        f"jupyter_hvd one by one {r['hvd_each_ms']:.2f} ms, grouped {r['hvd_grouped_ms']:.2f} ms, "
