@@ -3,7 +3,13 @@
 A global forward pre-hook notes the first module in training mode that runs after a step (the outermost
 model: its pre-hook runs before its children's) and adds up the leading dimension of its first tensor
 argument on each of its calls, so gradient accumulation over several forward passes counts them all.
+Under ``torch.compile`` the hook does nothing while TorchDynamo traces a module's calls (it would
+otherwise trace this module's globals into the graph, which it refuses): the wrapper that
+``torch.compile(model)`` returns runs eagerly, so it is the outermost module, and the one counted. A
+model compiled in place (``model.compile()``) runs even its own hooks inside the compiled code, so
+its samples are not counted.
 """
+import warnings
 from typing import Any, Optional
 
 import torch
@@ -15,7 +21,7 @@ _samples = 0
 
 def _pre_hook(module: torch.nn.Module, args: tuple) -> None:
     global _root, _samples
-    if not module.training:
+    if not module.training or torch.compiler.is_compiling():
         return
     if _root is None:
         _root = module
@@ -24,10 +30,15 @@ def _pre_hook(module: torch.nn.Module, args: tuple) -> None:
 
 
 def watch() -> None:
-    """Start counting (once per process)."""
+    """Start counting (the hook once per process; each DistributedOptimizer calls this)."""
     global _hook
     if _hook is None:
         _hook = torch.nn.modules.module.register_module_forward_pre_hook(_pre_hook)
+    # torch.compile(model) warns of any global hook that it fires for its wrapper too; this one expects
+    # that (the wrapper is the module it counts). Again on each call: a caller's catch_warnings (pytest
+    # wraps every test in one) drops the filter at its end; an identical filter replaces the old one.
+    warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks",
+                            category=UserWarning)
 
 
 def take() -> int:

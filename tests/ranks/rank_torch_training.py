@@ -1,6 +1,7 @@
 """Training with jupyter_hvd.torch: N ranks with batch b reach the parameters one process reaches with batch N*b
 (plain, fp16 compression, gradient accumulation, groups), identical on every rank; SyncBatchNorm; the monitor."""
 import contextlib
+import warnings
 
 import numpy as np
 import pytest
@@ -163,6 +164,39 @@ def test_step_counts_samples_for_the_monitor():
         opt.zero_grad()
     samples, steps = counted_since(origin)[:2]
     assert (samples, steps) == (3 * PER_RANK, 3)
+
+
+@pytest.mark.parametrize("form", ["torch.compile(model)", "model.compile()"])
+def test_a_compiled_model_trains_as_one_process_with_the_whole_batch(form):
+    """TorchDynamo traces the model's calls, the monitor's forward pre-hook among them (on the eager backend:
+    the tracing is what meets the hooks). The wrapper that torch.compile returns is counted; a model compiled
+    in place runs its hooks inside the compiled code, where they count nothing."""
+    ref, model = cnn(8), cnn(8)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+    if form == "model.compile()":
+        model.compile(backend="eager")
+        run = model
+    else:
+        run = torch.compile(model, backend="eager")
+    ref.eval()  # the same gradients (no dropout or batch norm), and not counted by the monitor
+    for step in range(STEPS):
+        (x, y), _ = batch(step)
+        ref_opt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        ref_opt.step()
+    origin = snapshot()
+    with warnings.catch_warnings(record=True) as seen:
+        for step in range(STEPS):
+            _, (xs, ys) = batch(step)
+            opt.zero_grad()
+            F.cross_entropy(run(xs), ys).backward()
+            opt.step()
+    torch.testing.assert_close(flat(model), flat(ref), rtol=1e-4, atol=1e-5)
+    assert same_on_every_rank(flat(model))
+    samples, steps = counted_since(origin)[:2]
+    assert (samples, steps) == (STEPS * PER_RANK if form == "torch.compile(model)" else 0, STEPS)
+    assert not [w for w in seen if "global hooks" in str(w.message)]
 
 
 def test_ranks_with_fewer_batches_join_and_the_others_train_on():
