@@ -13,6 +13,7 @@ from .gpu import cuda_available, nccl_available
 from .runner.launch import BTL_VAR, LONE_PROCESS_BTL, started_by_launcher
 
 _atexit_registered = False
+_engine_runs = 0  # how many times init() has started the engine in this process
 NO_MXNET_BRIDGE = ("jupyter_hvd was built without its MXNet bridge (mxnet's headers were not found at build time); "
                    "with mxnet installed, rebuild it: pip install --no-build-isolation .")
 
@@ -46,7 +47,7 @@ def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None
     """Start the engine on MPI_COMM_WORLD, an mpi4py communicator, or a list of world ranks, and register
     ``process_sets`` (ProcessSets or rank lists). Sets can always be added later, so Horovod's
     ``process_sets="dynamic"`` is accepted and changes nothing."""
-    global _atexit_registered
+    global _atexit_registered, _engine_runs
     from . import process_sets as ps
 
     if isinstance(process_sets, str):
@@ -56,6 +57,7 @@ def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None
     if _C.is_initialized():
         return
     _C.init(_comm_handle(comm))
+    _engine_runs += 1
     restart_auto_names()  # every rank starts the engine at once: their automatic names agree again
     ps.on_init()
     if not _atexit_registered:
@@ -73,6 +75,13 @@ def shutdown() -> None:
         _C.shutdown()
         ps.on_shutdown()
         release_orphans(all_done=True)
+
+
+def engine_run() -> int:
+    """Which start of the engine in this process is running (1 after the first init()): state that a
+    frontend keeps across calls (a DistributedOptimizer's allreduces in flight) belongs to one run, and an
+    earlier run's is stale once the engine has restarted (after a failed %%hvd cell)."""
+    return _engine_runs
 
 
 def is_initialized() -> bool:

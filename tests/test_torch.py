@@ -127,7 +127,7 @@ def test_the_engine_reads_cpu_tensors_by_pointer_only_where_that_is_safe():
         submit(torch.ones(0, 3), np.empty((0, 3), np.float32))
 
 
-RANK_MODULES = ["rank_torch_ops.py", "rank_torch_training.py"]
+RANK_MODULES = ["rank_torch_ops.py", "rank_torch_training.py", "rank_torch_cells.py"]
 
 
 @pytest.mark.parametrize("np_", [2, 4])
@@ -144,7 +144,7 @@ def test_bad_input_on_ranks():
 
 def test_training_on_one_rank():
     """One rank reduces nothing; results must still match plain torch."""
-    run_rank_tests(1, "rank_torch_training.py", timeout=120, env=ENV)
+    run_rank_tests(1, ["rank_torch_training.py", "rank_torch_cells.py"], timeout=120, env=ENV)
 
 
 def test_digits_example_reaches_90_percent_on_two_ranks():

@@ -26,14 +26,14 @@ def broadcast_parameters(params: Any, root_rank: int, prefix: Optional[str] = No
         h.wait()
 
 
-def _to_cpu(value: Any) -> Any:
+def to_host(value: Any) -> Any:
     """A state dict with its tensors moved to the host, so it unpickles on any rank's device."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu()
     if isinstance(value, dict):
-        return {k: _to_cpu(v) for k, v in value.items()}
+        return {k: to_host(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_to_cpu(v) for v in value)
+        return type(value)(to_host(v) for v in value)
     return value
 
 
@@ -42,7 +42,7 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int,
     """Give every rank ``root_rank``'s optimizer state and hyper-parameters (learning rates, momentum
     buffers, step counts, ...). Works for every optimizer, L-BFGS included. ``model`` is accepted as
     Horovod's is (it names sparse parameters there); the whole state goes as it is, sparse or not."""
-    state = _to_cpu(optimizer.state_dict()) if rank() == root_rank else None
+    state = to_host(optimizer.state_dict()) if rank() == root_rank else None
     state = broadcast_object(state, root_rank, name="broadcast_optimizer_state")
     if rank() != root_rank:
         optimizer.load_state_dict(state)

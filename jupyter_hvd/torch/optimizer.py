@@ -2,24 +2,37 @@
 
 Each parameter's allreduce starts from a hook as soon as its gradient is accumulated, so communication
 overlaps the rest of the backward pass; step() waits for them, then lets the wrapped optimizer update.
+
+Notebook use adds two things a script never meets. A cell that builds a DistributedOptimizer may run
+again over the same model: a parameter's hook belongs to the newest optimizer over it (an older one's
+is removed; that optimizer starts the parameter's allreduce in step() instead), so the two never start
+the same allreduce twice. And a cell may fail or be interrupted mid-step: the engine restarts at the
+next cell, and the optimizer drops what the failed run left (its handles, the passes counted toward
+them) the first time it is used in the new run; its first step() then checks that the ranks still hold
+the same parameters (a step cut short may have updated some ranks only) and, where they do not, gives
+every rank the first rank's parameters and optimizer state.
 """
+import hashlib
 import warnings
 from contextlib import contextmanager
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
-from ..basics import size
+from ..basics import engine_run, rank, size
 from ..monitor.samples import trainer_step
 from ..groups import split_list
 from ..ops import resolve_op
 from ..process_sets import ProcessSet, global_process_set
 from . import samples
 from .compression import Compression, Compressor
-from ..objects import broadcast_object
+from ..objects import allgather_object, broadcast_object
+from .functions import to_host
 from .mpi_ops import Average, Handle, allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async
 
 Group = Tuple[torch.Tensor, ...]
+_hooks = WeakIdKeyDictionary()  # parameter -> the gradient hook of the newest DistributedOptimizer over it
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -55,8 +68,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.sparse_as_dense = sparse_as_dense
         self.process_set = process_set
         self._handles: Dict[Any, Tuple[Optional[Handle], Any]] = {}
+        self._run = engine_run()  # the engine run that self._handles and the pass counts belong to
+        self._restarted = False  # the engine restarted since the last step: check the ranks still agree
         self._requires_update: set = set()
-        self._hooks: list = []
         self._synchronized = False
         self._should_synchronize = True
         self._groups = _check_groups(groups)
@@ -68,12 +82,50 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def load_state_dict(self, *args: Any, **kwargs: Any) -> None:
         """Load the wrapped optimizer's state, forgetting any allreduces in flight."""
+        self._start_over()
+        self._should_synchronize = True
+        super(self.__class__, self).load_state_dict(*args, **kwargs)
+
+    def _start_over(self) -> None:
+        """Forget the allreduces in flight and the backward passes counted toward the next ones."""
         self._handles = {}
         self._synchronized = False
-        self._should_synchronize = True
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step
-        super(self.__class__, self).load_state_dict(*args, **kwargs)
+        for g in self._group_counts:
+            self._group_counts[g] = 0
+        self._run = engine_run()
+
+    def _check_run(self) -> None:
+        """Start over if the engine has restarted since this step began (a failed cell's step is stale)."""
+        if self._run != engine_run():
+            self._start_over()
+            self._restarted = True
+
+    def _agree_after_restart(self) -> None:
+        """Give every rank the first rank's parameters and optimizer state if a step cut short by a failed
+        cell updated some ranks only (compared by a digest of every parameter's bytes, one small allgather)."""
+        digest = hashlib.sha256()
+        for p in self._parameter_names:  # in name order, alike on every rank
+            digest.update(p.detach().reshape(-1).cpu().view(torch.uint8).numpy())
+        digests = allgather_object(digest.hexdigest(), name="DistributedOptimizer.restart.digests",
+                                   process_set=self.process_set)
+        if len(set(digests)) == 1:
+            return
+        root = self.process_set.ranks[0]
+        ours = (to_host(self.state_dict()), [p.detach().cpu() for p in self._parameter_names])
+        state, params = broadcast_object(ours if rank() == root else None, root,
+                                         name="DistributedOptimizer.restart.state", process_set=self.process_set)
+        if rank() == root:
+            return
+        with torch.no_grad():
+            for p, value in zip(self._parameter_names, params):
+                p.copy_(value)
+        self.load_state_dict(state)
+        if digests[self.process_set.rank()] != digests[0]:
+            warnings.warn(f"rank {rank()}'s parameters differed from rank {root}'s after the failed cell (a step "
+                          f"it cut short had updated some ranks only); rank {root}'s parameters and optimizer "
+                          "state replaced them", RuntimeWarning)
 
     def set_backward_passes_per_step(self, passes: int) -> None:
         """Change how many backward passes accumulate before each allreduce."""
@@ -101,7 +153,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._group_counts[g] = 0
         for p in trainable:
             self._requires_update.add(p)
-            self._hooks.append(p.register_post_accumulate_grad_hook(self._make_hook(p)))
+            older = _hooks.get(p)
+            if older is not None:
+                older.remove()
+            _hooks[p] = p.register_post_accumulate_grad_hook(self._make_hook(p))
 
     def _allreduce_grad_async(self, p: torch.Tensor) -> Tuple[Handle, Any]:
         if p.grad is None:  # not used in this rank's forward pass, but another rank's may have used it
@@ -130,6 +185,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p: torch.Tensor) -> Any:
         def hook(_: torch.Tensor) -> None:
+            self._check_run()
             if p in self._handles and self._handles[p][0] is not None and self._allreduce_delay[p] <= 0:
                 raise AssertionError("Gradients were computed more than backward_passes_per_step times before call "
                                      "to step(). Increase backward_passes_per_step to accumulate gradients locally.")
@@ -156,6 +212,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not self.process_set.included():
             self._synchronized = True
             return
+        self._check_run()
         started = set()
         for key in self._handles:
             started.update(key) if isinstance(key, tuple) else started.add(key)
@@ -194,6 +251,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def step(self, closure: Any = None) -> Any:
         """Wait for the gradients' allreduces, update the parameters, and count the step for the monitor."""
+        self._check_run()
         if self._should_synchronize:
             if self._synchronized:
                 warnings.warn("optimizer.step() called without optimizer.skip_synchronize() context after "
@@ -202,12 +260,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "your code.")
             self.synchronize()
         self._synchronized = False
+        if self._restarted and self.process_set.included():
+            self._restarted = False
+            self._agree_after_restart()
         loss = super(self.__class__, self).step(closure)
         trainer_step(samples.take())
         return loss
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients; an error while their allreduces are still in flight."""
+        self._check_run()
         if self._handles:
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before optimizer.step() "
                                  "or optimizer.synchronize(). This is prohibited as it can cause a race condition.")
