@@ -10,11 +10,15 @@ from typing import Any, Dict, Optional, Sequence, Union
 
 import mxnet as mx
 
+from ..agreement import ranks_apart, warn_replaced
+from ..basics import engine_run, rank
 from ..groups import split_list
 from ..monitor.samples import trainer_step
 from ..process_sets import ProcessSet, global_process_set
 from .compression import Compression, Compressor
-from .ops import Sum, _require_init, allreduce_, grouped_allreduce_
+from .functions import broadcast_object
+from . import bridge
+from .ops import Sum, _require_init, allreduce_, broadcast_, grouped_allreduce_, mxnet_errors
 
 
 def _average_factor(gradient_predivide_factor: float, process_set: ProcessSet) -> float:
@@ -136,6 +140,7 @@ class DistributedTrainer(mx.gluon.Trainer):
         self._scale *= _average_factor(gradient_predivide_factor, process_set)
         self._prefix = prefix or ""
         self._num_groups = num_groups
+        self._run = engine_run()  # a step in a later run (after a failed %%hvd cell) first checks the ranks agree
 
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """Allreduce the gradients and update the parameters (``batch_size``: this rank's samples)."""
@@ -150,6 +155,9 @@ class DistributedTrainer(mx.gluon.Trainer):
     def _allreduce_grads(self) -> None:
         if self._process_set.size() == 1 or not self._process_set.included():
             return
+        if self._run != engine_run():
+            self._run = engine_run()
+            self._agree_after_restart()
         prescale = 1.0 / self._gradient_predivide_factor
         # (parameter index, the tensor to send, its decompression context, the gradient)
         entries = []
@@ -174,3 +182,29 @@ class DistributedTrainer(mx.gluon.Trainer):
         if self._compression is not Compression.none:
             for _, sent, ctx, grad in entries:
                 grad[:] = self._compression.decompress(sent, ctx)
+
+    def _agree_after_restart(self) -> None:
+        """Give every rank the first rank's parameters and optimizer state if a step cut short by a failed
+        cell updated some ranks only (see ``jupyter_hvd.agreement``)."""
+        with mxnet_errors():
+            apart = ranks_apart((p.data().asnumpy() for p in self._params),
+                                f"{self._prefix}DistributedTrainer.restart.digests", self._process_set)
+        if not apart:
+            return
+        root = self._process_set.ranks[0]
+        for i, p in enumerate(self._params):
+            bridge.to_default_layout(p.data())
+            broadcast_(p.data(), root, name=f"{self._prefix}DistributedTrainer.restart.{i}",
+                       process_set=self._process_set)
+        ours = self._updaters[0].get_states(dump_optimizer=True) if rank() == root else None
+        states = broadcast_object(ours, root, name=f"{self._prefix}DistributedTrainer.restart.states",
+                                  process_set=self._process_set)
+        if rank() == root:
+            return
+        for updater in self._updaters:  # as gluon.Trainer.load_states does with a file's states
+            updater.set_states(states)
+            updater.optimizer = self._updaters[0].optimizer
+        self._optimizer = self._updaters[0].optimizer
+        self._optimizer.param_dict = dict(enumerate(self._params))
+        if rank() in apart:
+            warn_replaced(root)

@@ -12,7 +12,6 @@ them) the first time it is used in the new run; its first step() then checks tha
 the same parameters (a step cut short may have updated some ranks only) and, where they do not, gives
 every rank the first rank's parameters and optimizer state.
 """
-import hashlib
 import warnings
 from contextlib import contextmanager
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -20,6 +19,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from ..agreement import ranks_apart, warn_replaced
 from ..basics import engine_run, rank, size
 from ..monitor.samples import trainer_step
 from ..groups import split_list
@@ -27,7 +27,7 @@ from ..ops import resolve_op
 from ..process_sets import ProcessSet, global_process_set
 from . import samples
 from .compression import Compression, Compressor
-from ..objects import allgather_object, broadcast_object
+from ..objects import broadcast_object
 from .functions import to_host
 from .mpi_ops import Average, Handle, allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async
 
@@ -104,28 +104,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _agree_after_restart(self) -> None:
         """Give every rank the first rank's parameters and optimizer state if a step cut short by a failed
-        cell updated some ranks only (compared by a digest of every parameter's bytes, one small allgather)."""
-        digest = hashlib.sha256()
-        for p in self._parameter_names:  # in name order, alike on every rank
-            digest.update(p.detach().reshape(-1).cpu().view(torch.uint8).numpy())
-        digests = allgather_object(digest.hexdigest(), name="DistributedOptimizer.restart.digests",
-                                   process_set=self.process_set)
-        if len(set(digests)) == 1:
+        cell updated some ranks only."""
+        params = list(self._parameter_names)  # in name order, alike on every rank
+        apart = ranks_apart((p.detach().reshape(-1).cpu().view(torch.uint8).numpy() for p in params),
+                            "DistributedOptimizer.restart.digests", self.process_set)
+        if not apart:
             return
         root = self.process_set.ranks[0]
-        ours = (to_host(self.state_dict()), [p.detach().cpu() for p in self._parameter_names])
-        state, params = broadcast_object(ours if rank() == root else None, root,
+        ours = (to_host(self.state_dict()), [p.detach().cpu() for p in params])
+        state, values = broadcast_object(ours if rank() == root else None, root,
                                          name="DistributedOptimizer.restart.state", process_set=self.process_set)
         if rank() == root:
             return
         with torch.no_grad():
-            for p, value in zip(self._parameter_names, params):
+            for p, value in zip(params, values):
                 p.copy_(value)
         self.load_state_dict(state)
-        if digests[self.process_set.rank()] != digests[0]:
-            warnings.warn(f"rank {rank()}'s parameters differed from rank {root}'s after the failed cell (a step "
-                          f"it cut short had updated some ranks only); rank {root}'s parameters and optimizer "
-                          "state replaced them", RuntimeWarning)
+        if rank() in apart:
+            warn_replaced(root)
 
     def set_backward_passes_per_step(self, passes: int) -> None:
         """Change how many backward passes accumulate before each allreduce."""

@@ -12,6 +12,7 @@ from mxnet.gluon import nn
 
 import jupyter_hvd
 import jupyter_hvd.mxnet as hvd
+from jupyter_hvd.magic.engine_restart import restart_engine
 from jupyter_hvd.monitor.samples import counted_since, snapshot
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:mxnet.*")
@@ -199,6 +200,50 @@ def test_allreduce_grads_then_update():
     assert same_on_every_rank(grads)
     trainer.update(PER_RANK)
     assert same_on_every_rank(flat(net))
+
+
+def momenta(trainer, net) -> np.ndarray:
+    """The momentum of each parameter, in flat(net)'s order (the trainer indexes its parameters by name)."""
+    index = {p.name: i for i, p in enumerate(trainer._params)}
+    states = trainer._updaters[0].states
+    return np.concatenate([states[index[name]].asnumpy().ravel() for name in net.collect_params()])
+
+
+def test_ranks_a_failed_cell_left_a_step_apart_take_the_first_ranks_parameters_and_state():
+    """A failure between one rank's update and another's leaves them a step apart, silently; the first step
+    after the engine's restart (what %%hvd does after a failed cell) gives every rank rank 0's parameters and
+    momentum before it updates. (The torch frontend's counterpart is in rank_torch_cells.py.)"""
+    if hvd.size() == 1:
+        pytest.skip("one rank cannot disagree with itself")
+    net = mlp(seed=13)
+    hvd.broadcast_parameters(net.collect_params())
+    trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", dict(OPT), prefix="apart.")
+    _, (x, y) = batch(0)
+    train_step(net, trainer, x, y, PER_RANK)
+    if hvd.rank() == hvd.size() - 1:  # the last rank updated alone, with its own gradients
+        with autograd.record():
+            loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
+        loss.backward()
+        trainer.update(PER_RANK)
+    mx.nd.waitall()
+    restart_engine(jupyter_hvd, hvd)
+    first = np.stack([flat(net), momenta(trainer, net)])
+    before = hvd.broadcast(mx.nd.array(first), 0, name="check.before").asnumpy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, (x, y) = batch(1)
+        train_step(net, trainer, x, y, PER_RANK)
+        mx.nd.waitall()
+    told = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    if hvd.rank() == hvd.size() - 1:
+        assert len(told) == 1 and f"rank {hvd.rank()}'s parameters differed from rank 0's" in told[0], told
+    else:
+        assert not told, told
+    weights, moms = flat(net), momenta(trainer, net)
+    assert same_on_every_rank(weights) and same_on_every_rank(moms)
+    # SGD with momentum: w = w0 + m, so rank 0's w0 is the base every rank updated from.
+    np.testing.assert_allclose(weights - moms, before[0], rtol=0, atol=1e-6)
+    assert not np.allclose(moms, before[1])
 
 
 def test_deprecated_average_in_a_training_step_still_works():
