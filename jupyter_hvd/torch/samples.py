@@ -7,24 +7,28 @@ Under ``torch.compile`` the hook does nothing while TorchDynamo traces a module'
 otherwise trace this module's globals into the graph, which it refuses): the wrapper that
 ``torch.compile(model)`` returns runs eagerly, so it is the outermost module, and the one counted. A
 model compiled in place (``model.compile()``) runs even its own hooks inside the compiled code, so
-its samples are not counted.
+its samples are not counted. Forward passes made before the engine restarted (a failed %%hvd cell's)
+belong to no step: the first training module to run after the restart is noted afresh.
 """
 import warnings
 from typing import Any, Optional
 
 import torch
 
+from ..basics import engine_run
+
 _hook: Optional[Any] = None
 _root: Optional[torch.nn.Module] = None
 _samples = 0
+_run = 0  # the engine run in which _root was noted
 
 
 def _pre_hook(module: torch.nn.Module, args: tuple) -> None:
-    global _root, _samples
+    global _root, _samples, _run
     if not module.training or torch.compiler.is_compiling():
         return
-    if _root is None:
-        _root = module
+    if _root is None or _run != engine_run():
+        _root, _samples, _run = module, 0, engine_run()
     if module is _root and args and isinstance(args[0], torch.Tensor) and args[0].dim():
         _samples += args[0].shape[0]
 
@@ -44,5 +48,6 @@ def watch() -> None:
 def take() -> int:
     """The samples seen since the last call, and start counting the next step's."""
     global _root, _samples
-    samples, _root, _samples = _samples, None, 0
+    samples = _samples if _run == engine_run() else 0
+    _root, _samples = None, 0
     return samples

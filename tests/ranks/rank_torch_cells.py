@@ -11,6 +11,7 @@ import torch.nn.functional as F
 import jupyter_hvd
 import jupyter_hvd.torch as hvd
 from jupyter_hvd.magic.engine_restart import restart_engine
+from jupyter_hvd.monitor.samples import counted_since, snapshot
 from rank_torch_training import batch, cnn, flat, same_on_every_rank
 
 STEPS = 3
@@ -129,3 +130,19 @@ def test_ranks_a_cut_short_step_left_apart_take_the_first_ranks_parameters_and_s
     np.testing.assert_allclose(flat(pair.model).numpy(), (params0 - 0.1 * got).numpy(), rtol=1e-6, atol=1e-7)
     for step in range(2, STEPS):
         pair.step(step)
+
+
+def test_the_monitor_counts_no_sample_of_the_failed_cell():
+    """Forward passes of the failed cell's last step (on a model in training mode other than the one the
+    next cell trains) are not counted in the next cell's first step."""
+    pair = Pair()
+    pair.step(0)
+    _, (xs, ys) = batch(1)
+    for _ in range(3):
+        pair.ref(torch.cat([xs, xs]))
+    failed_cell()
+    origin = snapshot()
+    pair.backward(1)
+    pair.opt.step()
+    samples, steps = counted_since(origin)[:2]
+    assert (samples, steps) == (len(xs), 1)
