@@ -1,33 +1,49 @@
-"""Do the ranks still hold the same model after a failed %%hvd cell?
+"""Do the ranks hold the same model? The frontends' trainers ask at two moments.
 
-A failure can land between one rank's update and another's (a rank stopped inside its step), leaving
-the ranks a step apart with no error anywhere. The frontends' trainers ask once, at their first step
-after the engine restarted, and give every rank the first rank's parameters and optimizer state where
-the answer is no.
+At their first step: ranks that each built their own model (no broadcast_parameters from one rank)
+would train apart forever, each averaging gradients of a different model; they are warned. And at
+their first step after the engine restarted (after a failed %%hvd cell): the failure may have landed
+between one rank's update and another's, leaving the ranks a step apart with no error anywhere; there
+every rank takes the first rank's parameters and optimizer state.
+
+The question is one small allreduce (Max) of a digest of each rank's parameter bytes and of its
+complement, so a rank that has joined (``hvd.join``) stands in with the identity and changes nothing.
 """
 import hashlib
 import warnings
-from typing import Iterable, List
+from typing import Iterable
 
 import numpy as np
 
-from .basics import rank
-from .objects import allgather_object
+from .ops import Max, allreduce
 from .process_sets import ProcessSet
 
 
-def ranks_apart(arrays: Iterable[np.ndarray], name: str, process_set: ProcessSet) -> List[int]:
-    """The ranks of ``process_set`` whose arrays' bytes differ from its first rank's (compared by a digest
-    of each rank's arrays, in the order given: one small allgather)."""
-    digest = hashlib.sha256()
+def digest(arrays: Iterable[np.ndarray]) -> bytes:
+    """A digest of the arrays' bytes, in the order given."""
+    h = hashlib.sha256()
     for a in arrays:
-        digest.update(np.ascontiguousarray(a).view(np.uint8))
-    digests = allgather_object(digest.hexdigest(), name=name, process_set=process_set)
-    return [r for r, d in zip(process_set.ranks, digests) if d != digests[0]]
+        h.update(np.ascontiguousarray(a).view(np.uint8))
+    return h.digest()
 
 
-def warn_replaced(root: int) -> None:
-    """Tell this rank that its parameters and optimizer state were replaced by ``root``'s."""
-    warnings.warn(f"rank {rank()}'s parameters differed from rank {root}'s after the failed cell (a step it cut "
+def ranks_agree(mine: bytes, name: str, process_set: ProcessSet) -> bool:
+    """Whether every rank of ``process_set`` has this ``digest()``: the largest digest and the largest
+    complement (the complement of the smallest) agree only when all are equal."""
+    words = np.frombuffer(mine, dtype=np.int64)
+    top = allreduce(np.concatenate([words, ~words]), name=name, op=Max, process_set=process_set)
+    return np.array_equal(top[:len(words)], ~top[len(words):])
+
+
+def warn_apart(broadcast_hint: str) -> None:
+    """Tell a rank that the ranks hold different parameters at a trainer's first step."""
+    warnings.warn("the ranks hold different parameters at the first step of this distributed optimizer (each "
+                  "rank made its own?), so each averages gradients of another model; broadcast them from one rank "
+                  f"before training: {broadcast_hint}", RuntimeWarning)
+
+
+def warn_replaced(rank: int, root: int) -> None:
+    """Tell ``rank`` that its parameters and optimizer state were replaced by ``root``'s after a failed cell."""
+    warnings.warn(f"rank {rank}'s parameters differed from rank {root}'s after the failed cell (a step it cut "
                   f"short had updated some ranks only); rank {root}'s parameters and optimizer state replaced them",
                   RuntimeWarning)

@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 
 import mxnet as mx
 
-from ..agreement import ranks_apart, warn_replaced
+from ..agreement import digest, ranks_agree, warn_apart, warn_replaced
 from ..basics import engine_run, rank
 from ..groups import split_list
 from ..monitor.samples import trainer_step
@@ -140,7 +140,8 @@ class DistributedTrainer(mx.gluon.Trainer):
         self._scale *= _average_factor(gradient_predivide_factor, process_set)
         self._prefix = prefix or ""
         self._num_groups = num_groups
-        self._run = engine_run()  # a step in a later run (after a failed %%hvd cell) first checks the ranks agree
+        self._run: Optional[int] = None  # the engine run of the last step: the ranks' parameters are compared
+        # at the first step and at the first after the engine restarted
 
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """Allreduce the gradients and update the parameters (``batch_size``: this rank's samples)."""
@@ -156,8 +157,8 @@ class DistributedTrainer(mx.gluon.Trainer):
         if self._process_set.size() == 1 or not self._process_set.included():
             return
         if self._run != engine_run():
-            self._run = engine_run()
-            self._agree_after_restart()
+            restarted, self._run = self._run is not None, engine_run()
+            self._check_ranks(restarted)
         prescale = 1.0 / self._gradient_predivide_factor
         # (parameter index, the tensor to send, its decompression context, the gradient)
         entries = []
@@ -183,13 +184,15 @@ class DistributedTrainer(mx.gluon.Trainer):
             for _, sent, ctx, grad in entries:
                 grad[:] = self._compression.decompress(sent, ctx)
 
-    def _agree_after_restart(self) -> None:
-        """Give every rank the first rank's parameters and optimizer state if a step cut short by a failed
-        cell updated some ranks only (see ``jupyter_hvd.agreement``)."""
+    def _check_ranks(self, restarted: bool) -> None:
+        """Do the ranks hold the same parameters (see ``jupyter_hvd.agreement``)? At the first step, warn if
+        not; after a restart, give every rank the first rank's parameters and optimizer state."""
+        mine = digest(p.data().asnumpy() for p in self._params)
         with mxnet_errors():
-            apart = ranks_apart((p.data().asnumpy() for p in self._params),
-                                f"{self._prefix}DistributedTrainer.restart.digests", self._process_set)
-        if not apart:
+            if ranks_agree(mine, f"{self._prefix}DistributedTrainer.parameters", self._process_set):
+                return
+        if not restarted:
+            warn_apart("hvd.broadcast_parameters(net.collect_params(), root_rank=0)")
             return
         root = self._process_set.ranks[0]
         for i, p in enumerate(self._params):
@@ -206,5 +209,5 @@ class DistributedTrainer(mx.gluon.Trainer):
             updater.optimizer = self._updaters[0].optimizer
         self._optimizer = self._updaters[0].optimizer
         self._optimizer.param_dict = dict(enumerate(self._params))
-        if rank() in apart:
-            warn_replaced(root)
+        if digest(p.data().asnumpy() for p in self._params) != mine:
+            warn_replaced(rank(), root)

@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ..agreement import ranks_apart, warn_replaced
+from ..agreement import digest, ranks_agree, warn_apart, warn_replaced
 from ..basics import engine_run, rank, size
 from ..monitor.samples import trainer_step
 from ..groups import split_list
@@ -69,7 +69,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.process_set = process_set
         self._handles: Dict[Any, Tuple[Optional[Handle], Any]] = {}
         self._run = engine_run()  # the engine run that self._handles and the pass counts belong to
-        self._restarted = False  # the engine restarted since the last step: check the ranks still agree
+        self._check_at_step: Optional[str] = "first"  # the ranks' parameters are compared at the next step:
+        # at the first, and after the engine restarted ("restart")
         self._requires_update: set = set()
         self._synchronized = False
         self._should_synchronize = True
@@ -100,15 +101,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Start over if the engine has restarted since this step began (a failed cell's step is stale)."""
         if self._run != engine_run():
             self._start_over()
-            self._restarted = True
+            self._check_at_step = "restart"
 
-    def _agree_after_restart(self) -> None:
-        """Give every rank the first rank's parameters and optimizer state if a step cut short by a failed
-        cell updated some ranks only."""
+    def _check_ranks(self, restarted: bool) -> None:
+        """Do the ranks hold the same parameters (see ``jupyter_hvd.agreement``)? At the first step, warn if
+        not; after a restart, give every rank the first rank's parameters and optimizer state."""
         params = list(self._parameter_names)  # in name order, alike on every rank
-        apart = ranks_apart((p.detach().reshape(-1).cpu().view(torch.uint8).numpy() for p in params),
-                            "DistributedOptimizer.restart.digests", self.process_set)
-        if not apart:
+        mine = digest(p.detach().reshape(-1).cpu().view(torch.uint8).numpy() for p in params)
+        if ranks_agree(mine, "DistributedOptimizer.parameters", self.process_set):
+            return
+        if not restarted:
+            warn_apart("hvd.broadcast_parameters(model.state_dict(), root_rank=0)")
             return
         root = self.process_set.ranks[0]
         ours = (to_host(self.state_dict()), [p.detach().cpu() for p in params])
@@ -120,8 +123,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for p, value in zip(params, values):
                 p.copy_(value)
         self.load_state_dict(state)
-        if rank() in apart:
-            warn_replaced(root)
+        if digest(v.reshape(-1).view(torch.uint8).numpy() for v in values) != mine:
+            warn_replaced(rank(), root)
 
     def set_backward_passes_per_step(self, passes: int) -> None:
         """Change how many backward passes accumulate before each allreduce."""
@@ -256,9 +259,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "your code.")
             self.synchronize()
         self._synchronized = False
-        if self._restarted and self.process_set.included():
-            self._restarted = False
-            self._agree_after_restart()
+        if self._check_at_step and self.process_set.included() and self.process_set.size() > 1:
+            self._check_ranks(self._check_at_step == "restart")
+        self._check_at_step = None
         loss = super(self.__class__, self).step(closure)
         trainer_step(samples.take())
         return loss

@@ -246,6 +246,23 @@ def test_ranks_a_failed_cell_left_a_step_apart_take_the_first_ranks_parameters_a
     assert not np.allclose(moms, before[1])
 
 
+def test_ranks_that_made_their_own_models_are_warned_at_the_first_step():
+    """Each rank initialised its own model and nothing broadcast it: told once, at the first step."""
+    if hvd.size() == 1:
+        pytest.skip("one rank cannot disagree with itself")
+    net = mlp(seed=400 + hvd.rank())
+    trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", dict(OPT), prefix="own.")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(2):
+            _, (x, y) = batch(step)
+            train_step(net, trainer, x, y, PER_RANK)
+        mx.nd.waitall()
+    told = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(told) == 1 and "the ranks hold different parameters at the first step" in told[0], told
+    assert "hvd.broadcast_parameters(net.collect_params(), root_rank=0)" in told[0]
+    assert not same_on_every_rank(flat(net))
+
 def test_deprecated_average_in_a_training_step_still_works():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -146,3 +146,41 @@ def test_the_monitor_counts_no_sample_of_the_failed_cell():
     pair.opt.step()
     samples, steps = counted_since(origin)[:2]
     assert (samples, steps) == (len(xs), 1)
+
+
+def test_ranks_that_made_their_own_models_are_warned_at_the_first_step():
+    """As after running the cell that makes the model again without broadcasting it: every rank trains
+    another model. Each rank is told once, at the first step; the parameters are left as they are."""
+    if hvd.size() == 1:
+        pytest.skip("one rank cannot disagree with itself")
+    model = cnn(300 + hvd.rank())
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(2):
+            _, (xs, ys) = batch(step)
+            opt.zero_grad()
+            F.cross_entropy(model(xs), ys).backward()
+            opt.step()
+    told = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(told) == 1 and "the ranks hold different parameters at the first step" in told[0], told
+    assert "hvd.broadcast_parameters(model.state_dict(), root_rank=0)" in told[0]
+    assert not same_on_every_rank(flat(model))
+
+
+def test_the_first_step_check_runs_beside_a_rank_that_has_joined():
+    """A rank without batches joins at once; the others' first step still compares their parameters (an
+    allreduce, which a joined rank stands in for, where an allgather would fail)."""
+    if hvd.size() == 1:
+        pytest.skip("needs a rank to join")
+    torch.manual_seed(6)
+    model = torch.nn.Linear(3, 1)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+    if hvd.rank() != hvd.size() - 1:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            opt.zero_grad()
+            model(torch.ones(2, 3)).sum().backward()
+            opt.step()
+    assert hvd.join() == hvd.size() - 1
