@@ -3,13 +3,14 @@
 Each parameter's allreduce starts from a hook as soon as its gradient is accumulated, so communication
 overlaps the rest of the backward pass; step() waits for them, then lets the wrapped optimizer update.
 
-Notebook use adds two things a script never meets. A cell that builds a DistributedOptimizer may run
-again over the same model: a parameter's hook belongs to the newest optimizer over it (an older one's
-is removed; that optimizer starts the parameter's allreduce in step() instead), so the two never start
-the same allreduce twice. And a cell may fail or be interrupted mid-step: the engine restarts at the
-next cell, and the optimizer drops what the failed run left (its handles, the passes counted toward
-them) the first time it is used in the new run; its first step() then checks that the ranks still hold
-the same parameters (a step cut short may have updated some ranks only) and, where they do not, gives
+Its first step() compares the ranks' parameters and warns if they differ (each rank made its own
+model). Notebook use adds two things a script never meets. A cell that builds a DistributedOptimizer
+may run again over the same model: a parameter's hook belongs to the newest optimizer over it (an
+older one's is removed; that optimizer starts the parameter's allreduce in step() instead), so the two
+never start the same allreduce twice. And a cell may fail or be interrupted mid-step: the engine
+restarts at the next cell, and the optimizer drops what the failed run left (its handles, the passes
+counted toward them) the first time it is used in the new run; its next step() compares the ranks'
+parameters again (a step cut short may have updated some ranks only) and, where they differ, gives
 every rank the first rank's parameters and optimizer state.
 """
 import warnings
