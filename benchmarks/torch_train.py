@@ -1,6 +1,6 @@
 """PyTorch data-parallel training throughput: jupyter_hvd.torch against torch's DistributedDataParallel (gloo).
 
-    python benchmarks/torch_train.py [--np 2 4] [--repeat 3] [--steps 60] [--quick]
+    python benchmarks/torch_train.py [--np 2 4] [--repeat 3] [--steps 60] [--quick] [--channels-last]
 
 Cases, each rank with one compute thread (OMP_NUM_THREADS=1):
   cnn_train   a small CNN (2 conv + 2 dense) on synthetic 28x28 data, batch 64 per rank: hvd.DistributedOptimizer
@@ -9,7 +9,8 @@ Cases, each rank with one compute thread (OMP_NUM_THREADS=1):
               ratios of the two, and the scaling efficiency against one plain torch process (no library) run in
               the same round. The "no communication" row runs plain torch on every rank at once, each training
               on its own: what the machine itself allows at that rank count (the ranks share its memory bandwidth
-              and caches), the ceiling for any data-parallel library's efficiency there.
+              and caches), the ceiling for any data-parallel library's efficiency there. --channels-last
+              trains every case with the model and its input in torch.channels_last (NHWC) memory format.
   op_latency  a 4-byte CPU tensor allreduce, one at a time, at np=2: jupyter_hvd.torch's allreduce_, the core's
               on a numpy array, and MPI_Allreduce of the same 4 bytes (mpi4py), in the same job.
 Prints a table and one JSON line per case; medians over the rounds.
@@ -38,7 +39,7 @@ def build(seed: int):
         torch.nn.Flatten(), torch.nn.Linear(64 * 5 * 5, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
 
 
-def train_worker(impl: str, steps: int, port: int) -> None:
+def train_worker(impl: str, steps: int, port: int, channels_last: bool) -> None:
     """One rank's training loop; rank 0 prints the job's samples/s (every rank's samples over the slowest rank)."""
     import torch
     import torch.nn.functional as F
@@ -47,7 +48,8 @@ def train_worker(impl: str, steps: int, port: int) -> None:
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    model = build(0)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    model = build(0).to(memory_format=layout)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     if impl == "jupyter_hvd":
         import jupyter_hvd.torch as hvd
@@ -62,6 +64,7 @@ def train_worker(impl: str, steps: int, port: int) -> None:
         model = torch.nn.parallel.DistributedDataParallel(model)
     g = torch.Generator().manual_seed(rank)
     x, y = torch.rand(BATCH, 1, 28, 28, generator=g), torch.randint(0, 10, (BATCH,), generator=g)
+    x = x.to(memory_format=layout)
 
     def step():
         opt.zero_grad()
@@ -151,24 +154,27 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3, help="rounds; each runs every case once")
     p.add_argument("--steps", type=int, default=60, help="timed steps per run")
     p.add_argument("--quick", action="store_true", help="one round of 20 steps")
+    p.add_argument("--channels-last", action="store_true", help="model and input in channels_last format")
     p.add_argument("--worker", choices=["plain", "jupyter_hvd", "ddp", "latency"], help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker == "latency":
         return latency_worker(2000 if not args.quick else 300)
     if args.worker:
-        return train_worker(args.worker, args.steps, args.port)
+        return train_worker(args.worker, args.steps, args.port, args.channels_last)
     if args.quick:
         args.repeat, args.steps = 1, 20
 
     rates: dict = {}
     for r in range(args.repeat):
-        rates.setdefault("plain", []).append(launch(1, ["--worker", "plain", "--steps", str(args.steps)]))
+        layout = ["--channels-last"] if args.channels_last else []
+        rates.setdefault("plain", []).append(launch(1, ["--worker", "plain", "--steps", str(args.steps), *layout]))
         for np_ in args.np:
             names = list(VARIANTS)
             for name in names[r % len(names):] + names[:r % len(names)]:  # a different one first each round
                 worker, env = VARIANTS[name]
                 run = ["--worker", worker, "--steps", str(args.steps), "--port", str(free_port())]
+                run += layout
                 rates.setdefault((name, np_), []).append(launch(np_, run, env)["samples_per_s"])
     plain = [x["samples_per_s"] for x in rates["plain"]]
     print(f"{'case':<12}{'np':>4}{'impl':>20}{'samples/s':>12}{'efficiency':>12}{'vs DDP':>9}")

@@ -20,10 +20,16 @@ def broadcast_parameters(params: Any, root_rank: int, prefix: Optional[str] = No
         items = [p if isinstance(p, tuple) else (None, p) for p in params]
     else:
         raise ValueError(f"invalid params of type: {type(params)}")
-    handles = [broadcast_async_(p, root_rank, None if name is None else (prefix or "") + str(name))
-               for name, p in items]
+    # A tensor in another memory format (channels_last) goes as a contiguous copy, written back after.
+    sent = [p if p.is_contiguous() else p.detach().contiguous() for _, p in items]
+    handles = [broadcast_async_(t, root_rank, None if name is None else (prefix or "") + str(name))
+               for (name, _), t in zip(items, sent)]
     for h in handles:
         h.wait()
+    with torch.no_grad():
+        for (_, p), t in zip(items, sent):
+            if t is not p:
+                p.copy_(t)
 
 
 def to_host(value: Any) -> Any:

@@ -169,7 +169,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             tensor = tensor.to_dense()
         sent, ctx = self._compression.compress(tensor)
         pre, post = _scale_factors(self.op, self.gradient_predivide_factor)
-        handle = allreduce_async_(sent, name=name, op=self.op, prescale_factor=pre, postscale_factor=post,
+        handle = allreduce_async_(_packed(sent), name=name, op=self.op, prescale_factor=pre, postscale_factor=post,
                                   process_set=self.process_set)
         return handle, ctx
 
@@ -179,7 +179,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.grad = torch.zeros_like(p)
         sent, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
         pre, post = _scale_factors(self.op, self.gradient_predivide_factor)
-        handle = grouped_allreduce_async_(list(sent), name=self._parameter_names.get(group[0]), op=self.op,
+        handle = grouped_allreduce_async_([_packed(t) for t in sent], name=self._parameter_names.get(group[0]), op=self.op,
                                           prescale_factor=pre, postscale_factor=post, process_set=self.process_set)
         return handle, ctxs
 
@@ -298,6 +298,13 @@ def _scale_factors(op: int, predivide: float) -> Tuple[float, float]:
     """Average splits its 1 / size around the sum: 1 / predivide before, predivide (and the engine's 1 / size)
     after."""
     return (1.0 / predivide, predivide) if op == Average else (1.0, 1.0)
+
+
+def _packed(t: torch.Tensor) -> torch.Tensor:
+    """``t``, or a contiguous copy of it to reduce in its place: the gradient of a parameter in another memory
+    format (``channels_last``) has the parameter's strides, which in-place ops refuse. The reduced copy is
+    written back into the gradient by ``_write_grad``, element by element, whatever the strides."""
+    return t if t.is_contiguous() else t.contiguous()
 
 
 def _write_grad(p: torch.Tensor, reduced: torch.Tensor) -> None:

@@ -40,9 +40,10 @@ def same_on_every_rank(values: torch.Tensor) -> bool:
     return all(torch.equal(everyone[0], row) for row in everyone)
 
 
-def train(passes: int, **kwargs):
-    """Reference (one process, whole batch) and distributed models after STEPS steps of SGD with momentum."""
-    ref, model = cnn(100), cnn(100 + hvd.rank())  # rank 0 starts where the reference does
+def train(passes: int, memory_format: torch.memory_format = torch.contiguous_format, **kwargs):
+    """Reference (one process, whole batch) and distributed models after STEPS steps of SGD with momentum;
+    the distributed model's parameters and inputs in ``memory_format``."""
+    ref, model = cnn(100), cnn(100 + hvd.rank()).to(memory_format=memory_format)  # rank 0 starts as ref does
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
@@ -55,6 +56,7 @@ def train(passes: int, **kwargs):
         F.cross_entropy(ref(x), y).backward()
         ref_opt.step()
         opt.zero_grad()
+        xs = xs.to(memory_format=memory_format)
         for part in range(passes):  # gradient accumulation: micro-batches whose losses add up to the batch's
             rows = slice(part * PER_RANK // passes, (part + 1) * PER_RANK // passes)
             (F.cross_entropy(model(xs[rows]), ys[rows]) / passes).backward()
@@ -77,6 +79,16 @@ def test_groups_and_predivide_factor_give_the_same_parameters(kwargs):
     with pytest.warns(DeprecationWarning) if "num_groups" in kwargs else contextlib.nullcontext():
         ref, got = train(1, **kwargs)
     np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"compression": hvd.Compression.fp16}, {"groups": 2}],
+                         ids=["plain", "fp16", "groups"])
+def test_a_channels_last_model_trains_as_one_process_with_the_whole_batch(kwargs):
+    """Its convolutions' gradients have the parameters' strides (not contiguous), as do the tensors that
+    broadcast_parameters writes; Horovod refuses both ("Tensor is required to be contiguous")."""
+    ref, got = train(1, memory_format=torch.channels_last, **kwargs)
+    tol = 2e-3 if "compression" in kwargs and hvd.size() > 1 else 1e-5
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=tol, atol=tol)
 
 
 def test_explicit_groups_of_tensors():
