@@ -14,6 +14,7 @@ import jupyter_hvd
 import jupyter_hvd.mxnet as hvd
 from jupyter_hvd.magic.engine_restart import restart_engine
 from jupyter_hvd.monitor.samples import counted_since, snapshot
+from told import check_first_step_warning, check_replaced, runtime_warnings
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:mxnet.*")
 
@@ -229,16 +230,11 @@ def test_ranks_a_failed_cell_left_a_step_apart_take_the_first_ranks_parameters_a
     restart_engine(jupyter_hvd, hvd)
     first = np.stack([flat(net), momenta(trainer, net)])
     before = hvd.broadcast(mx.nd.array(first), 0, name="check.before").asnumpy()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with runtime_warnings() as told:
         _, (x, y) = batch(1)
         train_step(net, trainer, x, y, PER_RANK)
         mx.nd.waitall()
-    told = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-    if hvd.rank() == hvd.size() - 1:
-        assert len(told) == 1 and f"rank {hvd.rank()}'s parameters differed from rank 0's" in told[0], told
-    else:
-        assert not told, told
+    check_replaced(told, hvd.rank(), hvd.size() - 1)
     weights, moms = flat(net), momenta(trainer, net)
     assert same_on_every_rank(weights) and same_on_every_rank(moms)
     # SGD with momentum: w = w0 + m, so rank 0's w0 is the base every rank updated from.
@@ -252,15 +248,12 @@ def test_ranks_that_made_their_own_models_are_warned_at_the_first_step():
         pytest.skip("one rank cannot disagree with itself")
     net = mlp(seed=400 + hvd.rank())
     trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", dict(OPT), prefix="own.")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with runtime_warnings() as told:
         for step in range(2):
             _, (x, y) = batch(step)
             train_step(net, trainer, x, y, PER_RANK)
         mx.nd.waitall()
-    told = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert len(told) == 1 and "the ranks hold different parameters at the first step" in told[0], told
-    assert "hvd.broadcast_parameters(net.collect_params(), root_rank=0)" in told[0]
+    check_first_step_warning(told, "hvd.broadcast_parameters(net.collect_params(), root_rank=0)")
     assert not same_on_every_rank(flat(net))
 
 def test_deprecated_average_in_a_training_step_still_works():

@@ -13,6 +13,7 @@ import jupyter_hvd.torch as hvd
 from jupyter_hvd.magic.engine_restart import restart_engine
 from jupyter_hvd.monitor.samples import counted_since, snapshot
 from rank_torch_training import batch, cnn, flat, same_on_every_rank
+from told import check_first_step_warning, check_replaced, runtime_warnings
 
 STEPS = 3
 
@@ -114,15 +115,10 @@ def test_ranks_a_cut_short_step_left_apart_take_the_first_ranks_parameters_and_s
     failed_cell()
     params0 = hvd.broadcast(flat(pair.model), 0, name="check.params")
     momenta0 = hvd.broadcast(momenta(pair.opt, pair.model), 0, name="check.momenta")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with runtime_warnings() as told:
         pair.backward(1)
         pair.opt.step()
-    told = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-    if hvd.rank() == hvd.size() - 1:
-        assert len(told) == 1 and f"rank {hvd.rank()}'s parameters differed from rank 0's" in told[0], told
-    else:
-        assert not told, told
+    check_replaced(told, hvd.rank(), hvd.size() - 1)
     grads = torch.cat([p.grad.reshape(-1) for p in pair.model.parameters()])  # averaged: alike on every rank
     assert same_on_every_rank(grads) and same_on_every_rank(flat(pair.model))
     got = momenta(pair.opt, pair.model)
@@ -155,16 +151,13 @@ def test_ranks_that_made_their_own_models_are_warned_at_the_first_step():
         pytest.skip("one rank cannot disagree with itself")
     model = cnn(300 + hvd.rank())
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with runtime_warnings() as told:
         for step in range(2):
             _, (xs, ys) = batch(step)
             opt.zero_grad()
             F.cross_entropy(model(xs), ys).backward()
             opt.step()
-    told = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert len(told) == 1 and "the ranks hold different parameters at the first step" in told[0], told
-    assert "hvd.broadcast_parameters(model.state_dict(), root_rank=0)" in told[0]
+    check_first_step_warning(told, "hvd.broadcast_parameters(model.state_dict(), root_rank=0)")
     assert not same_on_every_rank(flat(model))
 
 
