@@ -91,7 +91,8 @@ def test_training_goes_on_after_the_optimizer_cell_runs_again(kernel):
 
 def test_ranks_a_failed_cell_left_a_step_apart_agree_again(kernel):
     """As when a failure lands between one rank's update and the other's: rank 1 takes a step alone."""
-    cell = ("%%hvd\nif hvd.rank() == 1:\n    opt.zero_grad()\n    torch.nn.functional.mse_loss(model(x), y).backward()\n"
+    cell = ("%%hvd\nif hvd.rank() == 1:\n    opt.zero_grad()\n"
+            "    torch.nn.functional.mse_loss(model(x), y).backward()\n"
             "    with opt.skip_synchronize():\n        opt.step()\nelse:\n    raise RuntimeError('cut short')")
     reply, out = kernel.execute(cell, timeout=90)
     assert reply["status"] == "error" and "cut short" in out, out

@@ -179,8 +179,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.grad = torch.zeros_like(p)
         sent, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
         pre, post = _scale_factors(self.op, self.gradient_predivide_factor)
-        handle = grouped_allreduce_async_([_packed(t) for t in sent], name=self._parameter_names.get(group[0]), op=self.op,
-                                          prescale_factor=pre, postscale_factor=post, process_set=self.process_set)
+        handle = grouped_allreduce_async_([_packed(t) for t in sent], name=self._parameter_names.get(group[0]),
+                                          op=self.op, prescale_factor=pre, postscale_factor=post,
+                                          process_set=self.process_set)
         return handle, ctxs
 
     def _make_hook(self, p: torch.Tensor) -> Any:
