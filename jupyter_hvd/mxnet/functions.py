@@ -1,6 +1,6 @@
 """Broadcasting model parameters (including deferred-initialised ones) and Python objects."""
 import types
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Tuple
 
 import mxnet as mx
 
@@ -8,7 +8,7 @@ from .. import objects as core_objects
 from ..basics import size
 from ..process_sets import ProcessSet, global_process_set
 from . import bridge
-from .ops import broadcast_, mxnet_errors
+from .ops import NDArray, broadcast_, mxnet_errors
 
 
 def _broadcast_after_init(param: mx.gluon.Parameter, root_rank: int, name: str) -> None:
@@ -46,9 +46,16 @@ def broadcast_parameters(params: Any, root_rank: int = 0, prefix: Optional[str] 
                 _broadcast_after_init(p, root_rank, prefix + str(name))
         else:
             tensors.append((p, prefix + str(name)))
-    for tensor, name in tensors:
+    broadcast_tensors(tensors, root_rank)
+
+
+def broadcast_tensors(named: Sequence[Tuple[NDArray, str]], root_rank: int,
+                      process_set: ProcessSet = global_process_set) -> None:
+    """Overwrite each (NDArray, name) with ``root_rank``'s value, asynchronously, each first brought to MXNet's
+    plain layout (waiting for its pending writers)."""
+    for tensor, name in named:
         bridge.to_default_layout(tensor)
-        broadcast_(tensor, root_rank, name=name)
+        broadcast_(tensor, root_rank, name=name, process_set=process_set)
 
 
 def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,

@@ -16,9 +16,8 @@ from ..groups import split_list
 from ..monitor.samples import trainer_step
 from ..process_sets import ProcessSet, global_process_set
 from .compression import Compression, Compressor
-from .functions import broadcast_object
-from . import bridge
-from .ops import Sum, _require_init, allreduce_, broadcast_, grouped_allreduce_, mxnet_errors
+from .functions import broadcast_object, broadcast_tensors
+from .ops import Sum, _require_init, allreduce_, grouped_allreduce_, mxnet_errors
 
 
 def _average_factor(gradient_predivide_factor: float, process_set: ProcessSet) -> float:
@@ -140,8 +139,8 @@ class DistributedTrainer(mx.gluon.Trainer):
         self._scale *= _average_factor(gradient_predivide_factor, process_set)
         self._prefix = prefix or ""
         self._num_groups = num_groups
-        self._run: Optional[int] = None  # the engine run of the last step: the ranks' parameters are compared
-        # at the first step and at the first after the engine restarted
+        self._made_in_run = engine_run()  # a later run's check of the ranks' parameters repairs rather than warns
+        self._checked_run: Optional[int] = None  # the ranks' parameters are compared once in each run
 
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """Allreduce the gradients and update the parameters (``batch_size``: this rank's samples)."""
@@ -156,9 +155,9 @@ class DistributedTrainer(mx.gluon.Trainer):
     def _allreduce_grads(self) -> None:
         if self._process_set.size() == 1 or not self._process_set.included():
             return
-        if self._run != engine_run():
-            restarted, self._run = self._run is not None, engine_run()
-            self._check_ranks(restarted)
+        if self._checked_run != engine_run():
+            self._checked_run = engine_run()
+            self._check_ranks()
         prescale = 1.0 / self._gradient_predivide_factor
         # (parameter index, the tensor to send, its decompression context, the gradient)
         entries = []
@@ -184,21 +183,20 @@ class DistributedTrainer(mx.gluon.Trainer):
             for _, sent, ctx, grad in entries:
                 grad[:] = self._compression.decompress(sent, ctx)
 
-    def _check_ranks(self, restarted: bool) -> None:
-        """Do the ranks hold the same parameters (see ``jupyter_hvd.agreement``)? At the first step, warn if
-        not; after a restart, give every rank the first rank's parameters and optimizer state."""
-        mine = digest(p.data().asnumpy() for p in self._params)
+    def _check_ranks(self) -> None:
+        """Do the ranks hold the same parameters (see ``jupyter_hvd.agreement``)? In the run the trainer was
+        made in, warn if not; in a later one (after a failed cell), give every rank the first rank's parameters
+        and optimizer state. Every rank decides alike: they all restart the engine together."""
+        mine = self._digest()
         with mxnet_errors():
             if ranks_agree(mine, f"{self._prefix}DistributedTrainer.parameters", self._process_set):
                 return
-        if not restarted:
+        if engine_run() == self._made_in_run:
             warn_apart("hvd.broadcast_parameters(net.collect_params(), root_rank=0)")
             return
         root = self._process_set.ranks[0]
-        for i, p in enumerate(self._params):
-            bridge.to_default_layout(p.data())
-            broadcast_(p.data(), root, name=f"{self._prefix}DistributedTrainer.restart.{i}",
-                       process_set=self._process_set)
+        broadcast_tensors([(p.data(), f"{self._prefix}DistributedTrainer.restart.{i}")
+                           for i, p in enumerate(self._params)], root, self._process_set)
         ours = self._updaters[0].get_states(dump_optimizer=True) if rank() == root else None
         states = broadcast_object(ours, root, name=f"{self._prefix}DistributedTrainer.restart.states",
                                   process_set=self._process_set)
@@ -209,5 +207,8 @@ class DistributedTrainer(mx.gluon.Trainer):
             updater.optimizer = self._updaters[0].optimizer
         self._optimizer = self._updaters[0].optimizer
         self._optimizer.param_dict = dict(enumerate(self._params))
-        if digest(p.data().asnumpy() for p in self._params) != mine:
+        if self._digest() != mine:
             warn_replaced(rank(), root)
+
+    def _digest(self) -> bytes:
+        return digest(p.data().asnumpy() for p in self._params)

@@ -1,10 +1,11 @@
 """Broadcasting model parameters and optimizer state between ranks."""
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Tuple
 
 import torch
 
 from ..basics import rank
 from ..objects import broadcast_object
+from ..process_sets import ProcessSet, global_process_set
 from .mpi_ops import broadcast_async_
 
 
@@ -20,26 +21,40 @@ def broadcast_parameters(params: Any, root_rank: int, prefix: Optional[str] = No
         items = [p if isinstance(p, tuple) else (None, p) for p in params]
     else:
         raise ValueError(f"invalid params of type: {type(params)}")
-    # A tensor in another memory format (channels_last) goes as a contiguous copy, written back after.
-    sent = [p if p.is_contiguous() else p.detach().contiguous() for _, p in items]
-    handles = [broadcast_async_(t, root_rank, None if name is None else (prefix or "") + str(name))
-               for (name, _), t in zip(items, sent)]
+    broadcast_tensors([(None if name is None else (prefix or "") + str(name), p) for name, p in items], root_rank)
+
+
+def broadcast_tensors(named: Sequence[Tuple[Optional[str], torch.Tensor]], root_rank: int,
+                      process_set: ProcessSet = global_process_set) -> None:
+    """Overwrite each (name, tensor) with ``root_rank``'s value, in place, all at once. A tensor in another
+    memory format (channels_last) goes as a contiguous copy, written back after."""
+    sent = [t if t.is_contiguous() else t.detach().contiguous() for _, t in named]
+    handles = [broadcast_async_(s, root_rank, name, process_set) for (name, _), s in zip(named, sent)]
     for h in handles:
         h.wait()
     with torch.no_grad():
-        for (_, p), t in zip(items, sent):
-            if t is not p:
-                p.copy_(t)
+        for (_, t), s in zip(named, sent):
+            if s is not t:
+                t.copy_(s)
 
 
-def to_host(value: Any) -> Any:
+def load_root_state(optimizer: torch.optim.Optimizer, root_rank: int, name: str,
+                    process_set: ProcessSet = global_process_set) -> None:
+    """Load ``root_rank``'s ``state_dict()`` into ``optimizer`` on the other ranks of ``process_set``."""
+    state = _to_cpu(optimizer.state_dict()) if rank() == root_rank else None
+    state = broadcast_object(state, root_rank, name=name, process_set=process_set)
+    if rank() != root_rank:
+        optimizer.load_state_dict(state)
+
+
+def _to_cpu(value: Any) -> Any:
     """A state dict with its tensors moved to the host, so it unpickles on any rank's device."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu()
     if isinstance(value, dict):
-        return {k: to_host(v) for k, v in value.items()}
+        return {k: _to_cpu(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(to_host(v) for v in value)
+        return type(value)(_to_cpu(v) for v in value)
     return value
 
 
@@ -48,7 +63,4 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int,
     """Give every rank ``root_rank``'s optimizer state and hyper-parameters (learning rates, momentum
     buffers, step counts, ...). Works for every optimizer, L-BFGS included. ``model`` is accepted as
     Horovod's is (it names sparse parameters there); the whole state goes as it is, sparse or not."""
-    state = to_host(optimizer.state_dict()) if rank() == root_rank else None
-    state = broadcast_object(state, root_rank, name="broadcast_optimizer_state")
-    if rank() != root_rank:
-        optimizer.load_state_dict(state)
+    load_root_state(optimizer, root_rank, "broadcast_optimizer_state")

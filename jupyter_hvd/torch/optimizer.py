@@ -29,7 +29,7 @@ from ..process_sets import ProcessSet, global_process_set
 from . import samples
 from .compression import Compression, Compressor
 from ..objects import broadcast_object
-from .functions import to_host
+from .functions import broadcast_tensors, load_root_state
 from .mpi_ops import Average, Handle, allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async
 
 Group = Tuple[torch.Tensor, ...]
@@ -70,8 +70,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.process_set = process_set
         self._handles: Dict[Any, Tuple[Optional[Handle], Any]] = {}
         self._run = engine_run()  # the engine run that self._handles and the pass counts belong to
-        self._check_at_step: Optional[str] = "first"  # the ranks' parameters are compared at the next step:
-        # at the first, and after the engine restarted ("restart")
+        self._made_in_run = self._run  # a later run's check repairs rather than warns
+        self._checked_run: Optional[int] = None  # the ranks' parameters are compared once in each run
         self._requires_update: set = set()
         self._synchronized = False
         self._should_synchronize = True
@@ -102,29 +102,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Start over if the engine has restarted since this step began (a failed cell's step is stale)."""
         if self._run != engine_run():
             self._start_over()
-            self._check_at_step = "restart"
 
-    def _check_ranks(self, restarted: bool) -> None:
-        """Do the ranks hold the same parameters (see ``jupyter_hvd.agreement``)? At the first step, warn if
-        not; after a restart, give every rank the first rank's parameters and optimizer state."""
+    def _check_ranks(self) -> None:
+        """Do the ranks hold the same parameters (see ``jupyter_hvd.agreement``)? In the run the optimizer was
+        made in, warn if not; in a later one (after a failed cell), give every rank the first rank's parameters
+        and optimizer state. Every rank decides alike: they all restart the engine together."""
         params = list(self._parameter_names)  # in name order, alike on every rank
-        mine = digest(p.detach().reshape(-1).cpu().view(torch.uint8).numpy() for p in params)
+        mine = _digest(params)
         if ranks_agree(mine, "DistributedOptimizer.parameters", self.process_set):
             return
-        if not restarted:
+        if engine_run() == self._made_in_run:
             warn_apart("hvd.broadcast_parameters(model.state_dict(), root_rank=0)")
             return
         root = self.process_set.ranks[0]
-        ours = (to_host(self.state_dict()), [p.detach().cpu() for p in params])
-        state, values = broadcast_object(ours if rank() == root else None, root,
-                                         name="DistributedOptimizer.restart.state", process_set=self.process_set)
-        if rank() == root:
-            return
-        with torch.no_grad():
-            for p, value in zip(params, values):
-                p.copy_(value)
-        self.load_state_dict(state)
-        if digest(v.reshape(-1).view(torch.uint8).numpy() for v in values) != mine:
+        broadcast_tensors([(f"DistributedOptimizer.restart.{self._parameter_names[p]}", p) for p in params], root,
+                          self.process_set)
+        load_root_state(self, root, "DistributedOptimizer.restart.state", self.process_set)
+        if _digest(params) != mine:
             warn_replaced(rank(), root)
 
     def set_backward_passes_per_step(self, passes: int) -> None:
@@ -261,9 +255,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "your code.")
             self.synchronize()
         self._synchronized = False
-        if self._check_at_step and self.process_set.included() and self.process_set.size() > 1:
-            self._check_ranks(self._check_at_step == "restart")
-        self._check_at_step = None
+        if self._checked_run != engine_run() and self.process_set.included() and self.process_set.size() > 1:
+            self._checked_run = engine_run()
+            self._check_ranks()
         loss = super(self.__class__, self).step(closure)
         trainer_step(samples.take())
         return loss
@@ -299,6 +293,10 @@ def _scale_factors(op: int, predivide: float) -> Tuple[float, float]:
     """Average splits its 1 / size around the sum: 1 / predivide before, predivide (and the engine's 1 / size)
     after."""
     return (1.0 / predivide, predivide) if op == Average else (1.0, 1.0)
+
+
+def _digest(params: List[torch.Tensor]) -> bytes:
+    return digest(p.detach().reshape(-1).cpu().view(torch.uint8).numpy() for p in params)
 
 
 def _packed(t: torch.Tensor) -> torch.Tensor:
