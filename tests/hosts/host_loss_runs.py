@@ -24,6 +24,23 @@ ALLREDUCE_LOOP = (
     "while True:\n"
     "    hvd.allreduce(x, name='loop')\n"
 )
+TORCH_STEPS = (  # DistributedOptimizer's steps: gradients reduced from autograd hooks while backward runs
+    "import torch, jupyter_hvd.torch as hvd\n"
+    "hvd.init()\n"
+    "model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))\n"
+    "hvd.broadcast_parameters(model.state_dict(), root_rank=0)\n"
+    "opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1e-3),\n"
+    "                               named_parameters=model.named_parameters())\n"
+    "x = torch.randn(64, 256)\n"
+    "def step():\n"
+    "    opt.zero_grad()\n"
+    "    model(x).square().mean().backward()\n"
+    "    opt.step()\n"
+    "step()\n"
+    "print('looping', hvd.rank(), flush=True)\n"
+    "while True:\n"
+    "    step()\n"
+)
 CELL_LOOP = ("%%hvd\nimport numpy as np\nx = np.ones(1 << 18, np.float32)\nhvd.allreduce(x, name='loop')\n"
              "print('looping', flush=True)\nwhile True:\n    hvd.allreduce(x, name='loop')")
 
@@ -47,10 +64,12 @@ def released_after(survivors: list[psutil.Process], began: float) -> float:
     return time.monotonic() - began
 
 
-def hvdrun_loss(cluster: ClusterInfo, link_down: bool, hosts: str = "h1:2,h2:2", lose: str = "h2") -> Loss:
-    """Run an allreduce loop under hvdrun on ``hosts``, take ``lose`` down once every rank loops, and time it."""
+def hvdrun_loss(cluster: ClusterInfo, link_down: bool, hosts: str = "h1:2,h2:2", lose: str = "h2",
+                script: str = ALLREDUCE_LOOP) -> Loss:
+    """Run ``script`` (a loop that prints "looping" once per rank) under hvdrun on ``hosts``, take ``lose`` down
+    once every rank loops, and time it."""
     np_ = sum(int(h.split(":")[1]) for h in hosts.split(","))
-    proc = subprocess.Popen(hvdrun_argv("-np", str(np_), "-H", hosts, sys.executable, "-c", ALLREDUCE_LOOP),
+    proc = subprocess.Popen(hvdrun_argv("-np", str(np_), "-H", hosts, sys.executable, "-c", script),
                             env=cluster.env(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output = JobOutput(proc)
