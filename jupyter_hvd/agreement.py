@@ -10,6 +10,8 @@ The question is one small allreduce (Max) of a digest of each rank's parameter b
 complement, so a rank that has joined (``hvd.join``) stands in with the identity and changes nothing.
 """
 import hashlib
+import os
+import sys
 import warnings
 from typing import Iterable
 
@@ -35,15 +37,31 @@ def ranks_agree(mine: bytes, name: str, process_set: ProcessSet) -> bool:
     return np.array_equal(top[:len(words)], ~top[len(words):])
 
 
+def _libraries() -> tuple:
+    """The folders of jupyter_hvd and of the frameworks loaded, whose frames stand between a trainer's step and
+    the line that called it (torch.optim's step wrapper, for one)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    loaded = (sys.modules.get(name) for name in ("torch", "mxnet"))
+    return (here, *(os.path.dirname(m.__file__) for m in loaded if m is not None and getattr(m, "__file__", None)))
+
+
+def _warn(message: str) -> None:
+    """A RuntimeWarning shown at the first line outside the libraries: the user's call of the step."""
+    prefixes = tuple(folder + os.sep for folder in _libraries())
+    frame, level = sys._getframe(0), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(prefixes):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, RuntimeWarning, stacklevel=level)
+
+
 def warn_apart(broadcast_hint: str) -> None:
     """Tell a rank that the ranks hold different parameters at a trainer's first step."""
-    warnings.warn("the ranks hold different parameters at the first step of this distributed optimizer (each "
-                  "rank made its own?), so each averages gradients of another model; broadcast them from one rank "
-                  f"before training: {broadcast_hint}", RuntimeWarning)
+    _warn("the ranks hold different parameters at the first step of this distributed optimizer (each rank made "
+          "its own?), so each averages gradients of another model; broadcast them from one rank "
+          f"before training: {broadcast_hint}")
 
 
 def warn_replaced(rank: int, root: int) -> None:
     """Tell ``rank`` that its parameters and optimizer state were replaced by ``root``'s after a failed cell."""
-    warnings.warn(f"rank {rank}'s parameters differed from rank {root}'s after the failed cell (a step it cut "
-                  f"short had updated some ranks only); rank {root}'s parameters and optimizer state replaced them",
-                  RuntimeWarning)
+    _warn(f"rank {rank}'s parameters differed from rank {root}'s after the failed cell (a step it cut "
+          f"short had updated some ranks only); rank {root}'s parameters and optimizer state replaced them")

@@ -1,6 +1,7 @@
 """What the trainers' check of the ranks' parameters (jupyter_hvd.agreement) tells a rank, as the rank tests of
 both frontends read it."""
 import contextlib
+import os
 import warnings
 from typing import Iterator, List
 
@@ -9,12 +10,17 @@ FIRST_STEP = "the ranks hold different parameters at the first step"
 
 @contextlib.contextmanager
 def runtime_warnings() -> Iterator[List[str]]:
-    """The messages of the RuntimeWarnings raised inside the block (the list fills when it ends)."""
+    """The messages of the RuntimeWarnings raised inside the block (the list fills when it ends). Each is shown
+    at the rank test's own line that called the step, not inside jupyter_hvd or the framework."""
     told: List[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield told
-    told.extend(str(w.message) for w in caught if issubclass(w.category, RuntimeWarning))
+    mine = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    told.extend(str(w.message) for w in mine)
+    here = os.path.dirname(os.path.abspath(__file__))
+    assert all(os.path.dirname(os.path.abspath(w.filename)) == here for w in mine), [(w.filename, w.lineno)
+                                                                                      for w in mine]
 
 
 def check_replaced(told: List[str], rank: int, replaced: int) -> None:
