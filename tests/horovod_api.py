@@ -1,4 +1,5 @@
 """Checks that a frontend keeps Horovod's API: its functions' signatures and the names it exports."""
+import functools
 import inspect
 from types import ModuleType
 from typing import Sequence, Union
@@ -11,11 +12,12 @@ COMMON_EXPORTS = ("init shutdown is_initialized size local_size cross_size rank 
 
 
 def check_signature(hvd: ModuleType, name: str, specs: Sequence[Union[str, tuple]]) -> None:
-    """``hvd.name`` takes Horovod's parameters in order with its defaults (``specs``: a name, or (name, default),
+    """``hvd.name`` (a dotted name reaches into submodules: ``elastic.run``) takes Horovod's parameters in order with its defaults (``specs``: a name, or (name, default),
     a default given as a string naming one of the module's objects); extras only after them, with defaults."""
     named = {"global_process_set": hvd.global_process_set, "Average": hvd.Average,
              "Compression.none": hvd.Compression.none}
-    params = [p for p in inspect.signature(getattr(hvd, name)).parameters.values() if p.name != "self"]
+    target = functools.reduce(getattr, name.split("."), hvd)
+    params = [p for p in inspect.signature(target).parameters.values() if p.name != "self"]
     assert [p.name for p in params[:len(specs)]] == [s if isinstance(s, str) else s[0] for s in specs]
     assert all(p.default is not inspect.Parameter.empty for p in params[len(specs):])
     for p, spec in zip(params, specs):

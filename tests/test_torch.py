@@ -60,6 +60,9 @@ HOROVOD_SIGNATURES = {
                       ("track_running_stats", True)],
     "init": [("comm", None), ("process_sets", None)],
     "start_timeline": ["file_path", ("mark_cycles", False)],
+    "elastic.run": ["func"],
+    "elastic.TorchState": [("model", None), ("optimizer", None), "kwargs"],
+    "elastic.ElasticSampler": ["dataset", ("shuffle", True), ("seed", 0)],
 }
 EXPORTS = COMMON_EXPORTS + ["HorovodInternalError"]
 
@@ -127,13 +130,13 @@ def test_the_engine_reads_cpu_tensors_by_pointer_only_where_that_is_safe():
         submit(torch.ones(0, 3), np.empty((0, 3), np.float32))
 
 
-RANK_MODULES = ["rank_torch_ops.py", "rank_torch_training.py", "rank_torch_cells.py"]
+RANK_MODULES = ["rank_torch_ops.py", "rank_torch_training.py", "rank_torch_cells.py", "rank_torch_elastic.py"]
 
 
 @pytest.mark.parametrize("np_", [2, 4])
 @pytest.mark.timeout(280 * len(RANK_MODULES) + 60)
 def test_on_ranks(np_):
-    """Both modules in one job (torch is imported once per rank), with each module's 280 s in its timeout."""
+    """The modules in one job (torch is imported once per rank), with each module's 280 s in its timeout."""
     run_rank_tests(np_, RANK_MODULES, timeout=280 * len(RANK_MODULES), env=ENV)
 
 
@@ -144,7 +147,7 @@ def test_bad_input_on_ranks():
 
 def test_training_on_one_rank():
     """One rank reduces nothing; results must still match plain torch."""
-    run_rank_tests(1, ["rank_torch_training.py", "rank_torch_cells.py"], timeout=120, env=ENV)
+    run_rank_tests(1, ["rank_torch_training.py", "rank_torch_cells.py", "rank_torch_elastic.py"], timeout=120, env=ENV)
 
 
 def test_digits_example_reaches_90_percent_on_two_ranks():

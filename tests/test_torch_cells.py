@@ -100,3 +100,30 @@ def test_ranks_a_failed_cell_left_a_step_apart_agree_again(kernel):
     assert reply["status"] == "ok", out
     losses(out)
     assert "rank 1's parameters differed from rank 0's after the failed cell" in out, out
+
+
+ELASTIC = """%%hvd
+@hvd.elastic.run
+def train_elastic(state, steps, fail_at=None):
+    for state.step in range(state.step, steps):
+        train(1)
+        if state.step == fail_at:
+            hvd.allreduce(torch.zeros(hvd.rank() + 1), name='mismatch')  # a TensorMismatchError on every rank
+        state.commit()
+    return agree()
+
+state = hvd.elastic.TorchState(model, opt, step=0)"""
+
+
+def test_an_elastic_run_that_fails_goes_on_from_its_last_commit_in_the_next_cell(kernel):
+    """Horovod's hvd.elastic in cells: the failed run's state goes back to its last commit on every rank (the
+    traceback of the first rank's error says so), and the next cell's run syncs it and trains on from there."""
+    reply, out = kernel.execute(ELASTIC)
+    assert reply["status"] == "ok", out
+    reply, out = kernel.execute("%%hvd\ntrain_elastic(state, 10, fail_at=4)", timeout=90)
+    assert reply["status"] == "error" and "TensorMismatchError" in out, out
+    assert "the elastic state was restored to its last commit()" in out and "also failed: rank 1" in out, out
+    reply, out = kernel.execute("%%hvd\nprint('at', state.step)\nprint('agree', train_elastic(state, 10))")
+    assert reply["status"] == "ok", out
+    assert "[rank 0] at 3" in out and "[rank 1] at 3" in out, out  # step 4 was not committed
+    assert "[rank 0] agree True" in out and "[rank 1] agree True" in out, out

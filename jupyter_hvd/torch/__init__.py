@@ -13,6 +13,7 @@ from ..monitor.samples import monitor_step
 from ..objects import allgather_object, broadcast_object
 from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from ..timeline import drain_events, start_timeline, stop_timeline
+from . import elastic
 from .compression import Compression
 from .functions import broadcast_optimizer_state, broadcast_parameters
 from .mpi_ops import (Adasum, Average, Handle, Max, Min, Product, Sum, allgather, allgather_async, allreduce,
@@ -31,7 +32,7 @@ __all__ = [
     "allgather_object", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "alltoall",
     "alltoall_async", "barrier", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
     "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters", "ccl_built", "check_running",
-    "cross_rank", "cross_size", "cuda_built", "ddl_built", "drain_events", "global_process_set", "gloo_built",
+    "cross_rank", "cross_size", "cuda_built", "ddl_built", "drain_events", "elastic", "global_process_set", "gloo_built",
     "gloo_enabled", "gpu_status", "grouped_allgather", "grouped_allgather_async", "grouped_allreduce",
     "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_", "grouped_reducescatter",
     "grouped_reducescatter_async", "init", "is_initialized", "join", "local_rank", "local_size", "metrics",

@@ -1,0 +1,121 @@
+"""TorchState: the elastic state of a PyTorch training run. Models, optimizers, learning-rate schedulers and
+ElasticSamplers given to it are kept by handlers of their own (state_dict copies, broadcasts from rank 0); any
+other value is a plain object of ``ObjectState``."""
+import copy
+from typing import Any, Dict, List, Optional, Tuple, Type
+
+import torch
+
+from ...basics import rank
+from ...elastic import ObjectState
+from ...objects import allgather_object, broadcast_object
+from ..functions import broadcast_optimizer_state, broadcast_parameters
+from .sampler import ElasticSampler
+
+
+class StateHandler:
+    """Keeps one value of a TorchState: ``save`` copies it, ``restore`` puts the copy back, ``sync`` gives every
+    rank rank 0's."""
+
+    def __init__(self, value: Any):
+        self.value = value
+        self._saved = copy.deepcopy(value.state_dict())
+
+    def save(self) -> None:
+        self._saved = copy.deepcopy(self.value.state_dict())
+
+    def restore(self) -> None:
+        self.value.load_state_dict(self._saved)
+
+    def sync(self) -> None:
+        self.value.load_state_dict(broadcast_object(self.value.state_dict()))
+
+    def set_value(self, value: Any) -> None:
+        """A new object in its place (``state.model = other``): kept from now on, and saved at once."""
+        self.value = value
+        self.save()
+
+
+class ModelStateHandler(StateHandler):
+    def sync(self) -> None:
+        broadcast_parameters(self.value.state_dict(), root_rank=0)
+
+
+class OptimizerStateHandler(StateHandler):
+    def sync(self) -> None:
+        broadcast_optimizer_state(self.value, root_rank=0)
+
+
+class SamplerStateHandler(StateHandler):
+    def save(self) -> None:
+        """The indices every rank has processed: the samples left are shared out again from them."""
+        state = copy.deepcopy(self.value.state_dict())
+        state["processed_indices"] = set().union(*allgather_object(self.value.processed_indices))
+        self._saved = state
+
+
+# Every learning-rate scheduler derives from LRScheduler since torch 2.0 (Horovod 0.28 looks for _LRScheduler,
+# which the newer schedulers, OneCycleLR among them, do not derive from, and so sends them as pickled objects).
+_SCHEDULER = getattr(torch.optim.lr_scheduler, "LRScheduler", torch.optim.lr_scheduler._LRScheduler)
+_handler_registry: List[Tuple[Type, Type[StateHandler]]] = [
+    (torch.nn.Module, ModelStateHandler),
+    (torch.optim.Optimizer, OptimizerStateHandler),
+    (_SCHEDULER, StateHandler),
+    (ElasticSampler, SamplerStateHandler),
+]
+
+
+def get_handler_registry() -> List[Tuple[Type, Type[StateHandler]]]:
+    """The (type, handler class) pairs TorchState looks its values up in, first match first."""
+    return _handler_registry
+
+
+def set_handler_registry(registry: List[Tuple[Type, Type[StateHandler]]]) -> None:
+    global _handler_registry
+    _handler_registry = registry
+
+
+def _handler(value: Any) -> Optional[StateHandler]:
+    for kind, handler in _handler_registry:
+        if isinstance(value, kind):
+            return handler(value)
+    return None
+
+
+class TorchState(ObjectState):
+    """The state of a PyTorch training run: ``model``, ``optimizer`` and any keyword arguments, each an
+    attribute of the same name (``state.epoch``, ``state.batch``...)."""
+
+    def __init__(self, model: Optional[torch.nn.Module] = None, optimizer: Optional[torch.optim.Optimizer] = None,
+                 **kwargs: Any):
+        kwargs.update(model=model, optimizer=optimizer)
+        self._handlers: Dict[str, StateHandler] = {}
+        plain = {}
+        for name, value in kwargs.items():
+            handler = _handler(value)
+            if handler is None:
+                plain[name] = value
+            else:
+                self._handlers[name] = handler
+                setattr(self, name, value)
+        super().__init__(bcast_object=broadcast_object, get_rank=rank, **plain)
+
+    def save(self) -> None:
+        for handler in self._handlers.values():
+            handler.save()
+        super().save()
+
+    def restore(self) -> None:
+        for handler in self._handlers.values():
+            handler.restore()
+        super().restore()
+
+    def sync(self) -> None:
+        for handler in self._handlers.values():
+            handler.sync()
+        super().sync()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in getattr(self, "_handlers", {}) and hasattr(self, name):
+            self._handlers[name].set_value(value)
+        super().__setattr__(name, value)

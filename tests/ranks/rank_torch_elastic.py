@@ -1,0 +1,154 @@
+"""hvd.elastic of jupyter_hvd.torch on a job of fixed ranks, in the pattern of Horovod's elastic examples: a
+function under @hvd.elastic.run, a TorchState holding the model, the DistributedOptimizer, a learning-rate
+scheduler, an ElasticSampler and plain values, commit() after every batch. It must train as one process with
+the whole batch; a HorovodInternalError must restore the last commit on every rank and be raised, and running the
+function again (the next cell of a notebook) must go on from that commit to the same parameters."""
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+import jupyter_hvd
+import jupyter_hvd.torch as hvd
+from jupyter_hvd.elastic import RESTORED_NOTE
+from jupyter_hvd.magic.engine_restart import restart_engine
+from rank_torch_training import flat, same_on_every_rank
+from told import runtime_warnings
+
+SAMPLES, PER_RANK, EPOCHS, SEED = 48, 4, 2, 7
+
+
+def dataset() -> TensorDataset:
+    g = torch.Generator().manual_seed(3)
+    return TensorDataset(torch.randn(SAMPLES, 6, generator=g), torch.randint(0, 3, (SAMPLES,), generator=g))
+
+
+def mlp(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+
+
+def sgd(params) -> torch.optim.Optimizer:
+    return torch.optim.SGD(params, lr=0.2, momentum=0.9)
+
+
+def halving(opt: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
+    return torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+
+
+def reference(fail_at=None) -> torch.nn.Module:
+    """One process, rank 0's first model, the job's whole batch per step: each epoch's samples not processed
+    yet, shuffled by the sampler's rule (a permutation seeded with seed + epoch), PER_RANK * size at a time. A
+    run cut short at ``fail_at`` (epoch, batch) ends that epoch early: the samples left are shuffled again."""
+    data, model = dataset(), mlp(100)
+    opt = sgd(model.parameters())
+    scheduler = halving(opt)
+    step, cut = PER_RANK * hvd.size(), fail_at
+    for epoch in range(EPOCHS):
+        done: list = []
+        while len(done) < SAMPLES:
+            left = [i for i in range(SAMPLES) if i not in done]
+            order = [left[i] for i in torch.randperm(len(left), generator=torch.Generator().manual_seed(
+                SEED + epoch)).tolist()]
+            for b, start in enumerate(range(0, len(order), step)):
+                if cut == (epoch, b):
+                    cut = None
+                    break  # the failed batch's update is undone; the run resumes with these samples left
+                rows = order[start:start + step]
+                x, y = data[rows]
+                opt.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+                done += rows
+        scheduler.step()
+    return model
+
+
+def elastic_state(**plain) -> hvd.elastic.TorchState:
+    """Every rank builds its own model (a seed of its own): the run's first sync gives every rank rank 0's."""
+    model = mlp(100 + hvd.rank())
+    opt = hvd.DistributedOptimizer(sgd(model.parameters()), named_parameters=model.named_parameters())
+    return hvd.elastic.TorchState(model, opt, scheduler=halving(opt),
+                                  sampler=hvd.elastic.ElasticSampler(dataset(), seed=SEED), epoch=0, batch=0,
+                                  **plain)
+
+
+def a_mismatch() -> None:
+    """A HorovodInternalError on every rank (TensorMismatchError): the engine goes on."""
+    hvd.allreduce(torch.zeros(hvd.rank() + 1), name="elastic.mismatch")
+
+
+def an_abort() -> None:
+    """A HorovodInternalError on every rank (EngineAbortedError), as when a rank's cell fails under %%hvd: the
+    engine is restarted before the function runs again, as %%hvd does at the next cell."""
+    if hvd.rank() == 0:
+        hvd.abort("a rank failed")
+    hvd.allreduce(torch.zeros(1), name="elastic.after_abort")
+
+
+@hvd.elastic.run
+def train(state: hvd.elastic.TorchState, fail_at=None, failure=None) -> None:
+    """Horovod's elastic example's loop (examples/elastic/pytorch), with a failure after the step at
+    ``fail_at`` (epoch, batch), before that batch is committed."""
+    for state.epoch in range(state.epoch, EPOCHS):
+        loader = DataLoader(state.sampler.dataset, batch_size=PER_RANK, sampler=state.sampler)
+        for state.batch, (x, y) in enumerate(loader):
+            state.optimizer.zero_grad()
+            F.cross_entropy(state.model(x), y).backward()
+            state.optimizer.step()
+            if (state.epoch, state.batch) == fail_at:
+                failure()
+            state.sampler.record_batch(state.batch, PER_RANK)
+            state.commit()
+        state.scheduler.step()
+        state.sampler.set_epoch(state.epoch + 1)
+        state.batch = 0
+        state.commit()
+
+
+def check(state: hvd.elastic.TorchState, fail_at=None) -> None:
+    assert same_on_every_rank(flat(state.model))
+    np.testing.assert_allclose(flat(state.model).numpy(), flat(reference(fail_at)).numpy(), rtol=1e-5, atol=1e-6)
+    assert state.epoch == EPOCHS - 1 and state.scheduler.last_epoch == EPOCHS
+
+
+def test_an_elastic_run_trains_as_one_process_with_the_whole_batch():
+    state = elastic_state(owner=f"rank {hvd.rank()}")
+    with runtime_warnings() as told:
+        train(state)
+    assert not told, told  # the first sync made the ranks' models one: no first-step warning
+    assert state.owner == "rank 0"  # plain values are rank 0's too
+    check(state)
+
+
+@pytest.mark.parametrize("failure", [a_mismatch, an_abort], ids=["a mismatch", "an abort"])
+def test_a_failure_restores_the_last_commit_and_the_next_run_goes_on_from_it(failure):
+    if failure is a_mismatch and hvd.size() == 1:
+        pytest.skip("one rank cannot disagree with itself")
+    state = elastic_state()
+    with pytest.raises(hvd.HorovodInternalError) as raised:
+        train(state, fail_at=(1, 2), failure=failure)
+    assert RESTORED_NOTE in raised.value.__notes__
+    assert (state.epoch, state.batch) == (1, 1)  # the last commit: batch 1 of epoch 1 done
+    assert len(state.sampler.processed_indices) == 2 * PER_RANK * hvd.size()  # every rank's, not batch 2's
+    if failure is an_abort:
+        restart_engine(jupyter_hvd, hvd)
+    with runtime_warnings() as told:
+        train(state)
+    assert not told, told
+    check(state, fail_at=(1, 2))
+
+
+def test_the_sampler_shares_what_is_left_however_little():
+    sampler = hvd.elastic.ElasticSampler(list(range(10)), shuffle=False)
+    sampler.load_state_dict({"epoch": 0, "processed_indices": set(range(9))})
+    assert list(sampler) == [9] and len(sampler) == 1  # fewer samples left than ranks: each rank gets one
+    sampler.load_state_dict({"epoch": 0, "processed_indices": set(range(10))})
+    assert list(sampler) == [] and len(sampler) == 0
+    sampler.set_epoch(1)
+    mine = list(sampler)
+    assert len(mine) == math.ceil(10 / hvd.size()) == len(sampler)
+    assert set().union(*hvd.allgather_object(mine)) == set(range(10))
