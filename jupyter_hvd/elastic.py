@@ -34,8 +34,12 @@ class State:
         self._reset_callbacks.extend(callbacks)
 
     def on_reset(self) -> None:
+        self.reset()
         for callback in self._reset_callbacks:
             callback()
+
+    def reset(self) -> None:
+        """For subclasses: what to reset after the job's ranks change, before the state is synced."""
 
     def commit(self) -> None:
         """Keep a copy of the state in memory, to go back to after a failure, and check for new hosts."""

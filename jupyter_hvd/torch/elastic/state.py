@@ -8,7 +8,7 @@ import torch
 
 from ...basics import rank
 from ...elastic import ObjectState
-from ...objects import allgather_object, broadcast_object
+from ...objects import broadcast_object
 from ..functions import broadcast_optimizer_state, broadcast_parameters
 from .sampler import ElasticSampler
 
@@ -46,22 +46,15 @@ class OptimizerStateHandler(StateHandler):
         broadcast_optimizer_state(self.value, root_rank=0)
 
 
-class SamplerStateHandler(StateHandler):
-    def save(self) -> None:
-        """The indices every rank has processed: the samples left are shared out again from them."""
-        state = copy.deepcopy(self.value.state_dict())
-        state["processed_indices"] = set().union(*allgather_object(self.value.processed_indices))
-        self._saved = state
-
-
-# Every learning-rate scheduler derives from LRScheduler since torch 2.0 (Horovod 0.28 looks for _LRScheduler,
-# which the newer schedulers, OneCycleLR among them, do not derive from, and so sends them as pickled objects).
+# Learning-rate schedulers by their state_dict too (every one derives from LRScheduler since torch 2.0): Horovod
+# 0.28 has no handler for them, so they went as plain objects, pickled, and each rank but rank 0 got a copy bound
+# to a copy of its optimizer, whose learning rate nothing reads.
 _SCHEDULER = getattr(torch.optim.lr_scheduler, "LRScheduler", torch.optim.lr_scheduler._LRScheduler)
 _handler_registry: List[Tuple[Type, Type[StateHandler]]] = [
     (torch.nn.Module, ModelStateHandler),
     (torch.optim.Optimizer, OptimizerStateHandler),
     (_SCHEDULER, StateHandler),
-    (ElasticSampler, SamplerStateHandler),
+    (ElasticSampler, StateHandler),
 ]
 
 
