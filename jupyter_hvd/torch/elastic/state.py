@@ -46,6 +46,11 @@ class OptimizerStateHandler(StateHandler):
         broadcast_optimizer_state(self.value, root_rank=0)
 
 
+class SamplerStateHandler(StateHandler):
+    """An ElasticSampler, by its state_dict (its epoch and count of processed samples); named as in Horovod, for
+    registries built with set_handler_registry."""
+
+
 # Learning-rate schedulers by their state_dict too (every one derives from LRScheduler since torch 2.0): Horovod
 # 0.28 has no handler for them, so they went as plain objects, pickled, and each rank but rank 0 got a copy bound
 # to a copy of its optimizer, whose learning rate nothing reads.
@@ -54,7 +59,7 @@ _handler_registry: List[Tuple[Type, Type[StateHandler]]] = [
     (torch.nn.Module, ModelStateHandler),
     (torch.optim.Optimizer, OptimizerStateHandler),
     (_SCHEDULER, StateHandler),
-    (ElasticSampler, StateHandler),
+    (ElasticSampler, SamplerStateHandler),
 ]
 
 
