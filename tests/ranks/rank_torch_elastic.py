@@ -83,29 +83,37 @@ def an_abort() -> None:
 
 
 @hvd.elastic.run
-def train(state: hvd.elastic.TorchState, fail_at=None, failure=None) -> None:
-    """Horovod's elastic example's loop (examples/elastic/pytorch), with a failure after the step at
-    ``fail_at`` (epoch, batch), before that batch is committed."""
-    for state.epoch in range(state.epoch, EPOCHS):
+def train(state: hvd.elastic.TorchState, fail_after=None, failure=None) -> None:
+    """The loop of Horovod's elastic ImageNet example (examples/elastic/pytorch), with a ``failure`` after this
+    run's step ``fail_after`` (counted from 1), before that batch is committed. The epoch's end is committed with
+    the next epoch's number, so a run resumed from there starts it."""
+    steps = 0
+    while state.epoch < EPOCHS:
         loader = DataLoader(state.sampler.dataset, batch_size=PER_RANK, sampler=state.sampler)
         for state.batch, (x, y) in enumerate(loader):
             state.optimizer.zero_grad()
             F.cross_entropy(state.model(x), y).backward()
             state.optimizer.step()
-            if (state.epoch, state.batch) == fail_at:
+            steps += 1
+            if steps == fail_after:
                 failure()
             state.sampler.record_batch(state.batch, PER_RANK)
             state.commit()
         state.scheduler.step()
-        state.sampler.set_epoch(state.epoch + 1)
+        state.epoch += 1
         state.batch = 0
+        state.sampler.set_epoch(state.epoch)
         state.commit()
+
+
+def steps_per_epoch() -> int:
+    return SAMPLES // (PER_RANK * hvd.size())
 
 
 def check(state: hvd.elastic.TorchState) -> None:
     assert same_on_every_rank(flat(state.model))
     np.testing.assert_allclose(flat(state.model).numpy(), flat(reference()).numpy(), rtol=1e-5, atol=1e-6)
-    assert state.epoch == EPOCHS - 1 and state.scheduler.last_epoch == EPOCHS
+    assert state.epoch == EPOCHS and state.scheduler.last_epoch == EPOCHS
 
 
 def test_an_elastic_run_trains_as_one_process_with_the_whole_batch():
@@ -123,7 +131,7 @@ def test_a_failure_restores_the_last_commit_and_the_next_run_goes_on_from_it(fai
         pytest.skip("one rank cannot disagree with itself")
     state = elastic_state()
     with pytest.raises(hvd.HorovodInternalError) as raised:
-        train(state, fail_at=(1, 2), failure=failure)
+        train(state, fail_after=steps_per_epoch() + 3, failure=failure)  # at batch 2 of epoch 1
     assert RESTORED_NOTE in raised.value.__notes__
     assert (state.epoch, state.batch) == (1, 1)  # the last commit: batch 1 of epoch 1 done
     assert state.sampler.processed_num == 2 * PER_RANK * hvd.size()  # batches 0 and 1 on every rank, not 2
@@ -132,6 +140,25 @@ def test_a_failure_restores_the_last_commit_and_the_next_run_goes_on_from_it(fai
     with runtime_warnings() as told:
         train(state)
     assert not told, told
+    check(state)
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_failures_at_steps_drawn_from_a_seed_each_resumed_end_where_one_run_does(seed):
+    """Three failures in a row, each a mismatch or an abort at a step drawn from ``seed`` (alike on every rank),
+    each followed by the next run from the last commit; then a run to the end."""
+    draw = random.Random(seed)
+    state = elastic_state()
+    left = EPOCHS * steps_per_epoch()
+    for _ in range(3):
+        fail_after = draw.randint(1, left)
+        failure = draw.choice([a_mismatch, an_abort] if hvd.size() > 1 else [an_abort])
+        with pytest.raises(hvd.HorovodInternalError):
+            train(state, fail_after=fail_after, failure=failure)
+        left -= fail_after - 1  # the failed step is undone
+        if failure is an_abort:
+            restart_engine(jupyter_hvd, hvd)
+    train(state)
     check(state)
 
 

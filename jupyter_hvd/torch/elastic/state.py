@@ -25,7 +25,10 @@ class StateHandler:
         self._saved = copy.deepcopy(self.value.state_dict())
 
     def restore(self) -> None:
-        self.value.load_state_dict(self._saved)
+        """Load a copy of the saved state: an optimizer's load_state_dict keeps the tensors it is given (its
+        momentum buffers, say) and its next steps change them in place, which would change the saved state
+        and leave a second restore of the same commit with a later one."""
+        self.value.load_state_dict(copy.deepcopy(self._saved))
 
     def sync(self) -> None:
         self.value.load_state_dict(broadcast_object(self.value.state_dict()))
