@@ -19,7 +19,7 @@ class StateHandler:
 
     def __init__(self, value: Any):
         self.value = value
-        self._saved = copy.deepcopy(value.state_dict())
+        self.save()
 
     def save(self) -> None:
         self._saved = copy.deepcopy(self.value.state_dict())
