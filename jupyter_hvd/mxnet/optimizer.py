@@ -29,6 +29,15 @@ def _average_factor(gradient_predivide_factor: float, process_set: ProcessSet) -
     return gradient_predivide_factor / n if n > 1 else 1.0
 
 
+def _state_arrays(state: Any) -> list:
+    """The NDArrays of one parameter's optimizer state: none, one, or (nested) tuples of them."""
+    if isinstance(state, mx.nd.NDArray):
+        return [state]
+    if isinstance(state, (tuple, list)):
+        return [a for s in state for a in _state_arrays(s)]
+    return []
+
+
 class DistributedOptimizer(mx.optimizer.Optimizer):
     """Wraps ``optimizer`` so every update first sums its gradients over the ranks of ``process_set``.
 
@@ -47,6 +56,10 @@ class DistributedOptimizer(mx.optimizer.Optimizer):
         self._optimizer.rescale_grad *= self._average_factor
         self._num_groups = num_groups
         self._process_set = process_set
+        self._made_in_run = engine_run()  # a later run's check of the ranks' parameters repairs rather than warns
+        self._checked_run: Optional[int] = None  # the run whose first updates were compared, and what they found:
+        self._checked: set = set()  # the parameter indices compared in that run
+        self._told = False  # whether this rank was warned in that run
 
     def __getattr__(self, item: str) -> Any:
         if item == "_optimizer":  # not yet set (e.g. while unpickling): no recursion
@@ -85,14 +98,61 @@ class DistributedOptimizer(mx.optimizer.Optimizer):
     def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         """Sum the gradient(s) over the ranks (asynchronously), then let the wrapped optimizer update."""
         if self._process_set.included():
+            self._check_ranks(index, weight, state)
             self._do_allreduce(index, grad)
         self._optimizer.update(index, weight, grad, state)
 
     def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         """As update(), for the wrapped optimizer's mixed-precision path."""
         if self._process_set.included():
+            self._check_ranks(index, weight, state)
             self._do_allreduce(index, grad)
         self._optimizer.update_multi_precision(index, weight, grad, state)
+
+    def _check_ranks(self, index: Any, weight: Any, state: Any) -> None:
+        """Do the ranks hold the same parameters (see ``jupyter_hvd.agreement``)? The wrapper sees one update call
+        at a time (one parameter, or the few MXNet aggregates), never a whole step, so it asks at the first
+        call of each parameter in a run: in the run the wrapper was made in it warns once if not; in a later
+        one (after a failed cell) every rank takes the first rank's values of these parameters, their states
+        and their update counts (Adam's bias correction and learning-rate schedules read them)."""
+        several = isinstance(index, (tuple, list))
+        indices = index if several else (index,)
+        if self._checked_run == engine_run() and self._checked.issuperset(indices) or self._process_set.size() == 1:
+            return
+        if self._checked_run != engine_run():
+            self._checked_run, self._checked, self._told = engine_run(), set(), False
+        self._checked.update(indices)
+        indices, weights, states = (list(index), list(weight), list(state)) if several else ([index], [weight], [state])
+        name = f"DistributedOptimizer.{indices[0]}:{indices[-1]}"
+        mine = digest(w.asnumpy() for w in weights)
+        with mxnet_errors():
+            if ranks_agree(mine, f"{name}.parameters", self._process_set):
+                return
+        if engine_run() == self._made_in_run:
+            if not self._told:
+                self._told = True
+                warn_apart("hvd.broadcast_parameters(net.collect_params(), root_rank=0)")
+            return
+        self._take_first_ranks(name, indices, weights, states)
+        if not self._told and digest(w.asnumpy() for w in weights) != mine:
+            self._told = True
+            warn_replaced(rank(), self._process_set.ranks[0])
+
+    def _take_first_ranks(self, name: str, indices: list, weights: list, states: list) -> None:
+        """Give every rank the first rank's values of these parameters, of their states and update counts."""
+        root = self._process_set.ranks[0]
+        arrays = weights + [a for s in states for a in _state_arrays(s)]
+        broadcast_tensors([(a, f"{name}.restart.{k}") for k, a in enumerate(arrays)], root, self._process_set)
+        optimizer = self._optimizer
+        counts = ({i: optimizer._index_update_count.get(i) for i in indices}, optimizer.num_update)
+        counts = broadcast_object(counts if rank() == root else None, root, name=f"{name}.restart.counts",
+                                  process_set=self._process_set)
+        for i, count in counts[0].items():
+            if count is None:
+                optimizer._index_update_count.pop(i, None)
+            else:
+                optimizer._index_update_count[i] = count
+        optimizer.num_update = counts[1]
 
     def set_learning_rate(self, lr: float) -> None:
         """Set the wrapped optimizer's learning rate."""

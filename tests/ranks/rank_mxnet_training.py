@@ -203,11 +203,38 @@ def test_allreduce_grads_then_update():
     assert same_on_every_rank(flat(net))
 
 
-def momenta(trainer, net) -> np.ndarray:
-    """The momentum of each parameter, in flat(net)'s order (the trainer indexes its parameters by name)."""
+def states(trainer, net) -> np.ndarray:
+    """Every parameter's optimizer state (SGD's momentum; Adam's mean and variance), in flat(net)'s order (the
+    trainer indexes its parameters by name)."""
     index = {p.name: i for i, p in enumerate(trainer._params)}
-    states = trainer._updaters[0].states
-    return np.concatenate([states[index[name]].asnumpy().ravel() for name in net.collect_params()])
+    held = (trainer._updaters[0].states[index[name]] for name in net.collect_params())
+    return np.concatenate([a.asnumpy().ravel() for s in held for a in (s if isinstance(s, tuple) else (s,))])
+
+
+def a_step_apart_then_on(net, trainer, update_alone) -> tuple:
+    """A step on every rank, then an update of the last rank's alone (``update_alone``, with its own gradients:
+    the failure landed after it updated and before the others did), the engine's restart that %%hvd makes
+    after a failed cell, and the next step: it tells the last rank only, and leaves every rank with the same
+    parameters and states. Returns rank 0's parameters and states from before that step."""
+    _, (x, y) = batch(0)
+    train_step(net, trainer, x, y, PER_RANK)
+    if hvd.rank() == hvd.size() - 1:
+        with autograd.record():
+            loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
+        loss.backward()
+        update_alone()
+    mx.nd.waitall()
+    restart_engine(jupyter_hvd, hvd)
+    before = tuple(hvd.broadcast(mx.nd.array(a), 0, name=f"check.before.{i}").asnumpy()
+                   for i, a in enumerate((flat(net), states(trainer, net))))
+    with runtime_warnings() as told:
+        _, (x, y) = batch(1)
+        train_step(net, trainer, x, y, PER_RANK)
+        mx.nd.waitall()
+    check_replaced(told, hvd.rank(), hvd.size() - 1)
+    assert same_on_every_rank(flat(net)) and same_on_every_rank(states(trainer, net))
+    assert not np.allclose(states(trainer, net), before[1])
+    return before
 
 
 def test_ranks_a_failed_cell_left_a_step_apart_take_the_first_ranks_parameters_and_state():
@@ -219,27 +246,37 @@ def test_ranks_a_failed_cell_left_a_step_apart_take_the_first_ranks_parameters_a
     net = mlp(seed=13)
     hvd.broadcast_parameters(net.collect_params())
     trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", dict(OPT), prefix="apart.")
-    _, (x, y) = batch(0)
-    train_step(net, trainer, x, y, PER_RANK)
-    if hvd.rank() == hvd.size() - 1:  # the last rank updated alone, with its own gradients
-        with autograd.record():
-            loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
-        loss.backward()
-        trainer.update(PER_RANK)
-    mx.nd.waitall()
-    restart_engine(jupyter_hvd, hvd)
-    first = np.stack([flat(net), momenta(trainer, net)])
-    before = hvd.broadcast(mx.nd.array(first), 0, name="check.before").asnumpy()
-    with runtime_warnings() as told:
-        _, (x, y) = batch(1)
-        train_step(net, trainer, x, y, PER_RANK)
-        mx.nd.waitall()
-    check_replaced(told, hvd.rank(), hvd.size() - 1)
-    weights, moms = flat(net), momenta(trainer, net)
-    assert same_on_every_rank(weights) and same_on_every_rank(moms)
+    w0, _ = a_step_apart_then_on(net, trainer, lambda: trainer.update(PER_RANK))
     # SGD with momentum: w = w0 + m, so rank 0's w0 is the base every rank updated from.
-    np.testing.assert_allclose(weights - moms, before[0], rtol=0, atol=1e-6)
-    assert not np.allclose(moms, before[1])
+    np.testing.assert_allclose(flat(net) - states(trainer, net), w0, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("optimizer,aggregate", [("sgd", None), ("sgd", 0), ("adam", None)],
+                         ids=["sgd-aggregated", "sgd-one-at-a-time", "adam"])
+def test_a_distributed_optimizers_ranks_left_a_step_apart_take_the_first_ranks_values(optimizer, aggregate):
+    """The same for a plain gluon.Trainer over hvd.DistributedOptimizer, which sees one update call at a time
+    (MXNet's aggregated calls of a few parameters, or one at a time): each parameter is mended at its first
+    update of the run, update counts included (Adam's bias correction reads them: the weights would differ)."""
+    if hvd.size() == 1:
+        pytest.skip("one rank cannot disagree with itself")
+    net = mlp(seed=14)
+    hvd.broadcast_parameters(net.collect_params())
+    params = dict(OPT) if optimizer == "sgd" else {"learning_rate": 0.01}
+    opt = mx.optimizer.create(optimizer, rescale_grad=1.0 / PER_RANK, **params)
+    if aggregate is not None:
+        opt.aggregate_num = aggregate
+    wrapper = hvd.DistributedOptimizer(opt)
+    trainer = gluon.Trainer(net.collect_params(), wrapper, kvstore=None)
+
+    def update_alone():  # through the wrapped optimizer: no allreduce
+        trainer._updaters[0].optimizer = opt
+        trainer.update(PER_RANK)
+        trainer._updaters[0].optimizer = wrapper
+
+    w0, _ = a_step_apart_then_on(net, trainer, update_alone)
+    if optimizer == "sgd":
+        np.testing.assert_allclose(flat(net) - states(trainer, net), w0, rtol=0, atol=1e-6)
+    assert same_on_every_rank(np.array([opt.num_update, *opt._index_update_count.values()]))
 
 
 def test_ranks_that_made_their_own_models_are_warned_at_the_first_step():
@@ -255,6 +292,25 @@ def test_ranks_that_made_their_own_models_are_warned_at_the_first_step():
         mx.nd.waitall()
     check_first_step_warning(told, "hvd.broadcast_parameters(net.collect_params(), root_rank=0)")
     assert not same_on_every_rank(flat(net))
+
+
+@pytest.mark.parametrize("aggregate", [None, 0], ids=["aggregated", "one-at-a-time"])
+def test_a_distributed_optimizers_ranks_that_made_their_own_models_are_warned_once(aggregate):
+    if hvd.size() == 1:
+        pytest.skip("one rank cannot disagree with itself")
+    net = mlp(seed=500 + hvd.rank())
+    opt = mx.optimizer.SGD(rescale_grad=1.0 / PER_RANK, **OPT)
+    if aggregate is not None:
+        opt.aggregate_num = aggregate
+    trainer = gluon.Trainer(net.collect_params(), hvd.DistributedOptimizer(opt), kvstore=None)
+    with runtime_warnings() as told:
+        for step in range(2):
+            _, (x, y) = batch(step)
+            train_step(net, trainer, x, y, PER_RANK)
+        mx.nd.waitall()
+    check_first_step_warning(told, "hvd.broadcast_parameters(net.collect_params(), root_rank=0)")
+    assert not same_on_every_rank(flat(net))
+
 
 def test_deprecated_average_in_a_training_step_still_works():
     with warnings.catch_warnings(record=True) as caught:
@@ -317,6 +373,7 @@ def test_gradient_allreduce_overlaps_backward():
     x, y = mx.nd.ones((4, 4, 12, 12)), mx.nd.zeros((4,))
     with autograd.train_mode():
         net(x)  # fixes the Dense layer's input size
+    hvd.broadcast_parameters(net.collect_params(), prefix="overlap.")
     trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", {"learning_rate": 0.01}, prefix="overlap.")
     index = {p.name: i for i, p in enumerate(trainer._params)}
     _Gate.later = index[net[-1].weight.name]
