@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import jupyter_hvd.torch as hvd
 from jupyter_hvd.monitor.samples import counted_since, snapshot
+from jupyter_hvd.torch import samples as torch_samples
 
 PER_RANK = 8  # samples per rank and step
 STEPS = 4
@@ -136,6 +137,37 @@ def test_unused_parameter_clip_and_too_many_passes():
         opt.synchronize()
 
 
+def test_the_amp_pattern_with_a_grad_scaler_skips_the_same_steps_as_one_process():
+    """Horovod's documented mixed-precision loop (synchronize, unscale_, clip, then step under skip_synchronize),
+    on CPU with float16 autocast: an overflow on one rank reaches every rank through the allreduce, so all skip
+    that step and halve the scale together, as one process with the whole batch does."""
+    def loop(model, opt, shard, distributed):
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10)
+        for step in range(STEPS):
+            (x, y), _ = batch(step)
+            x[-1, 0, 0, 0] = float("inf") if step == 2 else x[-1, 0, 0, 0]  # the last rank's shard overflows
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = F.cross_entropy(model(x[shard]), y[shard])
+            scaler.scale(loss).backward()
+            if distributed:
+                opt.synchronize()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            with opt.skip_synchronize() if distributed else contextlib.nullcontext():
+                scaler.step(opt)
+            scaler.update()
+        return scaler.get_scale()
+
+    ref, model = cnn(300), cnn(300)
+    ref_scale = loop(ref, torch.optim.SGD(ref.parameters(), lr=0.1), slice(None), False)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+    scale = loop(model, opt, slice(hvd.rank() * PER_RANK, (hvd.rank() + 1) * PER_RANK), True)
+    assert scale == ref_scale == 2.0 ** 9
+    assert same_on_every_rank(flat(model))
+    torch.testing.assert_close(flat(model), flat(ref), rtol=0, atol=2e-3)
+
+
 def test_sync_batch_norm_matches_batch_norm_on_the_whole_batch():
     torch.manual_seed(5)
     x_all = torch.randn(PER_RANK * hvd.size(), 3, 4, 4) * 3 + 2
@@ -164,6 +196,7 @@ def test_step_counts_samples_for_the_monitor():
     model = cnn(6)
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(),
                                    backward_passes_per_step=2)
+    torch_samples.take()  # a step boundary: earlier tests' forward passes in training mode count for no step here
     origin = snapshot()
     for step in range(3):
         _, (xs, ys) = batch(step)
