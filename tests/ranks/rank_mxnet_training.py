@@ -294,6 +294,50 @@ def test_ranks_that_made_their_own_models_are_warned_at_the_first_step():
     assert not same_on_every_rank(flat(net))
 
 
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_seeded_failures_cut_a_distributed_optimizers_steps_short_anywhere(seed):
+    """Random sequences (replay one with its seed): a few steps, then a failure that lands anywhere in a step, a
+    random set of ranks having updated the first k parameters alone, the restart, and the next step. Every
+    rank then holds the same weights, states and counts; SGD's w - m is rank 0's weight from before that step;
+    exactly the ranks whose parameters differed from rank 0's are warned (a rank that updated alone did so with
+    its own gradients, so it differs from every other rank)."""
+    if hvd.size() == 1:
+        pytest.skip("one rank cannot disagree with itself")
+    rng = np.random.default_rng(seed)
+    net = mlp(seed=seed)
+    hvd.broadcast_parameters(net.collect_params(), prefix=f"seeded{seed}.")
+    opt = mx.optimizer.SGD(rescale_grad=1.0 / PER_RANK, **OPT)
+    opt.aggregate_num = int(rng.choice([0, 2, 4]))
+    wrapper = hvd.DistributedOptimizer(opt)
+    trainer = gluon.Trainer(net.collect_params(), wrapper, kvstore=None)
+    updater, n = trainer._updaters[0], len(trainer._params)
+    for round_ in range(3):
+        for step in range(int(rng.integers(1, 3))):
+            _, (x, y) = batch(10 * round_ + step)
+            train_step(net, trainer, x, y, PER_RANK)
+        alone, k = rng.random(hvd.size()) < 0.5, int(rng.integers(1, n + 1))
+        if alone[hvd.rank()]:  # these ranks updated the first k parameters before the failure stopped them
+            with autograd.record():
+                loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
+            loss.backward()
+            updater.optimizer = opt
+            updater(list(range(k)), [p.grad() for p in trainer._params[:k]], [p.data() for p in trainer._params[:k]])
+            updater.optimizer = wrapper
+        mx.nd.waitall()
+        restart_engine(jupyter_hvd, hvd)
+        w0 = hvd.broadcast(mx.nd.array(flat(net)), 0, name=f"check.w0.{seed}.{round_}").asnumpy()
+        with runtime_warnings() as told:
+            _, (x, y) = batch(10 * round_ + 9)
+            train_step(net, trainer, x, y, PER_RANK)
+            mx.nd.waitall()
+        replay = f"seed {seed}, round {round_}: alone {alone.tolist()}, k {k}, aggregate {opt.aggregate_num}"
+        # a rank that updated alone used its own gradients: it differs from rank 0 if either of them did
+        assert len(told) == int(hvd.rank() != 0 and (alone[hvd.rank()] or alone[0])), (replay, told)
+        assert same_on_every_rank(flat(net)) and same_on_every_rank(states(trainer, net)), replay
+        assert same_on_every_rank(np.array([opt.num_update, *opt._index_update_count.values()])), replay
+        np.testing.assert_allclose(flat(net) - states(trainer, net), w0, rtol=0, atol=1e-6, err_msg=replay)
+
+
 @pytest.mark.parametrize("aggregate", [None, 0], ids=["aggregated", "one-at-a-time"])
 def test_a_distributed_optimizers_ranks_that_made_their_own_models_are_warned_once(aggregate):
     if hvd.size() == 1:
