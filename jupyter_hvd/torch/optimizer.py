@@ -80,7 +80,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._group_counts: Dict[Group, int] = {}
         if process_set.included() and size() > 1:
             self._register_hooks()
-        samples.watch()
+        samples.watch(p for group in self.param_groups for p in group["params"])
 
     def load_state_dict(self, *args: Any, **kwargs: Any) -> None:
         """Load the wrapped optimizer's state, forgetting any allreduces in flight."""
