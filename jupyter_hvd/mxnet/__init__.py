@@ -12,7 +12,7 @@ from ..errors import EngineAbortedError, EngineShutdownError, HorovodInternalErr
 from ..monitor.samples import monitor_step
 from ..timeline import drain_events, start_timeline, stop_timeline
 from .compression import Compression
-from .functions import allgather_object, broadcast_object, broadcast_parameters
+from .functions import allgather_object, barrier, broadcast_object, broadcast_parameters
 from .ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allreduce, allreduce_, alltoall, broadcast,
                   broadcast_, grouped_allgather, grouped_allreduce, grouped_allreduce_, grouped_reducescatter,
                   reducescatter)
@@ -23,7 +23,7 @@ __all__ = [
     "EngineAbortedError", "EngineShutdownError", "HorovodInternalError", "TensorMismatchError", "abort",
     "check_running", "drain_events", "metrics", "monitor", "monitor_step", "Adasum", "Average", "Compression", "DistributedOptimizer", "DistributedTrainer", "Max", "Min", "ProcessSet",
     "Product", "Sum", "add_process_set", "allgather", "allgather_object", "allreduce", "allreduce_", "alltoall",
-    "broadcast", "broadcast_", "broadcast_object", "broadcast_parameters", "ccl_built", "cross_rank",
+    "barrier", "broadcast", "broadcast_", "broadcast_object", "broadcast_parameters", "ccl_built", "cross_rank",
     "cross_size", "cuda_built", "ddl_built", "global_process_set", "gloo_built", "gloo_enabled",
     "grouped_allgather", "grouped_allreduce", "grouped_allreduce_", "grouped_reducescatter", "init",
     "is_initialized", "local_rank", "local_size", "mpi_built", "mpi_enabled", "mpi_threads_supported",

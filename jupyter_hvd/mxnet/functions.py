@@ -1,10 +1,11 @@
-"""Broadcasting model parameters (including deferred-initialised ones) and Python objects."""
+"""Broadcasting model parameters (including deferred-initialised ones) and Python objects; the barrier."""
 import types
 from typing import Any, Optional, Sequence, Tuple
 
 import mxnet as mx
 
 from .. import objects as core_objects
+from .. import ops as core_ops
 from ..basics import size
 from ..process_sets import ProcessSet, global_process_set
 from . import bridge
@@ -69,3 +70,9 @@ def allgather_object(obj: Any, name: Optional[str] = None, process_set: ProcessS
     """The list of every rank's picklable ``obj``, in rank order (synchronous)."""
     with mxnet_errors():
         return core_objects.allgather_object(obj, name, process_set)
+
+
+def barrier(process_set: ProcessSet = global_process_set) -> None:
+    """Return once every rank of ``process_set`` has called barrier() (horovod.mxnet has it since after 0.28)."""
+    with mxnet_errors():
+        core_ops.barrier(process_set)

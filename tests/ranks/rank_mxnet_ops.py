@@ -1,4 +1,6 @@
 """jupyter_hvd.mxnet's collectives on NDArrays against a numpy reference, on all ranks at once."""
+import os
+import time
 import warnings
 
 import mxnet as mx
@@ -240,6 +242,20 @@ def test_objects(sets):
         obj = {"weights": np.arange(3), "from": hvd.rank()} if hvd.rank() == root else None
         got = hvd.broadcast_object(obj, root_rank=root, name=f"bco.{si}", process_set=ps)
         assert got["from"] == root and list(got["weights"]) == [0, 1, 2]
+
+
+def test_barrier_waits_for_every_rank_of_the_set(sets, tmp_path_factory):
+    """What a rank wrote before the barrier, every rank of the set sees after it (whatever the ranks' speeds)."""
+    folder = MPI.COMM_WORLD.bcast(str(tmp_path_factory.mktemp("barrier")) if hvd.rank() == 0 else None)
+    for si, ps in enumerate(sets):
+        if not ps.included():
+            continue
+        if hvd.rank() == ps.ranks[-1]:
+            time.sleep(0.2)  # the last to arrive (without the barrier the others would look too early)
+        with open(f"{folder}/{si}.{hvd.rank()}", "w"):
+            pass
+        hvd.barrier(process_set=ps)
+        assert all(os.path.exists(f"{folder}/{si}.{r}") for r in ps.ranks)
 
 
 def test_timeline_round_trip(tmp_path_factory):
