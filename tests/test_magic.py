@@ -367,6 +367,23 @@ def test_killed_rank_is_reported_and_next_cell_restarts(ip, started, capsys):
     assert victim not in [r.pid for r in magics(ip).cluster.ranks]
 
 
+def test_exit_in_a_cell_stops_the_job_as_it_ends_a_kernel_and_the_next_cell_restarts(ip, started, capsys):
+    """exit() or quit() in a cell ends the ranks, as it ends a notebook's kernel and %%px's engines; an
+    engine's own exit() stopped its event loop, and a later cell hung."""
+    before = [r.pid for r in magics(ip).cluster.ranks]
+    result, out = run(ip, capsys, f"{HEAD}\nimport numpy as np\nif hvd.rank() == 1:\n    exit()\n"
+                                  "print('went on', hvd.rank(), hvd.allreduce(np.ones(1), op=hvd.Sum), flush=True)")
+    assert not result.success
+    assert "[rank 1] went on 1 [2.]" in out, out  # the cell runs to its end, as in a kernel
+    assert ("rank 1 called exit() or quit(), which end the ranks as they end a notebook's kernel: the job was stopped; "
+            "the next %%hvd cell starts new ranks.") in out, out
+    assert not [pid for pid in before if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    result, out = run(ip, capsys, f"{HEAD}\nquit(keep_kernel=True)\nkept = hvd.rank()")
+    assert result.success and "[hvd] started 2 ranks" in out
+    result, out = run(ip, capsys, f"{HEAD}\nquit()\nkept")
+    assert not result.success and "ranks 0, 1 called exit()" in out, out
+
+
 def test_a_dead_heart_monitor_stops_the_job_and_the_next_cell_restarts(ip, started, capsys):
     """The controller's heart monitor is a process of its own (a dead controller: see test_recovery.py)."""
     cluster = magics(ip).cluster

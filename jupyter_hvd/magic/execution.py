@@ -8,7 +8,7 @@ from typing import Any
 from ipyparallel.error import EngineError
 
 from .cluster import RankCluster, wait_a_little
-from .failures import RankError, describe_failure
+from .failures import RankError, describe_failure, exit_report
 from .monitor_display import MonitorDisplay
 from .output import RankOutput
 from .rank_cell import run_cell
@@ -60,6 +60,9 @@ class CellRun:
             self.cluster.raise_if_dead()
         if errors:
             order = self.failed_order + [rank for rank in errors if rank not in self.failed_order]
+            if (exited := exit_report(errors, order)) is not None:
+                self.cluster.stop()
+                raise exited
             note = self.why_interrupted and f"{self.why_interrupted}: sent SIGINT to ranks {_ranks(self.signalled)}"
             raise describe_failure(errors, order, note)
         if self.why_interrupted:  # the ranks finished anyway

@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from .rank_shell import ExitCalled
+
 # Exceptions a rank raises because of another rank's failure or our interrupt, not as a cause.
 CONSEQUENCES = frozenset({"EngineAbortedError", "KeyboardInterrupt"})
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -40,6 +42,21 @@ def describe_failure(errors: Mapping[int, BaseException], order: list[int], note
     if note and causes:
         lines.append(note)
     return RankError("\n".join(lines), ranks=(first, *others))
+
+
+def exit_report(errors: Mapping[int, BaseException], order: list[int]) -> RankError | None:
+    """For a cell in which ranks called ``exit()`` (they raised ExitCalled at its end), the report of the
+    stopped job, after the failures of other ranks if any failed on their own; None if no rank called it."""
+    exited = [r for r in order if _name(errors[r]) == ExitCalled.__name__]
+    if not exited:
+        return None
+    who = f"rank {exited[0]}" if len(exited) == 1 else "ranks " + ", ".join(map(str, exited))
+    lines = [f"{who} called exit() or quit(), which end the ranks as they end a notebook's kernel: "
+             "the job was stopped; the next %%hvd cell starts new ranks."]
+    rest = {r: e for r, e in errors.items() if r not in exited and _name(e) not in CONSEQUENCES}
+    if rest:
+        lines[:0] = str(describe_failure(rest, [r for r in order if r in rest])).splitlines()
+    return RankError("\n".join(lines), ranks=tuple(exited) + tuple(r for r in order if r in rest))
 
 
 def without_runner_frames(traceback: str) -> str:

@@ -38,9 +38,12 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
         body, last = compile_cell(code, f"<hvd cell {cell_id}>")
         shell = rank_shell.current_shell()
         namespace = shell.user_ns
+        rank_shell.exit_called()  # an exit() in a cell that failed went with that cell
         with rank_shell.execute_events(shell):
             exec(body, namespace)
             value = eval(last, namespace) if last is not None else None
+        if rank_shell.exit_called():
+            raise rank_shell.ExitCalled("exit() was called in the cell")
     except BaseException as exc:
         if deadline.expired:
             raise TimeoutError(f"cell exceeded --timeout {timeout:g}s").with_traceback(

@@ -36,6 +36,7 @@ def setup_rank(framework: str, cpu: bool) -> dict[str, Any]:
     place = rank_place()
     STATE.device = pin_device(place.local_rank, place.local_size, cpu, framework)
     rank_shell.use_inline_matplotlib()
+    rank_shell.catch_exit(rank_shell.current_shell())
     engine = STATE.engine = importlib.import_module("jupyter_hvd")
     STATE.api = rank_shell.current_shell().user_ns["hvd"] = importlib.import_module(api_module(framework))
     engine.init()

@@ -69,6 +69,34 @@ def mime_bundle(shell: Any, value: Any) -> dict[str, Any]:
     return data
 
 
+class ExitCalled(Exception):
+    """Raised at the end of a cell that called ``exit()`` or ``quit()`` on this rank: the notebook then stops
+    the job, as those end a notebook's own kernel."""
+
+
+_exit_called = False
+
+
+def catch_exit(shell: Any) -> None:
+    """Make ``exit()`` and ``quit()`` in a cell note the call (see ``exit_called``) instead of doing
+    what an engine's shell does: stop its event loop a moment later, leaving a process that may live on (MPI
+    finalizes at exit, beside peers that do not) without running another cell, and the next cell hanging.
+    ``exit(keep_kernel=True)`` keeps the ranks, as it keeps a kernel."""
+
+    def ask_exit() -> None:
+        global _exit_called
+        _exit_called = _exit_called or not shell.keepkernel_on_exit
+
+    shell.ask_exit = ask_exit
+
+
+def exit_called() -> bool:
+    """Whether ``exit()`` was called since the last time this was asked."""
+    global _exit_called
+    called, _exit_called = _exit_called, False
+    return called
+
+
 def current_shell() -> Any:
     """The rank's IPython shell (ipyparallel's engine kernel), whose namespace the cells run in."""
     from IPython import get_ipython
