@@ -382,6 +382,8 @@ def test_exit_in_a_cell_stops_the_job_as_it_ends_a_kernel_and_the_next_cell_rest
     assert result.success and "[hvd] started 2 ranks" in out
     result, out = run(ip, capsys, f"{HEAD}\nquit()\nkept")
     assert not result.success and "ranks 0, 1 called exit()" in out, out
+    result, out = run(ip, capsys, f"{HEAD}\nhvd.size()")  # the tests after this one find ranks running
+    assert result.success and result.result == 2 and "[hvd] started 2 ranks" in out
 
 
 def test_a_dead_heart_monitor_stops_the_job_and_the_next_cell_restarts(ip, started, capsys):

@@ -50,7 +50,7 @@ def exit_report(errors: Mapping[int, BaseException], order: list[int]) -> RankEr
     exited = [r for r in order if _name(errors[r]) == ExitCalled.__name__]
     if not exited:
         return None
-    who = f"rank {exited[0]}" if len(exited) == 1 else "ranks " + ", ".join(map(str, exited))
+    who = f"rank {exited[0]}" if len(exited) == 1 else "ranks " + ", ".join(map(str, sorted(exited)))
     lines = [f"{who} called exit() or quit(), which end the ranks as they end a notebook's kernel: "
              "the job was stopped; the next %%hvd cell starts new ranks."]
     rest = {r: e for r, e in errors.items() if r not in exited and _name(e) not in CONSEQUENCES}

@@ -55,6 +55,7 @@ class RankOutput:
         self._bars = self._in_place and widgets_available()
         self._lines = {(rank, name): _Line() for rank in range(ranks) for name in STREAMS}
         self._messages: RankMessages | None = None  # listen() sets it
+        self._unwritten: list[tuple[str, list[str]]] = []  # finished lines, in order, as runs of one stream
         self._prefix = uuid.uuid4().hex[:8]
         self.displays = RankDisplays(ranks, only_rank, all_displays, publish_display_data, _widget_known)
 
@@ -75,7 +76,9 @@ class RankOutput:
                 else:
                     if self.displays.shown(rank):
                         self._end_lines(rank)  # text written before the display shows above it
+                    self._write_lines()
                     self.displays.handle(rank, kind, content)
+        self._write_lines()
         self.displays.flush()
         for (rank, _), line in self._lines.items():
             if line.live_id is not None:
@@ -85,6 +88,7 @@ class RankOutput:
         """Show what is left of unterminated lines, once a cell is over."""
         for rank in range(len(self._lines) // len(STREAMS)):
             self._end_lines(rank)
+        self._write_lines()
         self.displays.flush()
         if self._messages is not None:
             self._messages.close()
@@ -112,9 +116,18 @@ class RankOutput:
             self._draw(rank, line, text, final=True)
             line.live_id, line.drawn, line.bar = None, "", None
             return
-        stream = sys.stdout if name == "stdout" else sys.stderr
-        stream.write(f"[rank {rank}] {text}\n")
-        stream.flush()
+        if not self._unwritten or self._unwritten[-1][0] != name:
+            self._unwritten.append((name, []))
+        self._unwritten[-1][1].append(f"[rank {rank}] {text}\n")
+
+    def _write_lines(self) -> None:
+        """Print the finished lines: one write and flush per run of one stream (a flush is a message to the
+        front end, so one per line made a rank's thousands of lines take a fraction of a millisecond each)."""
+        for name, lines in self._unwritten:
+            stream = sys.stdout if name == "stdout" else sys.stderr
+            stream.write("".join(lines))
+            stream.flush()
+        self._unwritten.clear()
 
     def _draw(self, rank: int, line: _Line, shown: str, final: bool) -> None:
         """Show the live line's text, at most every LIVE_INTERVAL_S unless it is final: as a progress bar
@@ -137,6 +150,7 @@ class RankOutput:
         else:
             line.bar = None  # no longer a meter (a bar that clears its line when it closes): text from now on
         data = line.bar.bundle(text) if line.bar is not None else {"text/plain": text}
+        self._write_lines()
         publish_display_data(data, {}, transient={"display_id": line.live_id}, update=not first)
 
 
