@@ -311,6 +311,33 @@ def test_kernel_interrupt_signals_the_ranks(ip, started, capsys):
     assert run(ip, capsys, f"{HEAD}\nhvd.rank()")[0].result == 0
 
 
+def test_a_cell_awaits_at_its_top_level_as_in_a_notebook(ip, started, capsys):
+    """Top-level await, as a kernel and %%px run it: the value, tasks going on in later awaiting cells, a
+    failure and an interrupt that cancel the cell's coroutine (its finally runs), and the cell after."""
+    result, out = run(ip, capsys, f"{HEAD}\nimport asyncio, numpy as np\nticks = []\n"
+                                  "async def tick():\n    while True:\n        ticks.append(1)\n"
+                                  "        await asyncio.sleep(0.01)\n"
+                                  "background = asyncio.create_task(tick())\n"
+                                  "total = await asyncio.to_thread(hvd.allreduce, np.ones(1) * hvd.rank(),\n"
+                                  "                                op=hvd.Sum)\n"
+                                  "await asyncio.sleep(0.05)\nfloat(total[0])")
+    assert result.success and result.result == 1.0, out
+    before = run(ip, capsys, f"{HEAD}\nlen(ticks)")[0].result
+    result, out = run(ip, capsys, f"{HEAD}\nawait asyncio.sleep(0.2)\nlen(ticks) - {before}, background.done()")
+    assert result.success and result.result[0] > 2 and not result.result[1], out
+    result, out = run(ip, capsys, f"{HEAD}\nif hvd.rank() == 1:\n    raise ValueError('in an awaiting cell')\n"
+                                  "await asyncio.sleep(60)")
+    assert not result.success and "rank 1 raised ValueError: in an awaiting cell" in out, out
+    timer = threading.Timer(1.5, _thread.interrupt_main)
+    timer.start()
+    result, out = run(ip, capsys, f"{HEAD}\ntry:\n    await asyncio.sleep(60)\nfinally:\n"
+                                  "    print('finally', hvd.rank(), flush=True)")
+    timer.join()
+    assert not result.success and "the kernel was interrupted" in out and "[rank 1] finally 1" in out, out
+    result, out = run(ip, capsys, f"{HEAD}\nawait asyncio.sleep(0)\nhvd.rank(), background.done()")
+    assert result.success and result.result == (0, False), out
+
+
 def test_an_interrupt_that_lands_in_a_finalizer_is_not_lost(ip, started, capsys, monkeypatch):
     """A KeyboardInterrupt raised inside a finalizer is printed and dropped by Python; the magic's own
     SIGINT handler only counts, so the interrupt still stops the cell."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib
+import inspect
 import linecache
 import pickle
 import signal
@@ -40,8 +41,8 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
         namespace = shell.user_ns
         rank_shell.exit_called()  # an exit() in a cell that failed went with that cell
         with rank_shell.execute_events(shell):
-            exec(body, namespace)
-            value = eval(last, namespace) if last is not None else None
+            _run(body, namespace)
+            value = _run(last, namespace) if last is not None else None
         if rank_shell.exit_called():
             raise rank_shell.ExitCalled("exit() was called in the cell")
     except BaseException as exc:
@@ -104,16 +105,22 @@ def _abort_job(exc: BaseException) -> None:
         engine.abort(f"rank {rank_place().rank} raised {type(exc).__name__}: {exc}")
 
 
+def _run(code: CodeType, namespace: dict[str, Any]) -> Any:
+    """Run compiled cell code; code with top-level ``await`` gives a coroutine, which runs to its end."""
+    value = eval(code, namespace)
+    return rank_shell.run_awaited(value) if code.co_flags & inspect.CO_COROUTINE else value
+
+
 def compile_cell(code: str, filename: str) -> tuple[CodeType, CodeType | None]:
     """Compile IPython cell syntax into a body and, when the cell ends in an expression, that expression
-    (the value the cell returns)."""
+    (the value the cell returns); either may use ``await`` at its top level, as in a notebook."""
     source = rank_shell.current_shell().transform_cell(code)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     tree = ast.parse(source, filename)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = compile(ast.Expression(tree.body.pop().value), filename, "eval")
-    return compile(tree, filename, "exec"), last
+        last = compile(ast.Expression(tree.body.pop().value), filename, "eval", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    return compile(tree, filename, "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), last
 
 
 def sendable(value: Any) -> Any:

@@ -7,6 +7,7 @@ here.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import os
@@ -14,7 +15,7 @@ import struct
 import sys
 import termios
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
@@ -67,6 +68,31 @@ def mime_bundle(shell: Any, value: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - a broken _repr_*_ falls back to the plain repr
         return {}
     return data
+
+
+_loop: asyncio.AbstractEventLoop | None = None  # the loop cells with top-level ``await`` run on
+
+
+def run_awaited(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run to its end the coroutine that a cell with top-level ``await`` compiles to, as a notebook kernel
+    runs such a cell. The engine's own event loop is running (the cell is one of its callbacks), so the
+    coroutine runs on a loop of the rank's own, kept between cells: tasks a cell starts go on whenever a
+    later cell awaits. An error or an interrupt cancels the cell's coroutine, not those tasks."""
+    global _loop
+    if _loop is None:
+        _loop = asyncio.new_event_loop()
+    engine_loop = asyncio._get_running_loop()
+    asyncio._set_running_loop(None)  # one loop runs at a time on a thread; the engine's waits for the cell
+    task = _loop.create_task(coroutine)
+    try:
+        return _loop.run_until_complete(task)
+    except BaseException:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            _loop.run_until_complete(task)  # its finally blocks run, as when a kernel interrupts a cell
+        raise
+    finally:
+        asyncio._set_running_loop(engine_loop)
 
 
 class ExitCalled(Exception):
