@@ -9,9 +9,14 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "auto_names.h"
@@ -32,11 +37,38 @@ namespace {
 std::mutex g_mu;
 std::unique_ptr<hvd::Engine> g_engine;
 constexpr const char* kNotInitialized = "jupyter_hvd has not been initialized; use hvd.init().";
+// Set in a process that a rank started (a DataLoader worker, forked or spawned; a subprocess) and that called
+// init() or was forked from an initialised rank: it answers the topology queries with the rank's, and refuses
+// the engine, which lives in the rank's own process (its threads are not in a forked copy).
+std::optional<hvd::Topology> g_helper_of;
+
+void check_not_helper() {
+  if (g_helper_of) {
+    throw std::runtime_error(
+        "this process was started by rank " + std::to_string(g_helper_of->rank) +
+        " (a DataLoader worker or another child process): it can ask hvd.rank(), hvd.size() and the other "
+        "topology queries, but collectives run only in the rank's own process");
+  }
+}
 
 hvd::Engine& engine() {
   std::lock_guard<std::mutex> g(g_mu);
+  check_not_helper();
   if (!g_engine) throw nb::value_error(kNotInitialized);
   return *g_engine;
+}
+
+// fork() copies the engine without its threads: the copy must never run or be destroyed (a destructor would
+// wait for threads that are not there), so the child keeps only the topology. g_mu is held across the fork,
+// so the child never starts with it locked by a thread it does not have.
+void register_fork_handlers() {
+  pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); }, [] {
+    if (g_engine) {
+      g_helper_of = g_engine->topology();
+      (void)g_engine.release();
+    }
+    g_mu.unlock();
+  });
 }
 
 nb::tuple status_tuple(const hvd::Status& s) {
@@ -112,6 +144,7 @@ namespace jhvd {
 // Holds the registry lock while enqueueing, so a concurrent shutdown cannot free the engine meanwhile.
 HandleGroup enqueue_entries(std::vector<hvd::TensorEntry> group) {
   std::lock_guard<std::mutex> g(g_mu);
+  check_not_helper();
   if (!g_engine) throw nb::value_error(kNotInitialized);
   return {g_engine->enqueue(std::move(group))};
 }
@@ -159,9 +192,10 @@ NB_MODULE(_C, m) {
         return g.handles[i];
       });
 
+  register_fork_handlers();
   m.def("init", [](uintptr_t comm_handle) {
     std::lock_guard<std::mutex> g(g_mu);
-    if (g_engine) return;
+    if (g_engine || g_helper_of) return;
     hvd::Config cfg = hvd::Config::from_env();
     nb::gil_scoped_release nogil;  // init is collective: other Python threads may run meanwhile
     g_engine = std::make_unique<hvd::Engine>(reinterpret_cast<MPI_Comm>(comm_handle), cfg);
@@ -171,16 +205,26 @@ NB_MODULE(_C, m) {
     {
       std::lock_guard<std::mutex> g(g_mu);
       e = std::move(g_engine);
+      g_helper_of.reset();
     }
     nb::gil_scoped_release nogil;
     e.reset();
   });
+  m.def("become_helper", [](int rank, int size, int local_rank, int local_size, int cross_rank, int cross_size) {
+    std::lock_guard<std::mutex> g(g_mu);
+    if (!g_engine) g_helper_of = hvd::Topology{rank, size, local_rank, local_size, cross_rank, cross_size};
+  }, "rank"_a, "size"_a, "local_rank"_a, "local_size"_a, "cross_rank"_a, "cross_size"_a);
   m.def("is_initialized", [] {
     std::lock_guard<std::mutex> g(g_mu);
-    return static_cast<bool>(g_engine);
+    return static_cast<bool>(g_engine) || g_helper_of.has_value();
   });
   m.def("topology", [] {
-    const auto& t = engine().topology();
+    hvd::Topology t;
+    {
+      std::lock_guard<std::mutex> g(g_mu);
+      if (!g_helper_of && !g_engine) throw nb::value_error(kNotInitialized);
+      t = g_helper_of ? *g_helper_of : g_engine->topology();
+    }
     return nb::make_tuple(t.rank, t.size, t.local_rank, t.local_size, t.cross_rank, t.cross_size);
   });
   m.def("abort", [](const std::string& reason) { engine().abort(reason); }, "reason"_a);

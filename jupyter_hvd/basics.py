@@ -14,6 +14,8 @@ from .runner.launch import BTL_VAR, LONE_PROCESS_BTL, started_by_launcher
 
 _atexit_registered = False
 _engine_runs = 0  # how many times init() has started the engine in this process
+# Set by init() for the processes a rank starts: "<the rank's pid> <PMIX_NAMESPACE> <topology ...>".
+RANK_PROCESS_VAR = "JUPYTER_HVD_RANK_PROCESS"
 NO_MXNET_BRIDGE = ("jupyter_hvd was built without its MXNet bridge (mxnet's headers were not found at build time); "
                    "with mxnet installed, rebuild it: pip install --no-build-isolation .")
 
@@ -56,8 +58,13 @@ def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None
         process_sets = None
     if _C.is_initialized():
         return
+    if (topology := _started_by_rank()) is not None:
+        _C.become_helper(*topology)
+        ps.on_init()
+        return
     _C.init(_comm_handle(comm))
     _engine_runs += 1
+    os.environ[RANK_PROCESS_VAR] = " ".join(map(str, (os.getpid(), _job(), *_C.topology())))
     restart_auto_names()  # every rank starts the engine at once: their automatic names agree again
     ps.on_init()
     if not _atexit_registered:
@@ -65,6 +72,22 @@ def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None
         _atexit_registered = True
     for s in process_sets or ():
         ps.add_process_set(s)
+
+
+def _job() -> str:
+    """The launcher's name for this job ('' outside one): a job started from within a rank has its own."""
+    return os.environ.get("PMIX_NAMESPACE", "") or "-"
+
+
+def _started_by_rank() -> Optional[tuple[int, ...]]:
+    """The topology of the rank of this job that started this process (a DataLoader worker spawned with
+    'spawn' or 'forkserver', which imports the script again; a subprocess), or None in a rank itself. Such a
+    process calling init() must not start an engine of its own: it would join the job as a second copy of
+    its rank, and the launcher would stop the job when it exits."""
+    pid, job, *topology = (os.environ.get(RANK_PROCESS_VAR) or "0 -").split()
+    if int(pid) in (0, os.getpid()) or job != _job() or job == "-":
+        return None
+    return tuple(map(int, topology))
 
 
 def shutdown() -> None:
