@@ -128,6 +128,18 @@ def test_status_lists_ranks(ip, started, capsys):
     assert "initialised" in out and "cpu" in out
 
 
+def test_a_value_made_from_what_the_cells_defined_comes_back(ip, started, capsys):
+    """A cell ending in an instance of a class made in a cell (as ``model`` after ``class Net``), or a function:
+    its plain pickle names the rank's ``__main__``, which the notebook cannot load; the cell hung."""
+    result, out = run(ip, capsys, f"{HEAD} --timeout 20 -o points\nclass Point:\n    def __init__(self, x):\n"
+                                  "        self.x = x\n    def __repr__(self):\n        return f'Point({self.x})'\n"
+                                  "[Point(hvd.rank()), 3]")
+    assert result.success, out
+    assert repr(result.result) == "[Point(0), 3]" and [p[0].x for p in ip.user_ns["points"]] == [0, 1]
+    result, out = run(ip, capsys, f"{HEAD} --timeout 20\ndef twice(x):\n    return 2 * x\ntwice")
+    assert result.success and result.result(4) == 8, out
+
+
 def test_push_and_pull(ip, started, capsys):
     ip.user_ns["shared"] = {"lr": 0.1}
     _, out = run(ip, capsys, "%hvd push shared")
@@ -411,6 +423,25 @@ def test_exit_in_a_cell_stops_the_job_as_it_ends_a_kernel_and_the_next_cell_rest
     assert not result.success and "ranks 0, 1 called exit()" in out, out
     result, out = run(ip, capsys, f"{HEAD}\nhvd.size()")  # the tests after this one find ranks running
     assert result.success and result.result == 2 and "[hvd] started 2 ranks" in out
+
+
+def test_a_child_signal_handler_that_raises_between_cells_leaves_the_ranks_running(ip, started, capsys):
+    """torch's DataLoader installs a SIGCHLD handler that raises when a worker fails: a worker failing after
+    its cell (one left starting when the cell was interrupted) raised in the rank's idle event loop and ended
+    the rank. In a cell the handler still raises."""
+    before = [r.pid for r in magics(ip).cluster.ranks]
+    fail = "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep({}); raise SystemExit(1)'])"
+    result, out = run(ip, capsys, f"{HEAD}\nimport signal, subprocess, sys, time\n"
+                                  "def loud(signum, frame):\n    raise RuntimeError('a child failed')\n"
+                                  f"signal.signal(signal.SIGCHLD, loud)\nchild = {fail.format(0.3)}")
+    assert result.success, out
+    time.sleep(1.5)  # the child fails between cells
+    result, out = run(ip, capsys, f"{HEAD}\nchild.wait()")
+    assert result.success and result.result == 1, out
+    assert [r.pid for r in magics(ip).cluster.ranks] == before
+    result, out = run(ip, capsys, f"{HEAD}\n{fail.format(0)}\ntime.sleep(5)")
+    assert not result.success and "raised RuntimeError: a child failed" in out, out
+    run(ip, capsys, f"{HEAD}\nsignal.signal(signal.SIGCHLD, signal.SIG_DFL)")
 
 
 def test_a_dead_heart_monitor_stops_the_job_and_the_next_cell_restarts(ip, started, capsys):

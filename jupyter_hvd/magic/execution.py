@@ -13,6 +13,7 @@ from .monitor_display import MonitorDisplay
 from .output import RankOutput
 from .rank_cell import run_cell
 from .rank_messages import io_held
+from .remote_repr import arrived
 
 FAILURE_GRACE_S = 5.0  # peers of a failed rank get this long to finish (they should see the abort)
 TIMEOUT_GRACE_S = 2.0  # the rank-side deadline fires first; the kernel steps in after this grace
@@ -67,7 +68,7 @@ class CellRun:
             raise describe_failure(errors, order, note)
         if self.why_interrupted:  # the ranks finished anyway
             raise RankError(f"{self.why_interrupted}; the ranks had finished the cell")
-        return [r.get() for r in self.results]
+        return [arrived(r.get()) for r in self.results]
 
     def _step(self) -> None:
         self.output.poll(self.results)

@@ -16,7 +16,7 @@ from ..runner.launch import rank_place
 from . import rank_shell
 from .engine_restart import restart_engine
 from .rank_setup import STATE
-from .remote_repr import RemoteRepr
+from .remote_repr import ByValue, RemoteRepr
 
 
 def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value_ranks: list[int] | None,
@@ -40,7 +40,7 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
         shell = rank_shell.current_shell()
         namespace = shell.user_ns
         rank_shell.exit_called()  # an exit() in a cell that failed went with that cell
-        with rank_shell.execute_events(shell):
+        with rank_shell.execute_events(shell), rank_shell.child_signals_in_cells_only():
             _run(body, namespace)
             value = _run(last, namespace) if last is not None else None
         if rank_shell.exit_called():
@@ -124,9 +124,22 @@ def compile_cell(code: str, filename: str) -> tuple[CodeType, CodeType | None]:
 
 
 def sendable(value: Any) -> Any:
-    """Return value if it can travel back to the notebook, else its repr (arrays are checked without copying)."""
+    """value itself if the notebook can load it; by value if it refers to what the cells defined; else (or if
+    that fails too) its repr. Arrays are checked without copying."""
     try:
-        pickle.dumps(value, protocol=5, buffer_callback=lambda buffer: False)
+        data = pickle.dumps(value, protocol=5, buffer_callback=lambda buffer: False)
     except Exception:
-        return RemoteRepr(repr(value), rank_shell.mime_bundle(rank_shell.current_shell(), value))
-    return value
+        return _stand_in(value)
+    if b"__main__" not in data:
+        return value
+    import cloudpickle
+
+    stand_in = _stand_in(value)
+    try:
+        return ByValue(cloudpickle.dumps(value, protocol=5), stand_in)
+    except Exception:  # noqa: BLE001 - whatever the object's own reduction raises
+        return stand_in
+
+
+def _stand_in(value: Any) -> RemoteRepr:
+    return RemoteRepr(repr(value), rank_shell.mime_bundle(rank_shell.current_shell(), value))

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import signal
 import struct
 import sys
 import termios
@@ -68,6 +69,35 @@ def mime_bundle(shell: Any, value: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - a broken _repr_*_ falls back to the plain repr
         return {}
     return data
+
+
+class _InCellsOnly:
+    """A SIGCHLD handler that code in a cell installed, called only while a cell runs. torch's DataLoader
+    installs one that raises when a worker process fails; raised between cells, in the engine's idle event
+    loop, that error ended the rank (a worker failing after its cell was interrupted, say). The loader still
+    finds its failed workers itself, the next time it is used."""
+
+    in_cell = False
+
+    def __init__(self, handler: Any):
+        self.handler = handler
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if _InCellsOnly.in_cell:
+            self.handler(signum, frame)
+
+
+@contextlib.contextmanager
+def child_signals_in_cells_only() -> Iterator[None]:
+    """Run a cell with SIGCHLD handlers live; after it, a Python handler it installed is called only in cells."""
+    _InCellsOnly.in_cell = True
+    try:
+        yield
+    finally:
+        _InCellsOnly.in_cell = False
+        handler = signal.getsignal(signal.SIGCHLD)
+        if callable(handler) and not isinstance(handler, _InCellsOnly):
+            signal.signal(signal.SIGCHLD, _InCellsOnly(handler))
 
 
 _loop: asyncio.AbstractEventLoop | None = None  # the loop cells with top-level ``await`` run on

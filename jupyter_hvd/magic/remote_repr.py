@@ -1,6 +1,8 @@
-"""What the notebook shows for a rank's value that cannot travel to it: made on the rank, unpickled in the kernel."""
+"""What the notebook gets of a rank's value that cannot travel to it as it is: made on the rank, unpickled in
+the kernel."""
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 
@@ -17,3 +19,23 @@ class RemoteRepr:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return {**self.bundle, "text/plain": self.text}
+
+
+class ByValue:
+    """A rank's value that refers to what the cells defined (an instance of a class made in a cell, a function),
+    pickled by value: a plain pickle names ``__main__.Point``, which the notebook's own ``__main__`` lacks, and
+    failed to load in ipyparallel's client, whose result then never arrived (the cell hung)."""
+
+    def __init__(self, data: bytes, stand_in: RemoteRepr):
+        self.data = data
+        self.stand_in = stand_in
+
+
+def arrived(value: Any) -> Any:
+    """A rank's value as the notebook gets it: a ByValue loaded, or its stand-in where it cannot be loaded."""
+    if not isinstance(value, ByValue):
+        return value
+    try:
+        return pickle.loads(value.data)
+    except Exception:  # noqa: BLE001 - e.g. a module only the ranks have: the rank's rendering of it instead
+        return value.stand_in
