@@ -128,9 +128,10 @@ def test_status_lists_ranks(ip, started, capsys):
     assert "initialised" in out and "cpu" in out
 
 
-def test_a_value_made_from_what_the_cells_defined_comes_back(ip, started, capsys):
+def test_a_value_made_from_what_the_cells_defined_comes_back(ip, started, capsys, tmp_path):
     """A cell ending in an instance of a class made in a cell (as ``model`` after ``class Net``), or a function:
-    its plain pickle names the rank's ``__main__``, which the notebook cannot load; the cell hung."""
+    its plain pickle names the rank's ``__main__``, which the notebook cannot load; the cell hung. So did one
+    of a module only the ranks have, which the notebook now shows as the ranks render it."""
     result, out = run(ip, capsys, f"{HEAD} --timeout 20 -o points\nclass Point:\n    def __init__(self, x):\n"
                                   "        self.x = x\n    def __repr__(self):\n        return f'Point({self.x})'\n"
                                   "[Point(hvd.rank()), 3]")
@@ -138,6 +139,11 @@ def test_a_value_made_from_what_the_cells_defined_comes_back(ip, started, capsys
     assert repr(result.result) == "[Point(0), 3]" and [p[0].x for p in ip.user_ns["points"]] == [0, 1]
     result, out = run(ip, capsys, f"{HEAD} --timeout 20\ndef twice(x):\n    return 2 * x\ntwice")
     assert result.success and result.result(4) == 8, out
+    module = tmp_path / "only_on_the_ranks.py"
+    module.write_text("class Shape:\n    def __repr__(self):\n        return 'a Shape'\n")
+    result, out = run(ip, capsys, f"{HEAD} --timeout 20\nimport sys\nsys.path.insert(0, {str(tmp_path)!r})\n"
+                                  "import only_on_the_ranks\n{'shape': only_on_the_ranks.Shape()}")
+    assert result.success and repr(result.result) == "{'shape': a Shape}", out  # the rank's rendering of it
 
 
 def test_push_and_pull(ip, started, capsys):

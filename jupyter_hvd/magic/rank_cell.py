@@ -6,11 +6,12 @@ import contextlib
 import importlib
 import inspect
 import linecache
-import pickle
 import signal
 import threading
 from types import CodeType
 from typing import Any
+
+import numpy as np
 
 from ..runner.launch import rank_place
 from . import rank_shell
@@ -124,13 +125,11 @@ def compile_cell(code: str, filename: str) -> tuple[CodeType, CodeType | None]:
 
 
 def sendable(value: Any) -> Any:
-    """value itself if the notebook can load it; by value if it refers to what the cells defined; else (or if
-    that fails too) its repr. Arrays are checked without copying."""
-    try:
-        data = pickle.dumps(value, protocol=5, buffer_callback=lambda buffer: False)
-    except Exception:
-        return _stand_in(value)
-    if b"__main__" not in data:
+    """value itself if it is made of plain data, which the notebook surely loads; else pickled by value (a
+    class or function the cells defined travels as code, one from a module as its name), or its repr where
+    that fails. Loading an object in ipyparallel's client could fail (a class of the rank's ``__main__``, a
+    module only the ranks have), and its result then never arrived: the cell hung."""
+    if _plain(value):
         return value
     import cloudpickle
 
@@ -139,6 +138,23 @@ def sendable(value: Any) -> Any:
         return ByValue(cloudpickle.dumps(value, protocol=5), stand_in)
     except Exception:  # noqa: BLE001 - whatever the object's own reduction raises
         return stand_in
+
+
+_PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes)
+_PLAIN_ITEMS = 1000  # larger containers are pickled by value (and copied) rather than checked item by item
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Builtin scalars, numpy arrays and scalars without objects, and small lists, tuples and dicts of them."""
+    kind = type(value)
+    if kind in _PLAIN_TYPES:
+        return True
+    if kind is np.ndarray or isinstance(value, np.generic):
+        return not value.dtype.hasobject
+    if depth >= 2 or kind not in (list, tuple, dict) or len(value) > _PLAIN_ITEMS:
+        return False
+    items = [*value.keys(), *value.values()] if kind is dict else value
+    return all(_plain(item, depth + 1) for item in items)
 
 
 def _stand_in(value: Any) -> RemoteRepr:
