@@ -75,7 +75,7 @@ def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None
 
 
 def _job() -> str:
-    """The launcher's name for this job ('' outside one): a job started from within a rank has its own."""
+    """The launcher's name for this job ('-' outside one): a job started from within a rank has its own."""
     return os.environ.get("PMIX_NAMESPACE", "") or "-"
 
 
