@@ -22,9 +22,9 @@ class RemoteRepr:
 
 
 class ByValue:
-    """A rank's value that refers to what the cells defined (an instance of a class made in a cell, a function),
-    pickled by value: a plain pickle names ``__main__.Point``, which the notebook's own ``__main__`` lacks, and
-    failed to load in ipyparallel's client, whose result then never arrived (the cell hung)."""
+    """A rank's value that is not plain data, pickled by value (what the cells defined travels as code), with
+    the rank's rendering of it: loaded by ``arrived`` in the notebook, not in ipyparallel's client, where a
+    value that failed to load (``__main__.Point``, a module only the ranks have) left the cell hanging."""
 
     def __init__(self, data: bytes, stand_in: RemoteRepr):
         self.data = data
