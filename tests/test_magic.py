@@ -146,6 +146,28 @@ def test_a_value_made_from_what_the_cells_defined_comes_back(ip, started, capsys
     assert result.success and repr(result.result) == "{'shape': a Shape}", out  # the rank's rendering of it
 
 
+def test_the_ranks_import_and_open_files_from_where_the_notebook_does(ip, started, capsys, tmp_path, monkeypatch):
+    """A notebook that adds to sys.path (``sys.path.insert(0, "lib")``) or moves (``%cd data``) expects its next
+    cell to import and open from there; the ranks used to keep the path and directory they started with."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "helpers_of_this_notebook.py").write_text("ANSWER = 42\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.txt").write_text("in data")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend("lib")  # relative, as notebooks write it
+    result, out = run(ip, capsys, f"{HEAD} --timeout 20\nimport helpers_of_this_notebook, os\n"
+                                  "print('answer', helpers_of_this_notebook.ANSWER, os.getcwd())")
+    assert result.success, out
+    assert all(f"[rank {r}] answer 42 {tmp_path}" in out for r in range(2)), out
+    result, out = run(ip, capsys, f"{HEAD} --timeout 20\nos.chdir('lib')")  # a rank's own move stays...
+    result, out = run(ip, capsys, f"{HEAD} --timeout 20\nprint('at', os.getcwd())")
+    assert all(f"[rank {r}] at {tmp_path / 'lib'}" in out for r in range(2)), out
+    monkeypatch.chdir(tmp_path / "data")  # ...until the notebook moves
+    result, out = run(ip, capsys, f"{HEAD} --timeout 20\nprint('read', open('x.txt').read())")
+    assert result.success, out
+    assert all(f"[rank {r}] read in data" in out for r in range(2)), out
+
+
 def test_push_and_pull(ip, started, capsys):
     ip.user_ns["shared"] = {"lr": 0.1}
     _, out = run(ip, capsys, "%hvd push shared")

@@ -10,6 +10,7 @@ from ipyparallel.error import EngineError
 from .cluster import RankCluster, wait_a_little
 from .failures import RankError, describe_failure, exit_report
 from .monitor_display import MonitorDisplay
+from .notebook_place import notebook_place
 from .output import RankOutput
 from .rank_cell import run_cell
 from .rank_messages import io_held
@@ -32,7 +33,8 @@ class CellRun:
         self.timeout = timeout
         self.output = RankOutput(len(cluster.ranks), only_rank, all_displays)
         with io_held(cluster.io_loop):  # a cell that ends at once still has its output in order
-            self.results = cluster.submit(run_cell, code, cell_id, reinit, timeout, value_ranks, monitor is not None)
+            self.results = cluster.submit(run_cell, code, cell_id, reinit, timeout, value_ranks, monitor is not None,
+                                          notebook_place())
             self.output.listen(self.results)
         self.started = time.monotonic()
         self.failed_order: list[int] = []  # ranks in the order their failure was seen

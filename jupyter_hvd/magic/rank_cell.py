@@ -16,21 +16,25 @@ import numpy as np
 from ..runner.launch import rank_place
 from . import rank_shell
 from .engine_restart import restart_engine
+from .notebook_place import NotebookPlace, follow_notebook
 from .rank_setup import STATE
 from .remote_repr import ByValue, RemoteRepr
 
 
 def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value_ranks: list[int] | None,
-             monitor: bool = False) -> Any:
+             monitor: bool = False, place: NotebookPlace | None = None) -> Any:
     """Run a %%hvd cell in this rank's namespace; on error abort the job so peers cannot hang, then re-raise.
 
     The last expression's value is sent back only from value_ranks (None: from every rank). With monitor,
-    the rank publishes its progress and engine events to the kernel while the cell runs.
+    the rank publishes its progress and engine events to the kernel while the cell runs. With place, the
+    rank first follows the notebook's import path and working directory.
     """
     __tracebackhide__ = True  # keep this wrapper out of the traceback the notebook shows
     if reinit and STATE.engine is not None:
         restart_engine(STATE.engine, STATE.api)
     rank = rank_place().rank
+    if place is not None:
+        follow_notebook(place)
     publisher = importlib.import_module("jupyter_hvd.monitor.publisher") if monitor else None
     if publisher is not None:
         publisher.start_publisher(rank)
