@@ -168,6 +168,24 @@ def test_the_ranks_import_and_open_files_from_where_the_notebook_does(ip, starte
     assert all(f"[rank {r}] read in data" in out for r in range(2)), out
 
 
+def test_autoreload_and_other_run_cell_hooks_work_on_the_ranks(ip, started, capsys, tmp_path):
+    """``%autoreload 2`` reloads edited modules from IPython's ``pre_run_cell`` event, which fired only in the
+    notebook: the ranks kept the old code (``%%px`` reloads it)."""
+    module = tmp_path / "edited_in_an_editor.py"
+    module.write_text("X = 1\n")
+    result, out = run(ip, capsys, f"{HEAD} --timeout 20\n%load_ext autoreload\n%autoreload 2\nimport sys\n"
+                                  f"sys.path.insert(0, {str(tmp_path)!r})\nimport edited_in_an_editor\nran = []\n"
+                                  "get_ipython().events.register('post_run_cell', lambda r: ran.append(r.success))")
+    assert result.success, out
+    module.write_text("X = 5\n")
+    os.utime(module, (time.time() + 2, time.time() + 2))  # a newer time, however coarse the clock
+    result, out = run(ip, capsys, f"{HEAD} --timeout 20\nprint('X is', edited_in_an_editor.X)")
+    assert all(f"[rank {r}] X is 5" in out for r in range(2)), out
+    run(ip, capsys, f"{HEAD} --timeout 20\n1 / 0")
+    result, out = run(ip, capsys, f"{HEAD} --timeout 20\n%autoreload 0\nprint('ran', ran)")
+    assert all(f"[rank {r}] ran [True, True, False]" in out for r in range(2)), out
+
+
 def test_push_and_pull(ip, started, capsys):
     ip.user_ns["shared"] = {"lr": 0.1}
     _, out = run(ip, capsys, "%hvd push shared")

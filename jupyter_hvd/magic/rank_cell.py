@@ -45,7 +45,7 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
         shell = rank_shell.current_shell()
         namespace = shell.user_ns
         rank_shell.exit_called()  # an exit() in a cell that failed went with that cell
-        with rank_shell.execute_events(shell), rank_shell.child_signals_in_cells_only():
+        with rank_shell.execute_events(shell, code), rank_shell.child_signals_in_cells_only():
             _run(body, namespace)
             value = _run(last, namespace) if last is not None else None
         if rank_shell.exit_called():

@@ -3,7 +3,7 @@
 ipyparallel runs our cell wrapper as a function call, not as an IPython cell, so IPython's
 execute events do not fire by themselves: matplotlib's inline backend shows a cell's figures from
 ``post_execute``, and other libraries hook these events too. Only the standard library is imported
-here.
+here (IPython's own classes are imported where they are used).
 """
 from __future__ import annotations
 
@@ -29,15 +29,25 @@ def use_inline_matplotlib() -> None:
 
 
 @contextlib.contextmanager
-def execute_events(shell: Any) -> Iterator[None]:
-    """Fire IPython's ``pre_execute`` and ``post_execute`` around a cell (post_execute also after an error,
-    as IPython does), so figures drawn in the cell are shown when it ends; then let the kernel read what the
-    cell wrote to fds 1 and 2 (``forward_captured_output``)."""
+def execute_events(shell: Any, raw_cell: str) -> Iterator[None]:
+    """Fire IPython's execute events around a cell as ``run_cell`` fires them: ``pre_execute`` and
+    ``pre_run_cell`` before it (``%autoreload`` reloads edited modules there), ``post_execute`` and
+    ``post_run_cell`` after it, also after an error (matplotlib's inline backend shows the cell's figures
+    there); then let the kernel read what the cell wrote to fds 1 and 2 (``forward_captured_output``)."""
+    from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult
+
+    info = ExecutionInfo(raw_cell, store_history=False, silent=False, shell_futures=True, cell_id=None)
+    result = ExecutionResult(info)
     shell.events.trigger("pre_execute")
+    shell.events.trigger("pre_run_cell", info)
     try:
         yield
+    except BaseException as exc:
+        result.error_in_exec = exc
+        raise
     finally:
         shell.events.trigger("post_execute")
+        shell.events.trigger("post_run_cell", result)
         forward_captured_output()
 
 
