@@ -39,6 +39,7 @@ MORE = {
     "figure at the end": ("--rank 1", "plt.plot([3, 2, 1])\nNone"),
     "unpicklable result": ("", "class Rich:\n    def _repr_html_(self):\n        return '<b>rich %d</b>' % rank\n"
                                "    def __reduce__(self):\n        raise TypeError('stays on the rank')\nRich()"),
+    "help page": ("", "import numpy as np\nnp.ones?"),
 }
 PX_START = """import os
 import ipyparallel as ipp
@@ -198,6 +199,11 @@ def test_an_unpicklable_result_keeps_its_rich_repr(cases):
     assert result.data["text/html"] == "<b>rich 0</b>"
 
 
+def test_a_help_page_shows_as_the_cells_output(cases):
+    """``obj?`` pages its help; a kernel sends the page to the notebook's pager, %%px drops it."""
+    assert "Return a new array of given shape and type" in text(cases[("hvd", "help page")])
+
+
 def test_progress_bars_update_while_the_cell_runs():
     """A text tqdm on a rank moves its bar while the cell runs, at most 10 times a second."""
     kernel = Kernel()
@@ -257,3 +263,4 @@ def test_many_lines_reach_the_notebook_in_order_in_few_messages():
         assert messages < lines // 10, f"{messages} stream messages for {2 * lines} lines"
     finally:
         kernel.close()
+

@@ -48,7 +48,20 @@ def execute_events(shell: Any, raw_cell: str) -> Iterator[None]:
     finally:
         shell.events.trigger("post_execute")
         shell.events.trigger("post_run_cell", result)
+        show_pages(shell)
         forward_captured_output()
+
+
+def show_pages(shell: Any) -> None:
+    """Display what the cell paged (``obj?``, ``%pinfo``, ``%psource``) as the cell's output. A kernel sends
+    pages with its reply, to the notebook's pager; an engine's function calls have no reply to carry them,
+    so they were dropped (under ``%%px`` too) and kept in memory."""
+    from IPython.display import publish_display_data
+
+    for payload in shell.payload_manager.read_payload():
+        if payload.get("source") == "page":
+            publish_display_data(payload["data"])
+    shell.payload_manager.clear_payload()
 
 
 def forward_captured_output(limit_s: float = 0.2) -> None:
