@@ -398,6 +398,7 @@ def test_a_cell_awaits_at_its_top_level_as_in_a_notebook(ip, started, capsys):
     assert not result.success and "the kernel was interrupted" in out and "[rank 1] finally 1" in out, out
     result, out = run(ip, capsys, f"{HEAD}\nawait asyncio.sleep(0)\nhvd.rank(), background.done()")
     assert result.success and result.result == (0, False), out
+    assert run(ip, capsys, f"{HEAD}\nbackground.cancel()\nawait asyncio.sleep(0)\nbackground.cancelled()")[0].result
 
 
 def test_an_interrupt_that_lands_in_a_finalizer_is_not_lost(ip, started, capsys, monkeypatch):
