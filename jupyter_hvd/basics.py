@@ -30,9 +30,14 @@ def mxnet_unavailable_reason() -> str:
 
 def _comm_handle(comm: Any) -> int:
     """The C handle of an mpi4py communicator, or of a new one over a list of world ranks."""
-    if "mpi4py.MPI" not in sys.modules and not started_by_launcher():
-        os.environ.setdefault(BTL_VAR, LONE_PROCESS_BTL)  # see runner.launch
-    from mpi4py import MPI  # initialises MPI with MPI_THREAD_MULTIPLE (mpi4py's default)
+    lone = "mpi4py.MPI" not in sys.modules and not started_by_launcher() and BTL_VAR not in os.environ
+    if lone:
+        os.environ[BTL_VAR] = LONE_PROCESS_BTL  # see runner.launch
+    try:
+        from mpi4py import MPI  # initialises MPI with MPI_THREAD_MULTIPLE (mpi4py's default)
+    finally:
+        if lone:  # read at MPI's start; the jobs this process launches later (%%hvd from a notebook) need theirs
+            del os.environ[BTL_VAR]
 
     if comm is None:
         comm = MPI.COMM_WORLD

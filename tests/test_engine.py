@@ -100,18 +100,26 @@ def test_one_rank_job_and_an_op_before_init(tmp_path):
 
 def test_a_process_started_without_mpiexec_is_a_one_rank_job_that_listens_nowhere():
     """No launcher: MPI starts as a singleton on its own transport alone (no TCP one, so no listening socket),
-    unless the transports were chosen."""
-    code = ("import os, numpy as np, psutil, jupyter_hvd as hvd\nhvd.init()\n"
+    unless the transports were chosen. The jobs it launches afterwards (a notebook that called ``hvd.init()``,
+    then runs ``%%hvd``) choose their own: they once inherited the singleton's and their ranks could not
+    reach each other."""
+    code = ("import os, subprocess, sys, numpy as np, psutil, jupyter_hvd as hvd\nhvd.init()\n"
             "listening = [c.laddr for c in psutil.Process().net_connections('inet') if c.status == psutil.CONN_LISTEN]\n"
-            "print(hvd.size(), hvd.allreduce(np.ones(2), op=hvd.Sum), os.environ.get('OMPI_MCA_btl'), bool(listening))")
-    for chosen, seen in ((None, "self False"), ("self,sm", "self,sm False"), ("self,tcp", "self,tcp True")):
+            "print(hvd.size(), hvd.allreduce(np.ones(2), op=hvd.Sum), os.environ.get('OMPI_MCA_btl'), bool(listening))\n"
+            "job = [sys.executable, '-m', 'jupyter_hvd.runner.hvdrun', '-np', '2', sys.executable, '-c',\n"
+            "       'import numpy as np, jupyter_hvd as hvd; hvd.init(); print(hvd.allreduce(np.ones(1), op=hvd.Sum))']\n"
+            "print(subprocess.run(job, capture_output=True, text=True, timeout=60).stdout.split())")
+    for chosen, seen in ((None, "None False"), ("self,sm", "self,sm False"), ("self,tcp", "self,tcp True")):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_"))}
         env.update(ROOT_ENV)
         if chosen:
             env["OMPI_MCA_btl"] = chosen
         res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
-        assert res.stdout.split() == ["1", "[1.", "1.]", *seen.split()]
+        lone, launched = res.stdout.splitlines()
+        assert lone.split() == ["1", "[1.", "1.]", *seen.split()]
+        if chosen is None:
+            assert launched == "['[2.]', '[2.]']", res.stderr
 
 
 def test_init_on_a_subset_communicator(tmp_path):
