@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..runner.launch import rank_place
-from . import rank_shell
+from . import rank_awaiting, rank_shell
 from .engine_restart import restart_engine
 from .notebook_place import NotebookPlace, follow_notebook
 from .rank_setup import STATE
@@ -113,7 +113,7 @@ def _abort_job(exc: BaseException) -> None:
 def _run(code: CodeType, namespace: dict[str, Any]) -> Any:
     """Run compiled cell code; code with top-level ``await`` gives a coroutine, which runs to its end."""
     value = eval(code, namespace)
-    return rank_shell.run_awaited(value) if code.co_flags & inspect.CO_COROUTINE else value
+    return rank_awaiting.run_awaited(value) if code.co_flags & inspect.CO_COROUTINE else value
 
 
 def compile_cell(code: str, filename: str) -> tuple[CodeType, CodeType | None]:

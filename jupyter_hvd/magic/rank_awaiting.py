@@ -1,0 +1,68 @@
+"""Rank side: cells with top-level ``await``, and the tasks they start, run as a notebook kernel runs them.
+
+The engine's own event loop is running while a cell runs (the cell is one of its callbacks), so an awaiting
+cell runs on an event loop of the rank's own, kept between cells; between cells the engine's loop turns it.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine
+from typing import Any
+
+_loop: asyncio.AbstractEventLoop | None = None  # the loop cells with top-level ``await`` run on
+_ticking = False  # a turn of that loop is scheduled on the engine's
+TICK_S = 0.01  # how often that loop turns between cells while it has tasks
+
+
+def run_awaited(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run to its end the coroutine that a cell with top-level ``await`` compiles to, as a notebook kernel
+    runs such a cell. The engine's own event loop is running (the cell is one of its callbacks), so the
+    coroutine runs on a loop of the rank's own, kept between cells. Tasks a cell starts go on while later
+    cells await and, as in a kernel, between cells (``_keep_tasks_going``). An error or an interrupt cancels
+    the cell's coroutine, not those tasks."""
+    global _loop
+    if _loop is None:
+        _loop = asyncio.new_event_loop()
+    engine_loop = asyncio._get_running_loop()
+    task = _loop.create_task(coroutine)
+    try:
+        return _turn(engine_loop, task)
+    except BaseException:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            _turn(engine_loop, task)  # its finally blocks run, as when a kernel interrupts a cell
+        raise
+    finally:
+        _keep_tasks_going(engine_loop)
+
+
+def _turn(engine_loop: asyncio.AbstractEventLoop | None, task: asyncio.Task | None) -> Any:
+    """Run the rank's loop until task ends (None: for one pass over what is ready), from within the engine's
+    loop: one loop runs at a time on a thread, and the engine's waits meanwhile."""
+    asyncio._set_running_loop(None)
+    try:
+        if task is not None:
+            return _loop.run_until_complete(task)
+        _loop.call_soon(_loop.stop)
+        _loop.run_forever()
+        return None
+    finally:
+        asyncio._set_running_loop(engine_loop)
+
+
+def _keep_tasks_going(engine_loop: asyncio.AbstractEventLoop | None) -> None:
+    """While the rank's loop has tasks, turn it every ``TICK_S`` from the engine's loop, between cells (a
+    cell that does not await holds the engine's loop, and so the tasks, as it holds a kernel's)."""
+    global _ticking
+    if _ticking or engine_loop is None or not asyncio.all_tasks(_loop):
+        return
+    _ticking = True
+
+    def tick() -> None:
+        global _ticking
+        _ticking = False
+        _turn(engine_loop, None)
+        _keep_tasks_going(engine_loop)
+
+    engine_loop.call_later(TICK_S, tick)
