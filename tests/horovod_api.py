@@ -10,6 +10,19 @@ COMMON_EXPORTS = ("init shutdown is_initialized size local_size cross_size rank 
                   "cuda_built rocm_built start_timeline stop_timeline Average Sum Adasum Min Max Product ProcessSet "
                   "global_process_set add_process_set remove_process_set Compression").split()
 
+# What Horovod's frontends' mpi_ops modules carry besides their collectives: code imports these from there
+# (``from horovod.torch.mpi_ops import Average, size``; ``from horovod.mxnet.mpi_ops import allreduce_, size``).
+MPI_OPS_BASICS = [n for n in COMMON_EXPORTS if n != "Compression"]
+
+
+def check_submodules(package: str, submodules: dict) -> None:
+    """Each ``package.submodule`` exists and has the names Horovod's has (``submodules``: name -> names)."""
+    import importlib
+
+    missing = {sub: [n for n in names if not hasattr(importlib.import_module(f"{package}.{sub}"), n)]
+               for sub, names in submodules.items()}
+    assert not any(missing.values()), missing
+
 
 def check_signature(hvd: ModuleType, name: str, specs: Sequence[Union[str, tuple]]) -> None:
     """``hvd.name`` (a dotted name reaches into submodules: ``elastic.run``) takes Horovod's parameters in order with its defaults (``specs``: a name, or (name, default),

@@ -10,7 +10,7 @@ mx = pytest.importorskip("mxnet")
 import jupyter_hvd.mxnet as hvd  # noqa: E402
 from jupyter_hvd import _C  # noqa: E402
 from jupyter_hvd.mxnet.optimizer import split_list  # noqa: E402
-from horovod_api import COMMON_EXPORTS, check_signature  # noqa: E402
+from horovod_api import COMMON_EXPORTS, MPI_OPS_BASICS, check_signature, check_submodules  # noqa: E402
 from multirank import ROOT, run_rank_tests, run_ranks  # noqa: E402
 
 # One compute thread per rank: the test box has two cores for up to four ranks.
@@ -48,6 +48,20 @@ HOROVOD_SIGNATURES.update({
 def test_signature_matches_horovod(name):
     """Same parameters, order and defaults; extras (like process_set on the object collectives) only after them."""
     check_signature(hvd, name, HOROVOD_SIGNATURES[name])
+
+
+# Horovod 0.28.1's horovod.mxnet submodules and what code imports from them.
+SUBMODULES = {
+    "mpi_ops": MPI_OPS_BASICS + ("allreduce allreduce_ grouped_allreduce grouped_allreduce_ allgather "
+                                 "grouped_allgather broadcast broadcast_ alltoall reducescatter "
+                                 "grouped_reducescatter").split(),
+    "functions": ["allgather_object", "broadcast_object"],
+    "compression": ["Compression"],
+}
+
+
+def test_horovods_submodules_have_its_names():
+    check_submodules("jupyter_hvd.mxnet", SUBMODULES)
 
 
 def test_everything_else_horovod_exports_is_here():

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import jupyter_hvd.torch as hvd  # noqa: E402
-from horovod_api import COMMON_EXPORTS, check_signature  # noqa: E402
+from horovod_api import COMMON_EXPORTS, MPI_OPS_BASICS, check_signature, check_submodules  # noqa: E402
 from multirank import ROOT, run_rank_tests, run_ranks  # noqa: E402
 
 ENV = {"OMP_NUM_THREADS": "1"}  # one compute thread per rank: the test box has two cores for up to four ranks
@@ -71,6 +71,27 @@ EXPORTS = COMMON_EXPORTS + ["HorovodInternalError"]
 def test_signature_matches_horovod(name):
     """Same parameters, order and defaults; extras (like prefix on broadcast_parameters) only after them."""
     check_signature(hvd, name, HOROVOD_SIGNATURES[name])
+
+
+# Horovod 0.28.1's horovod.torch submodules and what code imports from them.
+SUBMODULES = {
+    "mpi_ops": MPI_OPS_BASICS + ["HorovodInternalError", "Compression"] + (
+        "allreduce allreduce_async allreduce_ allreduce_async_ grouped_allreduce grouped_allreduce_async "
+        "grouped_allreduce_ grouped_allreduce_async_ sparse_allreduce_async allgather allgather_async "
+        "grouped_allgather grouped_allgather_async broadcast broadcast_async broadcast_ broadcast_async_ alltoall "
+        "alltoall_async reducescatter reducescatter_async grouped_reducescatter grouped_reducescatter_async join "
+        "barrier poll synchronize HorovodAllreduce HorovodAllgather HorovodBroadcast HorovodAlltoall "
+        "HorovodReducescatter").split(),
+    "functions": ["allgather_object", "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters"],
+    "compression": ["Compression", "Compressor", "NoneCompressor", "FP16Compressor"],
+    "optimizer": ["DistributedOptimizer", "_DistributedOptimizer"],
+    "sync_batch_norm": ["SyncBatchNorm"],
+    "elastic": ["run", "TorchState", "ElasticSampler"],
+}
+
+
+def test_horovods_submodules_have_its_names():
+    check_submodules("jupyter_hvd.torch", SUBMODULES)
 
 
 def test_everything_else_horovod_exports_is_here():

@@ -1,6 +1,6 @@
 """``import jupyter_hvd.mxnet as hvd``: a drop-in for ``horovod.mxnet`` (Horovod 0.28) on MXNet 1.9.
 
-allreduce and broadcast run asynchronously inside MXNet's dependency engine; see ``ops`` for which
+allreduce and broadcast run asynchronously inside MXNet's dependency engine; see ``mpi_ops`` for which
 ops are synchronous.
 """
 from ..basics import (abort, ccl_built, check_running, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
@@ -13,7 +13,7 @@ from ..monitor.samples import monitor_step
 from ..timeline import drain_events, start_timeline, stop_timeline
 from .compression import Compression
 from .functions import allgather_object, barrier, broadcast_object, broadcast_parameters
-from .ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allreduce, allreduce_, alltoall, broadcast,
+from .mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allreduce, allreduce_, alltoall, broadcast,
                   broadcast_, grouped_allgather, grouped_allreduce, grouped_allreduce_, grouped_reducescatter,
                   reducescatter)
 from .optimizer import DistributedOptimizer, DistributedTrainer

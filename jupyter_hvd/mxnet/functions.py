@@ -9,7 +9,7 @@ from .. import ops as core_ops
 from ..basics import size
 from ..process_sets import ProcessSet, global_process_set
 from . import bridge
-from .ops import NDArray, broadcast_, mxnet_errors
+from .mpi_ops import NDArray, broadcast_, mxnet_errors
 
 
 def _broadcast_after_init(param: mx.gluon.Parameter, root_rank: int, name: str) -> None:

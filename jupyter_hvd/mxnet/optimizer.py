@@ -17,7 +17,7 @@ from ..monitor.samples import trainer_step
 from ..process_sets import ProcessSet, global_process_set
 from .compression import Compression, Compressor
 from .functions import broadcast_object, broadcast_tensors
-from .ops import Sum, _require_init, allreduce_, grouped_allreduce_, mxnet_errors
+from .mpi_ops import Sum, _require_init, allreduce_, grouped_allreduce_, mxnet_errors
 
 
 def _average_factor(gradient_predivide_factor: float, process_set: ProcessSet) -> float:

@@ -11,10 +11,16 @@ import numpy as np
 import torch
 
 from .. import ops as core
-from ..basics import rank
+# horovod.torch.mpi_ops also carries the basics and process sets: code imports them from there
+# (``from horovod.torch.mpi_ops import Average, size``).
+from ..basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,  # noqa: F401
+                      gloo_enabled, init, is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
+                      mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size)
+from ..errors import HorovodInternalError  # noqa: F401 (re-exported, as Horovod's mpi_ops has it)
 from ..naming import group_names, prefixed_name
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
-from ..process_sets import ProcessSet, global_process_set
+from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set  # noqa: F401
+from ..timeline import start_timeline, stop_timeline  # noqa: F401 (re-exported)
 from . import recording
 from .compression import Compression, Compressor
 from .tensors import check_tensors, engine_array, engine_tensor, to_torch

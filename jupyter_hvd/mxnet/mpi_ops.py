@@ -14,14 +14,20 @@ from mxnet.base import MXNetError
 
 from .. import _C
 from .. import ops as core
-from ..basics import is_initialized
+# horovod.mxnet.mpi_ops also carries the basics and process sets: code imports them from there
+# (``from horovod.mxnet.mpi_ops import allreduce_, size``).
+from ..basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,  # noqa: F401
+                      gloo_enabled, init, is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
+                      mpi_threads_supported, nccl_built, rank, rocm_built, size)
 from ..dtypes import dtype_code
 from ..errors import HorovodInternalError
 from ..naming import op_names, prefixed_name
 from ..ops import ALLREDUCE, BROADCAST, check_root
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
-from ..process_sets import ProcessSet, global_process_set, set_id
+from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set, set_id  # noqa: F401
+from ..timeline import start_timeline, stop_timeline  # noqa: F401 (re-exported)
 from . import bridge
+from .drain import shutdown  # noqa: F401 (re-exported)
 
 NDArray = mx.nd.NDArray
 
