@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from .binding import binding_options
 from .host_loss import KEEPALIVE
 from .networks import reaching_networks
-from .slurm import Allocation
+from .slurm import Allocation, in_step
 
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # Where mpiexec keeps its session files. Under the default, $TMPDIR/ompi.<mpiexec pid>, the files a killed
@@ -231,7 +231,7 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
         for name, value in KEEPALIVE.items():  # a host that goes silent is noticed in seconds (host_loss)
             env.setdefault(name, value)
     cmd = [find_mpiexec(), "-np", str(spec.np), *binding_options(spec.np, spec.mpi_args, several_hosts, env),
-           "--oversubscribe", *_host_args(spec)]
+           "--oversubscribe", *_host_args(spec, env)]
     listen_args, exported = _listen_args(spec, env)
     cmd += listen_args + spec.mpi_args
     # The ranks on mpiexec's own host inherit its environment; those on other hosts get what -x names.
@@ -262,11 +262,18 @@ def _listen_args(spec: LaunchSpec, env: dict[str, str]) -> tuple[list[str], list
     return args, [LISTEN_VAR, "LD_PRELOAD"]
 
 
-def _host_args(spec: LaunchSpec) -> list[str]:
-    """mpiexec options that place ranks on the requested hosts."""
+def _host_args(spec: LaunchSpec, env: Mapping[str, str]) -> list[str]:
+    """mpiexec options that place ranks on the requested hosts. Within a Slurm step (srun --pty bash, or a
+    notebook server srun started), mpiexec would read the step's tasks as the job's slots and crowd the ranks
+    onto the first host: there it gets the hosts and slots as given, and still starts its daemons with srun."""
     hosts = check_placement(spec.hosts, spec.hostfile)
+    step = in_step(env)
     if spec.hosts:
-        return ["--host", ",".join(f"{host}:{slots}" for host, slots in hosts)]
-    if spec.hostfile:
-        return ["--hostfile", spec.hostfile]
-    return []
+        args = ["--host", ",".join(f"{host}:{slots}" for host, slots in hosts)]
+    elif spec.hostfile:
+        args = ["--hostfile", spec.hostfile]
+    elif spec.allocation and step:
+        args = ["--host", spec.allocation.listing()]
+    else:
+        return []
+    return args + (["--prtemca", "ras", "^slurm"] if step else [])

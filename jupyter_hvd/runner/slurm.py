@@ -53,7 +53,17 @@ def allocation(environ: Mapping[str, str]) -> Allocation | None:
     if not job_id or not nodelist:
         return None
     hosts = expand_nodelist(nodelist)
-    slots = counts(environ.get("SLURM_TASKS_PER_NODE") or environ.get("SLURM_JOB_CPUS_PER_NODE") or "1")
+    # Within a step SLURM_TASKS_PER_NODE is the step's, while the hosts are the job's: the job's CPUs per host
+    # are its slots there.
+    per_node = ("SLURM_JOB_CPUS_PER_NODE", "SLURM_TASKS_PER_NODE") if in_step(environ) else (
+        "SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE")
+    slots = counts(next((environ[name] for name in per_node if environ.get(name)), "1"))
     if len(slots) != len(hosts):
         raise ValueError(f"Slurm gives {len(hosts)} hosts ({nodelist}) but {len(slots)} task counts")
     return Allocation(job_id, tuple(zip(hosts, slots)))
+
+
+def in_step(environ: Mapping[str, str]) -> bool:
+    """Whether this process runs within a step of a Slurm job (started by srun: srun --pty bash, a notebook
+    server that srun started), rather than in the allocation's own shell or batch script."""
+    return bool(environ.get("SLURM_JOB_ID") and environ.get("SLURM_STEP_ID"))

@@ -40,11 +40,17 @@ def job_name(slurm):
     subprocess.run(["scancel", f"--name={name}"], env=slurm.env(), capture_output=True, timeout=30)
 
 
-def test_hvdrun_in_an_allocation_places_ranks_on_its_hosts(slurm, job_name):
+# Where in the allocation the job is launched from: its own shell (salloc, a batch script), or a step within it
+# (srun --pty bash, a notebook server that srun started), whose SLURM_TASKS_PER_NODE is the step's, not the job's.
+WHERE = {"allocation": [], "step": ["srun", "-N", "1", "-n", "1"]}
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_hvdrun_in_an_allocation_places_ranks_on_its_hosts(slurm, job_name, where):
     script = (f"export {EXPECT}; {sys.executable} -m jupyter_hvd.runner.hvdrun -np 4 -x JHVD_EXPECT_HOSTS "
               f"{sys.executable} -m pytest -q -x --color=no -p no:cacheprovider tests/ranks/rank_hosts.py")
-    done = subprocess.run([*salloc(job_name), "sh", "-c", script], env=slurm.env(), cwd=REPO, capture_output=True,
-                          text=True, timeout=240)
+    done = subprocess.run([*salloc(job_name), *WHERE[where], "sh", "-c", script], env=slurm.env(), cwd=REPO,
+                          capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert done.stdout.count(" passed") == 4, done.stdout[-4000:]
 
@@ -71,9 +77,10 @@ def test_an_allocations_job_listens_on_the_hosts_network_only(slurm, job_name):
         kill_if_running(proc)
 
 
-def test_a_notebook_in_an_allocation_runs_its_cells_on_its_hosts(slurm, job_name):
-    done = subprocess.run([*salloc(job_name), sys.executable, "tests/hosts/slurm_notebook.py"], env=slurm.env(),
-                          cwd=REPO, capture_output=True, text=True, timeout=280)
+@pytest.mark.parametrize("where", WHERE)
+def test_a_notebook_in_an_allocation_runs_its_cells_on_its_hosts(slurm, job_name, where):
+    done = subprocess.run([*salloc(job_name), *WHERE[where], sys.executable, "tests/hosts/slurm_notebook.py"],
+                          env=slurm.env(), cwd=REPO, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     cells = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [c["status"] for c in cells] == ["ok"] * 3, cells
