@@ -10,7 +10,7 @@ from .errors import raise_for_status
 from .handles import release_orphans
 from .naming import restart as restart_auto_names
 from .gpu import cuda_available, nccl_available
-from .runner.launch import BTL_VAR, LONE_PROCESS_BTL, started_by_launcher
+from .runner.launch import BTL_VAR, LONE_PROCESS_BTL, launched_size, started_by_launcher
 
 _atexit_registered = False
 _engine_runs = 0  # how many times init() has started the engine in this process
@@ -39,6 +39,7 @@ def _comm_handle(comm: Any) -> int:
         if lone:  # read at MPI's start; the jobs this process launches later (%%hvd from a notebook) need theirs
             del os.environ[BTL_VAR]
 
+    _check_world(MPI.COMM_WORLD.Get_size())
     if comm is None:
         comm = MPI.COMM_WORLD
     elif not isinstance(comm, MPI.Comm):
@@ -48,6 +49,18 @@ def _comm_handle(comm: Any) -> int:
         if comm == MPI.COMM_NULL:
             raise ValueError(f"rank {MPI.COMM_WORLD.Get_rank()} is not in the ranks given to init(): {ranks}")
     return MPI._handleof(comm)
+
+
+def _check_world(world: int) -> None:
+    """Refuse to start when the launcher started several processes but MPI started this one alone (srun
+    without PMIx, another MPI's mpiexec): each would go on as a one-rank job, training alone."""
+    name, launched = launched_size()
+    if world == 1 and launched > 1:
+        raise RuntimeError(
+            f"hvd.init(): this process is one of {launched} that its launcher started ({name}={launched}), but "
+            f"MPI started it alone: each would train as a job of its own. srun needs --mpi=pmix with a Slurm "
+            f"built with PMIx for Open MPI to see its peers; hvdrun -np {launched} works in any allocation, "
+            f"and another MPI's mpiexec cannot start Open MPI processes.")
 
 
 def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None:

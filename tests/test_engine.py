@@ -122,6 +122,25 @@ def test_a_process_started_without_mpiexec_is_a_one_rank_job_that_listens_nowher
             assert launched == "['[2.]', '[2.]']", res.stderr
 
 
+@pytest.mark.parametrize("launcher", ["SLURM_STEP_NUM_TASKS=2", "PMI_SIZE=3", "SLURM_STEP_NUM_TASKS=1"])
+def test_a_process_that_mpi_started_alone_among_several_is_refused(launcher):
+    """srun -n 2 without PMIx (or another MPI's mpiexec) starts each process as MPI's only one: each trained
+    as a job of its own, silently. The launcher's count (as srun and PMI launchers set it) says so."""
+    name, count = launcher.split("=")
+    code = ("import jupyter_hvd as hvd\ntry:\n    hvd.init()\n    print('started', hvd.size())\n"
+            "except RuntimeError as e:\n    print('refused:', e)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_", "SLURM_"))}
+    env.update(ROOT_ENV, **{name: count})
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    if count == "1":
+        assert res.stdout.strip() == "started 1"
+    else:
+        assert res.stdout.startswith(f"refused: hvd.init(): this process is one of {count} that its launcher "
+                                     f"started ({launcher}), but MPI started it alone"), res.stdout
+        assert f"hvdrun -np {count}" in res.stdout
+
+
 def test_init_on_a_subset_communicator(tmp_path):
     script = tmp_path / "sub.py"
     script.write_text(

@@ -54,6 +54,8 @@ FORWARD_NAMES = ("PYTHONPATH", "PYTHONUNBUFFERED")
 FORWARD_PREFIXES = ("HOROVOD_", "JUPYTER_HVD_")
 # Set by an MPI launcher in the processes it starts: Open MPI's mpiexec, and PMIx or PMI launchers (srun).
 LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")
+# How many processes a launcher started: Open MPI's mpiexec, a PMI one (MPICH's or Intel's mpiexec), srun.
+LAUNCHED_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS")
 
 _HOST_RE = re.compile(r"([A-Za-z0-9_.-]+)(?::([1-9][0-9]*))?")
 _SLOTS_RE = re.compile(r"slots\s*=\s*([0-9]+)")
@@ -95,6 +97,15 @@ def rank_place(environ: Mapping[str, str] = os.environ) -> RankPlace:
 def started_by_launcher(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether an MPI launcher started this process (as one of its ranks), rather than a plain command."""
     return any(name in environ for name in LAUNCHER_VARS)
+
+
+def launched_size(environ: Mapping[str, str] = os.environ) -> tuple[str, int]:
+    """How many processes the launcher that started this one started, and the variable that says so
+    (("", 1) when none does)."""
+    for name in LAUNCHED_SIZE_VARS:
+        if environ.get(name, "").isdigit():
+            return name, int(environ[name])
+    return "", 1
 
 
 def parse_export(item: str, value_required: bool = False) -> tuple[str, str | None]:

@@ -91,3 +91,14 @@ def test_a_notebook_in_an_allocation_runs_its_cells_on_its_hosts(slurm, job_name
     first, second = sorted(set(hosts))
     assert hosts == [first, first, second, second] and f"({first}:2,{second}:2)" in header, started
     assert "4 ranks on Slurm allocation " in status, status
+
+
+def test_srun_without_pmix_is_refused_on_every_task_rather_than_training_alone(slurm, job_name):
+    """This Slurm has no PMIx for Open MPI (as many have not): srun -n 2 python train.py started each task as
+    MPI's only process, and each trained alone, silently."""
+    code = "import jupyter_hvd as hvd\nhvd.init()\nprint('started', hvd.size())"
+    done = subprocess.run([*salloc(job_name), "srun", "-n", "2", sys.executable, "-c", code], env=slurm.env(),
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "started" not in done.stdout, done.stdout + done.stderr
+    assert done.stderr.count("RuntimeError: hvd.init(): this process is one of 2 that its launcher started "
+                             "(SLURM_STEP_NUM_TASKS=2)") == 2, done.stderr[-4000:]
