@@ -48,7 +48,9 @@ def expand_nodelist(nodelist: str) -> list[str]:
 
 
 def allocation(environ: Mapping[str, str]) -> Allocation | None:
-    """The allocation this process runs in, or None outside one."""
+    """The allocation this process runs in, whose hosts a job is placed on; None outside one, and for an
+    allocation of this node alone (a batch script or step on a job's one node), where a job is one on this
+    host: bound to its cores, on shared memory and loopback, as anywhere else."""
     job_id, nodelist = environ.get("SLURM_JOB_ID"), environ.get("SLURM_JOB_NODELIST")
     if not job_id or not nodelist:
         return None
@@ -60,6 +62,8 @@ def allocation(environ: Mapping[str, str]) -> Allocation | None:
     slots = counts(next((environ[name] for name in per_node if environ.get(name)), "1"))
     if len(slots) != len(hosts):
         raise ValueError(f"Slurm gives {len(hosts)} hosts ({nodelist}) but {len(slots)} task counts")
+    if hosts == [environ.get("SLURMD_NODENAME")]:  # set on the job's nodes, not in salloc's shell
+        return None
     return Allocation(job_id, tuple(zip(hosts, slots)))
 
 

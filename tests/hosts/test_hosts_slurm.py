@@ -102,3 +102,19 @@ def test_srun_without_pmix_is_refused_on_every_task_rather_than_training_alone(s
     assert done.returncode != 0 and "started" not in done.stdout, done.stdout + done.stderr
     assert done.stderr.count("RuntimeError: hvd.init(): this process is one of 2 that its launcher started "
                              "(SLURM_STEP_NUM_TASKS=2)") == 2, done.stderr[-4000:]
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_a_one_node_allocation_runs_jobs_on_that_node_as_on_any_host(slurm, job_name, where):
+    """On the allocation's one node (a step, a batch script) a job is one on this host: shared memory without
+    the libfabric transport, loopback, its cores bound; it used to get the settings of a job across hosts.
+    From salloc's shell, which runs off the node, the job still starts there across the network."""
+    code = "import os, jupyter_hvd as hvd\nhvd.init()\nprint('job', os.environ.get('OMPI_MCA_btl'), os.environ['JUPYTER_HVD_LISTEN'])"
+    one_node = ["salloc", "-N", "1", "-n", "2", "--quiet", "--time=5", f"--job-name={job_name}"]
+    hvdrun = [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", "-np", "2", sys.executable, "-c", code]
+    done = subprocess.run([*one_node, *WHERE[where], *hvdrun], env=slurm.env(), cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    network = slurm.networks[0].rsplit(".", 1)[0] + "."
+    expected = "job ^ofi loopback" if where == "step" else f"job None {network}"
+    assert [line[:len(expected)] for line in done.stdout.splitlines()] == [expected] * 2, done.stdout
