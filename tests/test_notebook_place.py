@@ -44,3 +44,18 @@ def test_a_rank_follows_the_notebook_only_when_the_notebook_moves(tmp_path, monk
     with pytest.warns(RuntimeWarning, match="cannot enter"):
         follow_notebook(NotebookPlace(str(tmp_path / "gone"), ()))
     assert os.getcwd() == str(tmp_path / "b")
+
+
+def test_a_removed_directory_is_no_error_on_either_side(tmp_path, monkeypatch):
+    """A notebook (or rank) whose directory was removed under it: os.getcwd() raises there."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    monkeypatch.setattr(sys, "path", ["relative", str(tmp_path), *sys.path])
+    gone.rmdir()
+    place = notebook_place.notebook_place()
+    assert place.cwd is None and place.path[0] == str(tmp_path)
+    monkeypatch.setattr(notebook_place, "_last_cwd", str(gone))
+    follow_notebook(place)  # the notebook's directory is unknown: the rank stays
+    follow_notebook(NotebookPlace(str(tmp_path), ()))  # the notebook moved on; this rank's directory is gone too
+    assert os.getcwd() == str(tmp_path)

@@ -15,15 +15,19 @@ from typing import NamedTuple
 
 
 class NotebookPlace(NamedTuple):
-    cwd: str
+    cwd: str | None  # None when the notebook's directory was removed
     path: tuple[str, ...]  # the notebook's sys.path, relative entries made absolute against cwd
 
 
 def notebook_place() -> NotebookPlace:
     """The kernel's working directory and import path, now."""
-    return NotebookPlace(os.getcwd(), tuple(
-        entry if os.path.isabs(entry) else os.path.abspath(entry)
-        for entry in sys.path if isinstance(entry, str) and entry))
+    entries = [entry for entry in sys.path if isinstance(entry, str) and entry]
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the directory was removed under the notebook: its relative entries lead nowhere
+        return NotebookPlace(None, tuple(entry for entry in entries if os.path.isabs(entry)))
+    return NotebookPlace(cwd, tuple(entry if os.path.isabs(entry) else os.path.normpath(os.path.join(cwd, entry))
+                                    for entry in entries))
 
 
 _last_cwd: str | None = None  # the notebook's directory at this rank's last cell
@@ -33,14 +37,24 @@ def follow_notebook(place: NotebookPlace) -> None:
     """On a rank: take the notebook's new import path entries and, if the notebook moved, its directory."""
     global _last_cwd
     add_missing_entries(sys.path, place.path)
+    if place.cwd is None:
+        return
     moved = _last_cwd is not None and place.cwd != _last_cwd
     _last_cwd = place.cwd
-    if moved and os.getcwd() != place.cwd:
-        try:
-            os.chdir(place.cwd)
-        except OSError as exc:  # another host may lack the directory
-            warnings.warn(f"the notebook moved to {place.cwd}, which this rank cannot enter ({exc.strerror}); "
-                          f"it stays in {os.getcwd()}", RuntimeWarning, stacklevel=1)
+    if not moved or _current_directory() == place.cwd:
+        return
+    try:
+        os.chdir(place.cwd)
+    except OSError as exc:  # another host may lack the directory
+        warnings.warn(f"the notebook moved to {place.cwd}, which this rank cannot enter ({exc.strerror}); "
+                      f"it stays where it is", RuntimeWarning, stacklevel=1)
+
+
+def _current_directory() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # removed under the rank
+        return None
 
 
 def add_missing_entries(path: list[str], wanted: tuple[str, ...]) -> None:
