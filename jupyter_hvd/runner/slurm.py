@@ -37,7 +37,11 @@ def counts(text: str) -> list[int]:
 
 
 def expand_nodelist(nodelist: str) -> list[str]:
-    """Slurm's compressed host list ("h[1-3],gpu07") as names, by scontrol, which knows every form of it."""
+    """Slurm's compressed host list ("h[1-3],gpu07") as names, by scontrol, which knows every form of it; a
+    list with no ranges in it ("gpu07", "a,b") as it is, so that a job on one node runs where Slurm's own
+    programs are missing (in a container that Slurm started)."""
+    if "[" not in nodelist:
+        return [name for name in nodelist.split(",") if name]
     scontrol = shutil.which("scontrol")
     if scontrol is None:
         raise ValueError("in a Slurm allocation, but scontrol is not on PATH to read its host list")
