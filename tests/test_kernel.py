@@ -165,6 +165,19 @@ def test_interrupt_stops_the_cell_and_keeps_the_ranks(ranks, wait, request):
     assert rank_pids(ranks.execute("%hvd status")[1]) == before
 
 
+def test_a_notebook_that_started_the_engine_itself_still_runs_hvd_cells(kernel):
+    """``hvd.init()`` in the notebook's own cell (a one-rank job, or ``%run train.py``) once left its
+    one-process transport setting to the ranks of every later %%hvd cell, which then could not reach each
+    other: the job never started."""
+    reply, out = kernel.execute("import jupyter_hvd as hvd\nhvd.init()\nprint('alone', hvd.size())\n"
+                                "%load_ext jupyter_hvd")
+    assert reply["status"] == "ok" and "alone 1" in out, out
+    reply, out = kernel.execute("%%hvd -np 2 --framework none --timeout 60\nimport numpy as np\n"
+                                "print('sum', hvd.allreduce(np.ones(1), op=hvd.Sum)[0])")
+    assert reply["status"] == "ok", out
+    assert "[rank 0] sum 2.0" in out and "[rank 1] sum 2.0" in out, out
+
+
 def test_killed_kernel_leaves_no_rank_behind(kernel):
     kernel.execute("%load_ext jupyter_hvd")
     reply, out = kernel.execute("%%hvd -np 2 --framework none\nprint('rank', hvd.rank())")
