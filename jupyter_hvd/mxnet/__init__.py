@@ -3,21 +3,22 @@
 allreduce and broadcast run asynchronously inside MXNet's dependency engine; see ``mpi_ops`` for which
 ops are synchronous.
 """
-from ..basics import (abort, ccl_built, check_running, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
-                      gloo_enabled, init, is_initialized, local_rank, local_size, metrics, mpi_built, mpi_enabled,
-                      mpi_threads_supported, nccl_built, rank, rocm_built, size)
-from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
+from ..basics import abort, check_running, metrics
 from .. import monitor
 from ..errors import EngineAbortedError, EngineShutdownError, HorovodInternalError, TensorMismatchError
 from ..monitor.samples import monitor_step
-from ..timeline import drain_events, start_timeline, stop_timeline
+from ..timeline import drain_events
 from .compression import Compression
 from .functions import allgather_object, barrier, broadcast_object, broadcast_parameters
+# As in Horovod, the basics and process sets come through mpi_ops, which carries them.
+from .mpi_ops import (ProcessSet, add_process_set, ccl_built, cross_rank, cross_size, cuda_built, ddl_built,
+                      global_process_set, gloo_built, gloo_enabled, init, is_initialized, local_rank, local_size,
+                      mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rank, remove_process_set, rocm_built,
+                      shutdown, size, start_timeline, stop_timeline)
 from .mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allreduce, allreduce_, alltoall, broadcast,
-                  broadcast_, grouped_allgather, grouped_allreduce, grouped_allreduce_, grouped_reducescatter,
-                  reducescatter)
+                      broadcast_, grouped_allgather, grouped_allreduce, grouped_allreduce_, grouped_reducescatter,
+                      reducescatter)
 from .optimizer import DistributedOptimizer, DistributedTrainer
-from .drain import shutdown
 
 __all__ = [
     "EngineAbortedError", "EngineShutdownError", "HorovodInternalError", "TensorMismatchError", "abort",

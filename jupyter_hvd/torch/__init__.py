@@ -3,19 +3,20 @@
 Collectives take CPU tensors (read and written in their own memory) and CUDA tensors (NCCL, ordered on
 torch's current stream); see ``mpi_ops`` for the ops and their gradients, ``optimizer`` for training.
 """
-from ..basics import (abort, ccl_built, check_running, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
-                      gloo_enabled, init, is_initialized, local_rank, local_size, metrics, mpi_built, mpi_enabled,
-                      mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size)
+from ..basics import abort, check_running, metrics
 from ..errors import EngineAbortedError, EngineShutdownError, HorovodInternalError, TensorMismatchError
 from ..gpu import GpuUnavailableError, gpu_status
 from .. import monitor
 from ..monitor.samples import monitor_step
-from ..objects import allgather_object, broadcast_object
-from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
-from ..timeline import drain_events, start_timeline, stop_timeline
+from ..timeline import drain_events
 from . import elastic
 from .compression import Compression
-from .functions import broadcast_optimizer_state, broadcast_parameters
+from .functions import allgather_object, broadcast_object, broadcast_optimizer_state, broadcast_parameters
+# As in Horovod, the basics and process sets come through mpi_ops, which carries them.
+from .mpi_ops import (ProcessSet, add_process_set, ccl_built, cross_rank, cross_size, cuda_built, ddl_built,
+                      global_process_set, gloo_built, gloo_enabled, init, is_initialized, local_rank, local_size,
+                      mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rank, remove_process_set, rocm_built,
+                      shutdown, size, start_timeline, stop_timeline)
 from .mpi_ops import (Adasum, Average, Handle, Max, Min, Product, Sum, allgather, allgather_async, allreduce,
                       allreduce_, allreduce_async, allreduce_async_, alltoall, alltoall_async, barrier, broadcast,
                       broadcast_, broadcast_async, broadcast_async_, grouped_allgather, grouped_allgather_async,

@@ -4,7 +4,7 @@ from typing import Any, Optional, Sequence, Tuple
 import torch
 
 from ..basics import rank
-from ..objects import allgather_object, broadcast_object  # noqa: F401 (allgather_object: as Horovod's functions)
+from ..objects import allgather_object, broadcast_object  # noqa: F401 (allgather_object: re-exported, as Horovod's)
 from ..process_sets import ProcessSet, global_process_set
 from .mpi_ops import broadcast_async_
 
