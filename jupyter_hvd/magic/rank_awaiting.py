@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 _loop: asyncio.AbstractEventLoop | None = None  # the loop cells with top-level ``await`` run on
@@ -27,33 +27,32 @@ def run_awaited(coroutine: Coroutine[Any, Any, Any]) -> Any:
     engine_loop = asyncio._get_running_loop()
     task = _loop.create_task(coroutine)
     try:
-        return _turn(engine_loop, task)
+        with _ours_running(engine_loop):
+            return _loop.run_until_complete(task)
     except BaseException:
         task.cancel()
-        with contextlib.suppress(BaseException):
-            _turn(engine_loop, task)  # its finally blocks run, as when a kernel interrupts a cell
+        with contextlib.suppress(BaseException), _ours_running(engine_loop):
+            _loop.run_until_complete(task)  # its finally blocks run, as when a kernel interrupts a cell
         raise
     finally:
         _keep_tasks_going(engine_loop)
 
 
-def _turn(engine_loop: asyncio.AbstractEventLoop | None, task: asyncio.Task | None) -> Any:
-    """Run the rank's loop until task ends (None: for one pass over what is ready), from within the engine's
-    loop: one loop runs at a time on a thread, and the engine's waits meanwhile."""
+@contextlib.contextmanager
+def _ours_running(engine_loop: asyncio.AbstractEventLoop | None) -> Iterator[None]:
+    """Let the rank's loop run from within the engine's: one loop runs at a time on a thread, and the
+    engine's waits meanwhile."""
     asyncio._set_running_loop(None)
     try:
-        if task is not None:
-            return _loop.run_until_complete(task)
-        _loop.call_soon(_loop.stop)
-        _loop.run_forever()
-        return None
+        yield
     finally:
         asyncio._set_running_loop(engine_loop)
 
 
 def _keep_tasks_going(engine_loop: asyncio.AbstractEventLoop | None) -> None:
-    """While the rank's loop has tasks, turn it every ``TICK_S`` from the engine's loop, between cells (a
-    cell that does not await holds the engine's loop, and so the tasks, as it holds a kernel's)."""
+    """While the rank's loop has tasks, give it one pass over what is ready every ``TICK_S`` from the engine's
+    loop, between cells (a cell that does not await holds the engine's loop, and so the tasks, as it holds a
+    kernel's)."""
     global _ticking
     if _ticking or engine_loop is None or not asyncio.all_tasks(_loop):
         return
@@ -62,7 +61,9 @@ def _keep_tasks_going(engine_loop: asyncio.AbstractEventLoop | None) -> None:
     def tick() -> None:
         global _ticking
         _ticking = False
-        _turn(engine_loop, None)
+        with _ours_running(engine_loop):
+            _loop.call_soon(_loop.stop)
+            _loop.run_forever()
         _keep_tasks_going(engine_loop)
 
     engine_loop.call_later(TICK_S, tick)
