@@ -29,7 +29,8 @@ def mxnet_unavailable_reason() -> str:
 
 
 def _comm_handle(comm: Any) -> int:
-    """The C handle of an mpi4py communicator, or of a new one over a list of world ranks."""
+    """The C handle of an mpi4py communicator, or of a new one over a list of world ranks, once MPI is known
+    to have started this process with its launcher's other processes (``_check_world``)."""
     lone = "mpi4py.MPI" not in sys.modules and not started_by_launcher() and BTL_VAR not in os.environ
     if lone:
         os.environ[BTL_VAR] = LONE_PROCESS_BTL  # see runner.launch

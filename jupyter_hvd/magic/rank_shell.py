@@ -32,7 +32,8 @@ def execute_events(shell: Any, raw_cell: str) -> Iterator[None]:
     """Fire IPython's execute events around a cell as ``run_cell`` fires them: ``pre_execute`` and
     ``pre_run_cell`` before it (``%autoreload`` reloads edited modules there), ``post_execute`` and
     ``post_run_cell`` after it, also after an error (matplotlib's inline backend shows the cell's figures
-    there); then let the kernel read what the cell wrote to fds 1 and 2 (``forward_captured_output``)."""
+    there); then show what the cell paged (``show_pages``) and let the kernel read what the cell wrote to
+    fds 1 and 2 (``forward_captured_output``)."""
     from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult
 
     info = ExecutionInfo(raw_cell, store_history=False, silent=False, shell_futures=True, cell_id=None)
