@@ -66,8 +66,9 @@ def _check_world(world: int) -> None:
 
 def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None:
     """Start the engine on MPI_COMM_WORLD, an mpi4py communicator, or a list of world ranks, and register
-    ``process_sets`` (ProcessSets or rank lists). Sets can always be added later, so Horovod's
-    ``process_sets="dynamic"`` is accepted and changes nothing."""
+    ``process_sets`` (ProcessSets or rank lists), also when the engine runs already (``%%hvd`` starts it
+    before the cell). Sets can always be added later, so Horovod's ``process_sets="dynamic"`` is accepted
+    and changes nothing."""
     global _atexit_registered, _engine_runs
     from . import process_sets as ps
 
@@ -76,6 +77,7 @@ def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None
             raise ValueError(f"init: process_sets must be a list of process sets or 'dynamic', not {process_sets!r}")
         process_sets = None
     if _C.is_initialized():
+        ps.register_at_init(process_sets or ())
         return
     if (topology := _started_by_rank()) is not None:
         _C.become_helper(*topology)
@@ -89,8 +91,7 @@ def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None
     if not _atexit_registered:
         atexit.register(shutdown)
         _atexit_registered = True
-    for s in process_sets or ():
-        ps.add_process_set(s)
+    ps.register_at_init(process_sets or ())
 
 
 def _job() -> str:

@@ -1,5 +1,5 @@
 """Process sets: subsets of ranks with their own collectives (Horovod's dynamic process sets)."""
-from typing import Iterable, Optional, Union
+from typing import Iterable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -7,11 +7,21 @@ from . import _C
 
 
 class ProcessSet:
-    """A set of global ranks; usable in ops once registered with add_process_set()."""
+    """A set of global ranks; usable in ops once registered with add_process_set() or init()."""
 
     def __init__(self, ranks: Iterable[int]):
         self.ranks = sorted(int(r) for r in ranks)
-        self.process_set_id: Optional[int] = None
+        self._id: Optional[int] = None
+        self._bound_to: Optional[ProcessSet] = None  # the registered set of the same ranks that init() bound it to
+
+    @property
+    def process_set_id(self) -> Optional[int]:
+        """The registered id (None when not registered); a set bound by init() has its registered twin's."""
+        return self._bound_to.process_set_id if self._bound_to is not None else self._id
+
+    @process_set_id.setter
+    def process_set_id(self, value: Optional[int]) -> None:
+        self._bound_to, self._id = None, value
 
     def _require(self) -> int:
         if self.process_set_id is None:
@@ -94,8 +104,32 @@ def add_process_set(process_set: Union[ProcessSet, Iterable[int]]) -> ProcessSet
     return ps
 
 
+def register_at_init(sets: Sequence[Union[ProcessSet, Iterable[int]]]) -> None:
+    """init(process_sets=...): register each set on every rank. On a running engine (a %%hvd cell's, started
+    before the cell; or a second init()) a set whose ranks are registered already is bound to that
+    registration, as Horovod's init() binds them, so a cell that makes its sets and calls init() runs again."""
+    from .objects import allgather_object
+
+    wanted = [s if isinstance(s, ProcessSet) else ProcessSet(s) for s in sets]
+    if not wanted:
+        return  # no collective: a plain init() may be called on some ranks only
+    for i, s in enumerate(wanted):
+        if any(s.ranks == earlier.ranks for earlier in wanted[:i]):
+            raise ValueError(f"init: process_sets entry number {i} is a duplicate: {s}")
+    held = allgather_object([s.ranks for s in wanted], name="process_set.init")
+    if any(ranks != held[0] for ranks in held):
+        told = "; ".join(f"rank {r}: {ranks}" for r, ranks in enumerate(held))
+        raise ValueError(f"init() was given different process_sets on the ranks ({told})")
+    for s in wanted:
+        same = next((r for r in _registered.values() if r.ranks == s.ranks), None)
+        if same is None:
+            add_process_set(s)
+        elif same is not s:
+            s._bound_to = same
+
+
 def remove_process_set(process_set: ProcessSet) -> bool:
-    """Unregister a set on every rank; False if it was not registered."""
+    """Unregister a set on every rank (and every set init() bound to it); False if it was not registered."""
     registered = process_set.process_set_id
     if registered is None or registered not in _registered or registered == 0:
         return False
@@ -103,6 +137,6 @@ def remove_process_set(process_set: ProcessSet) -> bool:
 
     barrier(process_set=global_process_set)
     _C.remove_process_set(registered)
-    del _registered[registered]
+    _registered.pop(registered).process_set_id = None
     process_set.process_set_id = None
     return True

@@ -307,6 +307,23 @@ def test_process_sets_made_before_a_failed_cell_work_in_the_next(ip, started, ca
     assert run(ip, capsys, f"{HEAD}\nhvd.remove_process_set(second)")[0].result is True
 
 
+def test_horovods_init_with_process_sets_registers_them_in_a_cell_run_twice(ip, started, capsys):
+    """The engine runs before the cell; Horovod's `hvd.init(process_sets=[...])` registers the sets all the same,
+    and the cell run again binds its new objects to them."""
+    source = (f"{HEAD} --timeout 30 -o got\nimport numpy as np\nsolo = hvd.ProcessSet([0])\n"
+              "hvd.init(process_sets=[solo])\n"
+              "solo.process_set_id, hvd.allreduce(np.ones(1), process_set=solo).tolist() if solo.included() else None")
+    ids = set()
+    for _ in range(2):
+        result, out = run(ip, capsys, source)
+        assert result.success, out
+        (id0, reduced0), (id1, reduced1) = ip.user_ns["got"]
+        assert id0 == id1 is not None and (reduced0, reduced1) == ([1.0], None)
+        ids.add(id0)
+    assert len(ids) == 1
+    assert run(ip, capsys, f"{HEAD}\nhvd.remove_process_set(solo)")[0].result is True
+
+
 def test_raise_while_peer_waits_in_allreduce_aborts_the_peer(ip, started, capsys):
     source = (
         f"{HEAD}\nimport numpy as np, time\n"

@@ -29,6 +29,23 @@ def test_process_sets_come_back_in_their_order_and_work():
     assert hvd.remove_process_set(pair) and hvd.remove_process_set(tail)
 
 
+def test_a_set_that_init_bound_follows_its_registration_through_the_restart():
+    hvd.add_process_set([0])
+    made_again = hvd.ProcessSet([0, 1])
+    hvd.init(process_sets=[made_again])  # registers [0, 1] after [0]
+    bound = hvd.ProcessSet([0, 1])
+    hvd.init(process_sets=[bound])  # the cell ran again: bound to the registration made_again holds
+    first = process_sets.registered_sets()[0]
+    assert hvd.remove_process_set(first)
+    hvd.abort("a cell failed")
+    restart_engine(hvd, hvd)
+    assert bound.process_set_id == made_again.process_set_id == 1  # registered again, under a new id
+    if bound.included():
+        np.testing.assert_array_equal(hvd.allreduce(np.ones(2), op=hvd.Sum, process_set=bound), np.full(2, 2.0))
+    hvd.barrier()
+    assert hvd.remove_process_set(bound) and made_again.process_set_id is None
+
+
 def test_a_handle_from_before_the_restart_raises_instead_of_waiting():
     held = hvd.allreduce_async(np.ones(2), name="left.in.flight" if hvd.rank() == 0 else "never.sent.by.rank.0")
     hvd.abort("a cell failed")
