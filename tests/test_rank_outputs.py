@@ -40,6 +40,9 @@ MORE = {
     "unpicklable result": ("", "class Rich:\n    def _repr_html_(self):\n        return '<b>rich %d</b>' % rank\n"
                                "    def __reduce__(self):\n        raise TypeError('stays on the rank')\nRich()"),
     "help page": ("", "import numpy as np\nnp.ones?"),
+    "input": ("--timeout 60", "try:\n    input('name? ')\nexcept Exception as e:\n    print(type(e).__name__, e)"),
+    "breakpoint": ("", "import os\nfor i in range(3):\n    breakpoint()\nos.environ['PYTHONBREAKPOINT'] = 'builtins.print'\n"
+                       "breakpoint('a debugger of your choice')\ndel os.environ['PYTHONBREAKPOINT']\nprint('went on')"),
 }
 PX_START = """import os
 import ipyparallel as ipp
@@ -202,6 +205,22 @@ def test_an_unpicklable_result_keeps_its_rich_repr(cases):
 def test_a_help_page_shows_as_the_cells_output(cases):
     """``obj?`` pages its help; a kernel sends the page to the notebook's pager, %%px drops it."""
     assert "Return a new array of given shape and type" in text(cases[("hvd", "help page")])
+
+
+def test_input_on_every_rank_says_how_to_give_the_ranks_a_value(cases):
+    """mpiexec hands its stdin to rank 0, and a kernel's stdin is a pipe nobody types into: rank 0 waited
+    forever in input() while rank 1 read an end of file."""
+    lines = sorted(text(cases[("hvd", "input")]).splitlines())
+    assert lines == [f"[rank {r}] StdinNotImplementedError rank {r} cannot read what you type (its stdin is closed, "
+                     "as every rank's is); read it in a notebook cell and send it to the ranks with %hvd push NAME"
+                     for r in (0, 1)], lines
+
+
+def test_breakpoint_warns_once_per_place_and_the_cell_goes_on(cases):
+    said = text(cases[("hvd", "breakpoint")])
+    for r in (0, 1):
+        assert said.count(f"RuntimeWarning: breakpoint() skipped on rank {r}: nobody can type") == 1, said
+        assert f"[rank {r}] a debugger of your choice" in said and f"[rank {r}] went on" in said
 
 
 def test_progress_bars_update_while_the_cell_runs():

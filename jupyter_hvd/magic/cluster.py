@@ -182,6 +182,9 @@ class RankCluster:
                 env={"PYTHONPATH": _pythonpath(), **engine_spin(self.config), **dict(self.config.env), **tag},
                 forward=default_forward(os.environ),
                 session_dir=self._profile_dir,  # removed by stop(), like the rest of the folder
+                # mpiexec hands its stdin to rank 0: the kernel's is a pipe that the server holds open, and
+                # nobody types into, so input() on rank 0 waited forever (rank_stdin says why it cannot read)
+                mpi_args=["--stdin", "none"],
             )
             engine_file = self._cluster.controller.connection_files["engine"]
             engines = self._cluster.start_engines(self.config.np, launch_spec=spec, engine_args=ENGINE_ARGS,

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..runner.launch import rank_place
 from . import rank_shell
+from .rank_stdin import refuse_keyboard
 from .frameworks import api_module
 from .rank_device import pin_device
 
@@ -37,6 +38,7 @@ def setup_rank(framework: str, cpu: bool) -> dict[str, Any]:
     STATE.device = pin_device(place.local_rank, place.local_size, cpu, framework)
     rank_shell.use_inline_matplotlib()
     rank_shell.catch_exit(rank_shell.current_shell())
+    refuse_keyboard(place.rank)
     engine = STATE.engine = importlib.import_module("jupyter_hvd")
     STATE.api = rank_shell.current_shell().user_ns["hvd"] = importlib.import_module(api_module(framework))
     engine.init()
