@@ -197,3 +197,20 @@ def test_killed_kernel_leaves_no_rank_behind(kernel):
     while os.path.exists(folder) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not os.path.exists(folder), "the job's folder outlived its killed kernel"
+
+
+def test_the_cell_that_starts_the_ranks_chooses_their_framework_by_what_it_imports(kernel):
+    """With MXNet and torch installed and neither imported in the notebook, a first cell written for torch got
+    MXNet's API (the older default): `hvd.allreduce(torch.ones(2))` raised "expected an mxnet NDArray"."""
+    kernel.execute("%load_ext jupyter_hvd")
+    reply, out = kernel.execute("%%hvd -np 2 --timeout 60\nimport torch\n"
+                                "print(hvd.__name__, hvd.allreduce(torch.ones(1), op=hvd.Sum).item())")
+    assert reply["status"] == "ok", out
+    assert "[rank 0] jupyter_hvd.torch 2.0" in out and "[rank 1] jupyter_hvd.torch 2.0" in out, out
+
+
+def test_a_cell_that_imports_the_other_framework_is_told_once_how_to_use_it(ranks):
+    told = "[hvd] this cell imports torch, but hvd on the ranks is jupyter_hvd.mxnet, chosen when they started"
+    said = [ranks.execute("%%hvd\nimport torch\nprint('ran')")[1] for _ in range(2)]
+    assert said[0].count(told) == 1 and "--framework torch (which starts the ranks again)" in said[0], said[0]
+    assert told not in said[1] and said[1].count("] ran\n") == 2, said[1]

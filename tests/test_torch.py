@@ -121,6 +121,30 @@ def test_default_framework_is_the_one_the_kernel_imported(monkeypatch):
     assert frameworks.unavailable_reason("torch") == "" and frameworks.unavailable_reason("none") == ""
 
 
+@pytest.mark.parametrize("cell, chosen", [
+    ("import torch", "torch"), ("import numpy as np, torch.nn as nn", "torch"), ("  from torch import nn", "torch"),
+    ("import mxnet as mx", "mxnet"), ("from mxnet import gluon", "mxnet"),
+    ("import torch\nimport mxnet", "kernel's"), ("import torchvision", "kernel's"), ("x = 1  # import torch", "kernel's"),
+    ("%time import torch", "kernel's"), ("", "kernel's")])
+def test_the_cell_that_starts_the_ranks_chooses_by_its_imports_before_the_kernels(monkeypatch, cell, chosen):
+    """What the cell imports, when just one of them; else the rule of the kernel's imports (here: torch)."""
+    pytest.importorskip("mxnet")
+    from jupyter_hvd.magic import frameworks
+
+    monkeypatch.delitem(sys.modules, "mxnet", raising=False)
+    assert frameworks.default_framework(cell) == (chosen if chosen != "kernel's" else "torch")
+
+
+def test_a_cell_that_imports_only_the_other_framework_gets_a_note():
+    from jupyter_hvd.magic.frameworks import other_framework_note
+
+    assert "imports torch, but hvd on the ranks is jupyter_hvd.mxnet" in other_framework_note("mxnet", "import torch")
+    assert "run it with --framework mxnet" in other_framework_note("torch", "from mxnet import nd")
+    for framework, cell in (("mxnet", "import torch, mxnet"), ("torch", "import torch"), ("none", "import torch"),
+                            ("mxnet", "print(1)")):
+        assert other_framework_note(framework, cell) == "", (framework, cell)
+
+
 def test_the_engine_reads_cpu_tensors_by_pointer_only_where_that_is_safe():
     """torch.Tensor is registered with _C: submit reads a tensor's data pointer and shape, and refuses one
     that is not contiguous or not in host memory (a meta tensor stands in for a device torch did not

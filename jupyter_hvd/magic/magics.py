@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -17,7 +18,7 @@ from ..runner.slurm import allocation
 from .cluster import LaunchConfig, RankCluster
 from .execution import CellRun
 from .failures import RankError
-from .frameworks import FRAMEWORKS, default_framework, unavailable_reason
+from .frameworks import FRAMEWORKS, default_framework, other_framework_note, unavailable_reason
 from .job_channel import JobChannel
 from .monitor_display import MonitorDisplay, show_monitor
 from .rank_setup import rank_status
@@ -35,6 +36,7 @@ class HvdMagics(Magics):
         self._baselines: dict[str, float] = {}  # cell key -> samples/s of its last 1-rank run
         self._reinit = False  # an earlier cell failed: ranks re-initialise the engine before the next one
         self._cells = 0
+        self._noted_for: RankCluster | None = None  # the job told that a cell imports the other framework
         self._lost_hosts: set[str] = set()  # hosts lost with an earlier job, left out of the next one
         self.job = JobChannel(self)  # the JupyterLab job panel's comm target, when in a kernel
         self.job.register(shell)
@@ -72,7 +74,7 @@ class HvdMagics(Magics):
         --hosts, --hostfile, --cpu, --framework and -x given without -np adjust the running job.
         """
         args = parse_argstring(self.hvd_cell, line)
-        config = self._launch_config(args)
+        config = self._launch_config(args, cell)
         if args.rank is not None and not 0 <= args.rank < config.np:
             raise UsageError(f"--rank must be between 0 and {config.np - 1}, got {args.rank}")
         if args.timeout is not None and args.timeout <= 0:
@@ -83,6 +85,9 @@ class HvdMagics(Magics):
             raise UsageError(f"--baseline must be positive, got {args.baseline:g}")
         self.monitor = not args.no_monitor
         cluster = self._ensure_ranks(config, restart=args.restart)
+        if self._noted_for is not cluster and (note := other_framework_note(config.framework, cell)):
+            print(note, file=sys.stderr)
+            self._noted_for = cluster  # once per job
         self._cells += 1
         shown = args.rank or 0
         value_ranks = None if args.output else [shown]  # only -o needs every rank's value
@@ -193,13 +198,13 @@ class HvdMagics(Magics):
         assert self.cluster is not None
         return config.changes_from(self.cluster.config) or self.cluster.what_died()
 
-    def _launch_config(self, args: Any) -> LaunchConfig:
+    def _launch_config(self, args: Any, cell: str) -> LaunchConfig:
         """The job a cell asks for: a full spec with -np, else the current job adjusted by the flags given."""
         if args.np is None and self.launch is None:
             raise UsageError("-np N is required to start the ranks, e.g. %%hvd -np 2")
         if args.np is not None and args.np < 1:
             raise UsageError(f"-np must be at least 1, got {args.np}")
-        base = LaunchConfig(np=args.np, framework=default_framework()) if args.np is not None else self.launch
+        base = LaunchConfig(np=args.np, framework=default_framework(cell)) if args.np is not None else self.launch
         changes = {k: getattr(args, k) for k in ("hosts", "hostfile", "framework") if getattr(args, k) is not None}
         if args.np is None and (args.hosts or args.hostfile):  # a new placement replaces the old one
             changes = {"hosts": None, "hostfile": None, **changes}

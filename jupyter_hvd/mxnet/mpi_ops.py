@@ -23,6 +23,7 @@ from ..dtypes import dtype_code
 from ..errors import HorovodInternalError
 from ..naming import op_names, prefixed_name
 from ..ops import ALLREDUCE, BROADCAST, check_root
+from ..other_framework import other_framework_hint
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set, set_id  # noqa: F401
 from ..timeline import start_timeline, stop_timeline  # noqa: F401 (re-exported)
@@ -53,8 +54,8 @@ def _dtype_code(tensor: NDArray, what: str) -> int:
 def _check_ndarrays(tensors: Sequence[Any], what: str) -> None:
     for t in tensors:
         if not isinstance(t, NDArray):
-            hint = ("; wrap it with mx.nd.array(...), or use the numpy API: import jupyter_hvd as hvd "
-                    "(in a notebook: %%hvd --framework none)") if isinstance(t, np.ndarray) else ""
+            hint = ("; wrap it with mx.nd.array(...)" if isinstance(t, np.ndarray) else "") + \
+                other_framework_hint(t, __package__)
             raise TypeError(f"{what}: expected an mxnet NDArray, got {type(t).__name__}{hint}")
         if isinstance(t, mx.nd.sparse.BaseSparseNDArray):
             raise TypeError(f"{what}: sparse NDArrays ({t.stype}) are not supported; use dense ones (tostype)")

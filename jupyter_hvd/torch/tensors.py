@@ -13,6 +13,7 @@ import torch
 from .. import _C
 from ..dtypes import CODES
 from ..gpu import DeviceArray, GpuUnavailableError, cuda_available, gpu_status
+from ..other_framework import other_framework_hint
 
 EngineArray = Union[np.ndarray, DeviceArray]
 
@@ -25,7 +26,8 @@ def check_tensors(tensors: Sequence[Any], what: str) -> None:
     """TypeError unless every item is a torch tensor (Horovod's ops take nothing else)."""
     for t in tensors:
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{what}: expected a torch.Tensor, got {type(t).__name__}")
+            raise TypeError(f"{what}: expected a torch.Tensor, got {type(t).__name__}"
+                            f"{other_framework_hint(t, __package__)}")
 
 
 def _numpy_dtype(t: torch.Tensor, what: str) -> np.dtype:

@@ -81,8 +81,17 @@ def test_process_set_membership():
     engine_still_works()
 
 
+def test_a_torch_tensor_names_the_api_for_it():
+    """As in a job whose ranks started with MXNet's API, given a cell written for torch."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"got Tensor; for torch tensors use jupyter_hvd.torch \(in a notebook: "
+                                        r"%%hvd -np N --framework torch\)"):
+        hvd.allreduce(torch.ones(2))
+
+
 def test_bad_arguments_are_local_python_errors():
-    with pytest.raises(TypeError, match="NDArray, got ndarray; wrap it with mx.nd.array"):
+    with pytest.raises(TypeError, match=r"NDArray, got ndarray; wrap it with mx.nd.array\(...\); for numpy arrays use "
+                                        r"jupyter_hvd \(in a notebook: %%hvd -np N --framework none\)"):
         hvd.broadcast_(np.ones(2), root_rank=0)
     with pytest.raises(TypeError, match="NDArray, got list$"):
         hvd.allreduce([1.0, 2.0])

@@ -1,4 +1,5 @@
 """Bad input to jupyter_hvd.torch: a clear exception on every rank, never a hang."""
+import numpy as np
 import pytest
 import torch
 
@@ -8,8 +9,11 @@ import jupyter_hvd.torch as hvd
 def test_unsupported_dtype_non_tensor_and_layout():
     with pytest.raises(TypeError, match="unsupported dtype torch.complex64"):
         hvd.allreduce(torch.ones(2, dtype=torch.complex64))
-    with pytest.raises(TypeError, match="expected a torch.Tensor"):
+    with pytest.raises(TypeError, match="expected a torch.Tensor, got list$"):
         hvd.allreduce([1.0, 2.0])
+    with pytest.raises(TypeError, match=r"got ndarray; for numpy arrays use jupyter_hvd \(in a notebook: %%hvd "
+                                        r"-np N --framework none\)"):
+        hvd.allreduce(np.ones(2))
     with pytest.raises(ValueError, match="contiguous"):
         hvd.allreduce_(torch.ones(4, 4).t())
     strided = torch.arange(8.0).reshape(2, 4).t()  # only read: a contiguous copy serves
