@@ -25,6 +25,7 @@ from ..basics import engine_run, rank, size
 from ..monitor.samples import trainer_step
 from ..groups import split_list
 from ..ops import resolve_op
+from ..other_framework import other_framework_hint
 from ..process_sets import ProcessSet, global_process_set
 from . import samples
 from .compression import Compression, Compressor
@@ -259,6 +260,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._checked_run = engine_run()
             self._check_ranks()
         loss = super(self.__class__, self).step(closure)
+        self._scheduled._opt_called = True  # what a scheduler made on the wrapped optimizer checks for in its step
         trainer_step(samples.take())
         return loss
 
@@ -332,7 +334,14 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
                       DeprecationWarning)
         if groups is None:
             groups = num_groups
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"DistributedOptimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}"
+                        f"{other_framework_hint(optimizer, __package__)}")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor, list(map(list, groups)) if isinstance(groups, (list, tuple)) else groups,
-               sparse_as_dense, process_set)
+    wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
+                  gradient_predivide_factor, list(map(list, groups)) if isinstance(groups, (list, tuple)) else groups,
+                  sparse_as_dense, process_set)
+    # Beyond Horovod's copy, which shares only the parameter groups: the state loaded or made before wrapping
+    # (a checkpoint's Adam moments), the defaults of groups added later, and a scheduler made on `optimizer`.
+    wrapped.state, wrapped.defaults, wrapped._scheduled = optimizer.state, optimizer.defaults, optimizer
+    return wrapped

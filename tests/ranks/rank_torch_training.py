@@ -136,6 +136,33 @@ def test_unused_parameter_clip_and_too_many_passes():
         opt.synchronize()
 
 
+def test_what_the_optimizer_had_before_it_was_wrapped_stays_with_it():
+    """A checkpoint's optimizer state loaded, a scheduler made, before hvd.DistributedOptimizer (Horovod's copy
+    kept neither: Adam started its moments again, and the scheduler warned on every step that it stepped
+    before the optimizer); and the defaults that groups added later take."""
+    model = torch.nn.Linear(3, 2)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()  # as if loaded from a checkpoint: one step's moments
+    schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    wrapped = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            wrapped.zero_grad()
+            model(torch.ones(1, 3)).sum().backward()
+            wrapped.step()
+            schedule.step()
+    assert [float(wrapped.state[p]["step"]) for p in model.parameters()] == [3.0, 3.0]
+    assert wrapped.param_groups[0]["lr"] == pytest.approx(0.05 / 4)
+    extra = torch.nn.Parameter(torch.zeros(1))
+    wrapped.add_param_group({"params": [extra]})
+    assert wrapped.param_groups[1]["lr"] == 0.05  # the wrapped optimizer's default, not Adam's 0.001
+    with pytest.raises(TypeError, match="expected a torch.optim.Optimizer, got list"):
+        hvd.DistributedOptimizer(list(model.parameters()))
+
+
 def test_the_amp_pattern_with_a_grad_scaler_skips_the_same_steps_as_one_process():
     """Horovod's documented mixed-precision loop (synchronize, unscale_, clip, then step under skip_synchronize),
     on CPU with float16 autocast: an overflow on one rank reaches every rank through the allreduce, so all skip
