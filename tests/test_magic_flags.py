@@ -11,9 +11,9 @@ from jupyter_hvd.magic.magics import HvdMagics
 from jupyter_hvd.magic.rank_device import pin_device
 
 
-def config_of(magics: HvdMagics, line: str) -> LaunchConfig:
-    """The job ``%%hvd line`` asks ``magics`` for."""
-    return magics._launch_config(parse_argstring(magics.hvd_cell, line))
+def config_of(magics: HvdMagics, line: str, cell: str = "") -> LaunchConfig:
+    """The job ``%%hvd line`` over ``cell`` asks ``magics`` for."""
+    return magics._launch_config(parse_argstring(magics.hvd_cell, line), cell)
 
 
 @pytest.mark.parametrize(
@@ -86,6 +86,8 @@ def test_framework_defaults_to_mxnet_when_installed(ip):
     fresh = HvdMagics(ip)
     expected = "mxnet" if importlib.util.find_spec("mxnet") and hasattr(_C, "mxnet_push") else "none"
     assert config_of(fresh, "-np 1").framework == expected
+    if importlib.util.find_spec("torch"):  # the cell that starts the ranks chooses by its imports
+        assert config_of(fresh, "-np 1", "import torch\nmodel = torch.nn.Linear(2, 2)").framework == "torch"
 
 
 def test_a_missing_framework_is_a_usage_error(ip, monkeypatch):
