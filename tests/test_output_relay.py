@@ -98,3 +98,20 @@ def test_a_widget_this_kernel_does_not_know_shows_its_text():
     for model_id in ("known", "gone"):
         shower.handle(0, "display_data", {"data": {WIDGET_VIEW: {"model_id": model_id}, "text/plain": model_id}})
     assert WIDGET_VIEW in published[1][0] and published[3][0] == {"text/plain": "gone"}
+
+
+def test_what_ranks_print_between_cells_is_kept_up_to_a_limit_for_the_next_cell():
+    from jupyter_hvd.magic.rank_messages import BetweenCells
+
+    def line(text):
+        return ("stream", {"name": "stdout", "text": text})
+
+    between = BetweenCells(2, limit=10)
+    for text in ("aaaa\n", "bbbb\n", "cccc\n"):
+        between.add(1, line(text))
+    between.add(1, ("display_data", {"data": {"text/plain": "x"}}))  # its cell is over: no place to show it
+    assert between.take(0) == []
+    assert between.take(1) == [
+        ("stream", {"name": "stderr", "text": "[hvd] 5 earlier characters printed between cells were not kept\n"}),
+        line("bbbb\n"), line("cccc\n")]
+    assert between.take(1) == []

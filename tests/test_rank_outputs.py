@@ -251,6 +251,36 @@ def test_progress_bars_update_while_the_cell_runs():
         kernel.close()
 
 
+def test_what_the_ranks_print_between_cells_shows_in_the_next_cell(tmp_path):
+    """A thread (or an asyncio task) a cell started prints after the cell ended: a kernel shows it under the
+    cell running then; the ranks' lines were dropped, since ipyparallel's client forgets a request once done."""
+    kernel = Kernel()
+    go, done = tmp_path / "go", tmp_path / "done"
+    try:
+        kernel.execute("%load_ext jupyter_hvd")
+        reply, out = kernel.execute(
+            "%%hvd -np 2 --framework none\nimport os, threading, time\ndef later():\n"
+            f"    while not os.path.exists({str(go)!r}):\n        time.sleep(0.05)\n"
+            "    for i in range(3):\n        print('late', i, flush=True)\n        time.sleep(0.05)\n"
+            f"    open({str(done)!r} + str(hvd.rank()), 'w').close()\n"
+            "threading.Thread(target=later, daemon=True).start()\nprint('started')")
+        assert reply["status"] == "ok" and "late" not in out, out
+        reply, out = kernel.execute(  # the notebook runs a cell of its own meanwhile
+            f"import os, time\nopen({str(go)!r}, 'w').close()\ndeadline = time.monotonic() + 60\n"
+            f"while not all(os.path.exists({str(done)!r} + r) for r in '01') and time.monotonic() < deadline:\n"
+            "    time.sleep(0.05)\ntime.sleep(0.5)")
+        assert reply["status"] == "ok", out
+        reply, out = kernel.execute("%%hvd\nprint('next')")
+        assert reply["status"] == "ok", out
+        for rank in (0, 1):
+            mine = [line for line in out.splitlines() if line.startswith(f"[rank {rank}]")]
+            assert mine == [f"[rank {rank}] late {i}" for i in range(3)] + [f"[rank {rank}] next"], out
+        reply, out = kernel.execute("%%hvd\nprint('after')")
+        assert sorted(out.split()) == sorted("[rank 0] after [rank 1] after".split()), out  # shown once only
+    finally:
+        kernel.close()
+
+
 def test_many_lines_reach_the_notebook_in_order_in_few_messages():
     """Thousands of printed lines arrive whole and in each rank's order, a batch of lines per message (as
     %%px's arrive): a message per line made 50,000 lines per rank take 26 s where %%px took 0.4 s."""

@@ -27,6 +27,7 @@ from .failures import RankError, without_runner_frames
 from .frameworks import api_module
 from .by_value import TransferError, load, pack, pack_names, unpack
 from .host_report import loss_message, lost_from
+from .rank_messages import BetweenCells
 from .rank_setup import setup_rank
 from .reaper import TAG, alive, descendants, tagged
 from .sweeper import new_job_folder, sweep
@@ -143,6 +144,7 @@ class RankCluster:
         self.stopped = False
         self.lost_hosts: list[str] = []  # other hosts lost with the job, once it died of it
         self._client: ipyparallel.Client | None = None
+        self.between_cells = BetweenCells(config.np)  # what the ranks print between cells, for the next one
         self._reaper: subprocess.Popen | None = None
         self._heart: list[psutil.Process] = []  # the controller's heart monitor, a process of its own
         sweep()  # what jobs of kernels that are gone left behind

@@ -35,7 +35,7 @@ class CellRun:
         with io_held(cluster.io_loop):  # a cell that ends at once still has its output in order
             self.results = cluster.submit(run_cell, code, cell_id, reinit, timeout, value_ranks, monitor is not None,
                                           notebook_place())
-            self.output.listen(self.results)
+            self.output.listen(self.results, cluster.between_cells)
         self.started = time.monotonic()
         self.failed_order: list[int] = []  # ranks in the order their failure was seen
         self.first_failure_at: float | None = None

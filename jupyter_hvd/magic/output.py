@@ -19,7 +19,7 @@ from IPython.display import publish_display_data
 
 from .progress_bars import ProgressBar, parse_meter, widgets_available
 from .rank_displays import RankDisplays
-from .rank_messages import RankMessages
+from .rank_messages import BetweenCells, RankMessages
 
 STREAMS = ("stdout", "stderr")
 LIVE_INTERVAL_S = 0.125  # a live line is redrawn at most 8 times a second (and once more when it ends)
@@ -59,9 +59,10 @@ class RankOutput:
         self._prefix = uuid.uuid4().hex[:8]
         self.displays = RankDisplays(ranks, only_rank, all_displays, publish_display_data, _widget_known)
 
-    def listen(self, results: Sequence[Any]) -> None:
-        """Collect the output of a cell's per-rank AsyncResults (submitted under rank_messages.io_held)."""
-        self._messages = RankMessages(results)
+    def listen(self, results: Sequence[Any], between: BetweenCells | None = None) -> None:
+        """Collect the output of a cell's per-rank AsyncResults (submitted under rank_messages.io_held), after
+        what the ranks printed since the last cell (``between``, which keeps what they print after this one)."""
+        self._messages = RankMessages(results, between)
 
     def poll(self, results: Sequence[Any]) -> None:
         """Show what arrived since the last poll: complete lines, live lines, displays."""

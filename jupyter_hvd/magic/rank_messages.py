@@ -7,11 +7,14 @@ So the cell's AsyncResults get an IOPub callback each, registered on the client'
 result's metadata, and everything after comes through the callback, so nothing is lost or seen twice.
 Submitted under ``io_held``, the callbacks are registered before anything the cell prints comes back,
 so even a cell that ends at once keeps its order (the metadata has no order between streams and displays).
+What a rank prints after its cell ended (a thread's or an asyncio task's lines) is kept in ``BetweenCells``
+for the next cell, where a kernel would show it under whatever cell runs.
 """
 from __future__ import annotations
 
 import threading
 from collections import deque
+from types import SimpleNamespace
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -35,14 +38,76 @@ def io_held(io_loop: Any) -> Iterator[None]:
         released.set()
 
 
-class RankMessages:
-    """Collects the output messages of one AsyncResult per rank; ``take(rank)`` hands them out in order."""
+class BetweenCells:
+    """Each rank's lines that arrived after its cell ended, the newest ``limit`` characters of them, for the
+    next cell. Used on the client's I/O thread only.
 
-    def __init__(self, results: Sequence[Any]):
+    The client forgets a request once its result and output are in, and then drops (into fresh metadata)
+    what the engine still sends under it: the last cell's requests are watched by stand-ins for the
+    client's futures, whose IOPub callbacks the client still runs, until the next cell begins."""
+
+    def __init__(self, ranks: int, limit: int = 1 << 20):
+        self.limit = limit
+        self._held: list[deque[Message]] = [deque() for _ in range(ranks)]
+        self._sizes = [0] * ranks
+        self._dropped = [0] * ranks
+        self._watched: list[tuple[Any, str, Any]] = []  # (client, msg_id, stand-in)
+
+    def watch(self, rank: int, client: Any, msg_id: str) -> None:
+        """File what ``rank`` sends under the finished request ``msg_id`` from now on."""
+        def on_message(msg: dict[str, Any]) -> None:
+            client.metadata.pop(msg_id, None)  # the client's copy of the text would grow for the life of the job
+            if (kind := msg["header"]["msg_type"]) in KINDS:
+                self.add(rank, (kind, msg["content"]))
+
+        if msg_id not in client._futures:
+            stand_in = SimpleNamespace(iopub_callbacks=[on_message])
+            client._futures[msg_id] = stand_in
+            self._watched.append((client, msg_id, stand_in))
+
+    def unwatch(self) -> None:
+        """The next cell's requests carry what the ranks print now."""
+        for client, msg_id, stand_in in self._watched:
+            if client._futures.get(msg_id) is stand_in:
+                del client._futures[msg_id]
+        self._watched.clear()
+
+    def add(self, rank: int, message: Message) -> None:
+        kind, content = message
+        if kind != "stream":  # a display's place was in its own cell, which is over
+            return
+        held = self._held[rank]
+        held.append(message)
+        self._sizes[rank] += len(content["text"])
+        while self._sizes[rank] > self.limit:
+            text = held.popleft()[1]["text"]
+            self._sizes[rank] -= len(text)
+            self._dropped[rank] += len(text)
+
+    def take(self, rank: int) -> list[Message]:
+        """What ``rank`` printed between cells, oldest first, after a line saying how much was dropped."""
+        taken = list(self._held[rank])
+        if self._dropped[rank]:
+            taken.insert(0, ("stream", {"name": "stderr", "text": f"[hvd] {self._dropped[rank]} earlier characters "
+                                                                   "printed between cells were not kept\n"}))
+        self._held[rank].clear()
+        self._sizes[rank] = self._dropped[rank] = 0
+        return taken
+
+
+class RankMessages:
+    """Collects the output messages of one AsyncResult per rank; ``take(rank)`` hands them out in order. With
+    ``between``, what arrived after the last cell comes first, and what arrives after ``close()`` goes there."""
+
+    def __init__(self, results: Sequence[Any], between: BetweenCells | None = None):
         self._queues: list[deque[Message]] = [deque() for _ in results]
         self._registered = [threading.Event() for _ in results]
         self._callbacks: list[tuple[Any, Any]] = []
         self._io_threads = [result._client._io_thread for result in results]
+        self._between = between
+        self._results = results
+        self._open = True  # changed on the I/O thread, where messages are filed
+        self._io_loop = results[0]._client._io_loop if results else None
         for rank, result in enumerate(results):
             result._client._io_loop.add_callback(self._register, rank, result)
 
@@ -56,14 +121,30 @@ class RankMessages:
         return taken
 
     def close(self) -> None:
-        """Stop listening (the cell is over)."""
+        """The cell is over: what arrives from now on (and what was not taken) is kept for the next cell, or,
+        without ``between``, no longer listened to."""
+        if self._between is not None and self._io_loop is not None:
+            self._io_loop.add_callback(self._to_next_cell)
+            return
         for future, callback in self._callbacks:
             if callback in future.iopub_callbacks:
                 future.iopub_callbacks.remove(callback)
 
+    def _to_next_cell(self) -> None:
+        self._open = False
+        for rank, queue in enumerate(self._queues):
+            while queue:
+                self._between.add(rank, queue.popleft())
+        for rank, result in enumerate(self._results):
+            self._between.watch(rank, result._client, result.msg_ids[0])
+
     def _register(self, rank: int, result: Any) -> None:
-        """On the I/O thread: file what arrived before now from the metadata, then listen."""
+        """On the I/O thread: file what arrived between cells, then what arrived before now from the
+        metadata, then listen."""
         queue = self._queues[rank]
+        if self._between is not None:
+            self._between.unwatch()
+            queue.extend(self._between.take(rank))
         metadata = result.metadata
         for name in ("stdout", "stderr"):
             if metadata.get(name):
@@ -74,8 +155,12 @@ class RankMessages:
 
         def on_message(msg: dict[str, Any]) -> None:
             kind = msg["header"]["msg_type"]
-            if kind in KINDS:
+            if kind not in KINDS:
+                return
+            if self._open:
                 queue.append((kind, msg["content"]))
+            else:
+                self._between.add(rank, (kind, msg["content"]))
 
         for future in result._children:
             future.iopub_callbacks.append(on_message)
