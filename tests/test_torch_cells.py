@@ -130,3 +130,34 @@ def test_an_elastic_run_that_fails_goes_on_from_its_last_commit_in_the_next_cell
     assert reply["status"] == "ok", out
     assert "[rank 0] at 3" in out and "[rank 1] at 3" in out, out  # step 4 was not committed
     assert "[rank 0] agree True" in out and "[rank 1] agree True" in out, out
+
+
+WORKERS = """%%hvd --timeout 120
+import math, multiprocessing
+from torch.utils.data import DataLoader, Dataset
+
+class Squares(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        return torch.tensor([float(i * i)])
+
+def root(x):
+    return math.sqrt(x)
+
+sums = [float(sum(b.sum() for b in DataLoader(Squares(), batch_size=16, num_workers=1, multiprocessing_context=how,
+                                              collate_fn=lambda items: torch.cat(items))))
+        for how in ('forkserver', 'spawn', 'fork')]
+with multiprocessing.get_context('spawn').Pool(1) as pool:
+    roots = pool.map(root, [4, 9])
+print('workers', sums, roots)"""
+
+
+def test_workers_started_with_spawn_or_forkserver_get_the_cells_definitions(kernel):
+    """Horovod's PyTorch examples give DataLoader a 'forkserver' context: with a Dataset class or a function
+    the cells defined, each worker died with "Can't get attribute 'Squares' on <module '__main__'>" (in a
+    notebook's kernel too), since multiprocessing pickles them by their name in __main__."""
+    reply, out = kernel.execute(WORKERS, timeout=150)
+    assert reply["status"] == "ok", out
+    for rank in (0, 1):
+        assert f"[rank {rank}] workers [85344.0, 85344.0, 85344.0] [2.0, 3.0]" in out, out

@@ -16,6 +16,7 @@ from typing import Any
 from ..runner.launch import rank_place
 from . import rank_shell
 from .rank_stdin import refuse_keyboard
+from .rank_workers import send_cell_definitions_by_value
 from .frameworks import api_module
 from .rank_device import pin_device
 
@@ -39,6 +40,7 @@ def setup_rank(framework: str, cpu: bool) -> dict[str, Any]:
     rank_shell.use_inline_matplotlib()
     rank_shell.catch_exit(rank_shell.current_shell())
     refuse_keyboard(place.rank)
+    send_cell_definitions_by_value()
     engine = STATE.engine = importlib.import_module("jupyter_hvd")
     STATE.api = rank_shell.current_shell().user_ns["hvd"] = importlib.import_module(api_module(framework))
     engine.init()
