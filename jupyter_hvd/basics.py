@@ -3,6 +3,7 @@ import atexit
 import importlib.util
 import os
 import sys
+import warnings
 from typing import Any, Optional, Sequence
 
 from . import _C
@@ -77,6 +78,10 @@ def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None
             raise ValueError(f"init: process_sets must be a list of process sets or 'dynamic', not {process_sets!r}")
         process_sets = None
     if _C.is_initialized():
+        if comm is not None:
+            warnings.warn("hvd.init(comm=...) left the running engine as it is (a %%hvd cell's ranks start it on "
+                          "every rank before the cell); call hvd.shutdown() first to start it on other ranks",
+                          RuntimeWarning, stacklevel=2)
         ps.register_at_init(process_sets or ())
         return
     if (topology := _started_by_rank()) is not None:

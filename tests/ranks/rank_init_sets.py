@@ -54,6 +54,12 @@ def test_different_lists_on_the_ranks_fail_on_every_rank_instead_of_waiting():
     summed(hvd.global_process_set)
 
 
+def test_a_communicator_given_to_a_running_engine_is_not_ignored_silently():
+    with pytest.warns(RuntimeWarning, match=r"hvd.init\(comm=...\) left the running engine as it is"):
+        hvd.init(comm=[0])
+    assert hvd.size() >= 2
+
+
 def test_a_fresh_init_registers_its_sets_in_order():
     n = hvd.size()
     hvd.shutdown()
