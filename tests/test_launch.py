@@ -42,6 +42,10 @@ def test_a_placement_is_hosts_or_a_hostfile(tmp_path: Path) -> None:
         check_placement(None, str(tmp_path / "none"))
     with pytest.raises(ValueError, match="--hosts: bad host entry 'h1:0'"):
         check_placement("h1:0", None)
+    hostfile.write_text("h1 slots=4\nh2:2 # as --hosts writes it\n")  # mpiexec would look for a host 'h2:2'
+    with pytest.raises(ValueError, match=f"the hostfile {hostfile}, line 2: 'h2:2' is how --hosts gives slots; "
+                                         "a hostfile line is 'h2 slots=2'"):
+        check_placement(None, str(hostfile))
 
 
 def test_a_rank_reads_its_place_from_what_mpiexec_sets() -> None:

@@ -183,8 +183,11 @@ def parse_hostfile(path: str) -> list[tuple[str, int]]:
     except OSError as exc:
         raise ValueError(f"cannot read the hostfile {path}: {exc.strerror}") from None
     hosts = []
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         words = line.split("#", 1)[0].split()
+        if words and (given := _HOST_RE.fullmatch(words[0])) and given.group(2):  # mpiexec would take it as a name
+            raise ValueError(f"the hostfile {path}, line {number}: {words[0]!r} is how --hosts gives slots; a "
+                             f"hostfile line is '{given.group(1)} slots={given.group(2)}'")
         if words:
             slots = _SLOTS_RE.search(" ".join(words[1:]))
             hosts.append((words[0], int(slots.group(1)) if slots else 1))
