@@ -4,16 +4,15 @@ import os
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import parse_argstring
 
 from jupyter_hvd.magic.cluster import SPIN_ENV, LaunchConfig, engine_spin
-from jupyter_hvd.magic.magics import HvdMagics
+from jupyter_hvd.magic.magics import HvdMagics, parse_line
 from jupyter_hvd.magic.rank_device import pin_device
 
 
 def config_of(magics: HvdMagics, line: str, cell: str = "") -> LaunchConfig:
     """The job ``%%hvd line`` over ``cell`` asks ``magics`` for."""
-    return magics._launch_config(parse_argstring(magics.hvd_cell, line), cell)
+    return magics._launch_config(parse_line(magics.hvd_cell, line), cell)
 
 
 @pytest.mark.parametrize(
@@ -33,6 +32,7 @@ def config_of(magics: HvdMagics, line: str, cell: str = "") -> LaunchConfig:
         ("%%hvd -np 2 -o 1x", "-o needs a variable name"),
         ("%%hvd -np 2 -x LEVEL", "-x needs VAR=VALUE, got 'LEVEL'"),
         ("%%hvd -np 2 -x =debug", "-x needs a variable name, got '=debug'"),
+        ("%%hvd -np 2 -x 'MSG=no end", "No closing quotation"),
         ("%hvd frobnicate", "invalid choice: 'frobnicate'"),
         ("%hvd push undefined_here", "not defined in the notebook: undefined_here"),
         ("%hvd push", "usage: %hvd push NAME"),
@@ -52,13 +52,16 @@ def test_np_is_required_the_first_time(ip):
         HvdMagics(ip).hvd_cell("", "print(1)")
 
 
-def test_flags_without_np_adjust_the_running_job_and_np_starts_a_new_one(ip):
+def test_flags_without_np_adjust_the_running_job_and_np_starts_a_new_one(ip, tmp_path):
     magics = HvdMagics(ip)
     magics.launch = config_of(magics, "-np 2 --framework none -x LEVEL=debug -x EMPTY= -x LEVEL=info")
     assert magics.launch.env == (("EMPTY", ""), ("LEVEL", "info"))  # sorted, the last value of a name counts
     assert config_of(magics, "") == magics.launch  # the ranks are reused
     assert config_of(magics, "--cpu").cpu and config_of(magics, "--cpu").env == magics.launch.env
     assert config_of(magics, "-x OTHER=1").env == (("OTHER", "1"),)  # a different set
+    (tmp_path / "my hosts").write_text("localhost slots=2\n")
+    quoted = config_of(magics, f"""-x "MSG=hello world" -x 'Q="as is"' --hostfile "{tmp_path}/my hosts" """)
+    assert quoted.env == (("MSG", "hello world"), ("Q", '"as is"')) and quoted.hostfile == f"{tmp_path}/my hosts"
     moved = config_of(magics, "--hosts localhost:2")
     assert (moved.hosts, moved.np, moved.env) == ("localhost:2", 2, magics.launch.env)
     assert config_of(magics, "-np 2 --framework none") == LaunchConfig(np=2, framework="none")  # -x dropped

@@ -9,7 +9,8 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.utils._process_common import arg_split
 
 from ..monitor import Monitor, cell_key
 from ..runner.host_loss import hosts_left
@@ -73,7 +74,7 @@ class HvdMagics(Magics):
         Without -np the running ranks are reused (or, after a crash, the last job is restarted);
         --hosts, --hostfile, --cpu, --framework and -x given without -np adjust the running job.
         """
-        args = parse_argstring(self.hvd_cell, line)
+        args = parse_line(self.hvd_cell, line)
         config = self._launch_config(args, cell)
         if args.rank is not None and not 0 <= args.rank < config.np:
             raise UsageError(f"--rank must be between 0 and {config.np - 1}, got {args.rank}")
@@ -121,7 +122,7 @@ class HvdMagics(Magics):
     def hvd_line(self, line: str) -> Any:
         """Manage the ranks: status, stop, restart, push NAME [NAME...], pull NAME [NAME...] [--rank R],
         monitor."""
-        args = parse_argstring(self.hvd_line, line)
+        args = parse_line(self.hvd_line, line)
         if args.command == "status":
             print(self.status())
         elif args.command == "stop":
@@ -296,6 +297,16 @@ class HvdMagics(Magics):
         if self.cluster is None:
             raise UsageError("no ranks running: start them with %%hvd -np N")
         return self.cluster
+
+
+def parse_line(magic: Any, line: str) -> Any:
+    """A magic's arguments, its line split as a shell splits a command line: quotes group words and go
+    (IPython's own split keeps them, so `-x "MSG=a b"` arrived with its quotes and was refused)."""
+    try:
+        argv = arg_split(line, posix=True)
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"{line!r}: {exc}") from None
+    return magic.parser.parse_args(argv)
 
 
 def _rank_env(items: list[str]) -> tuple[tuple[str, str], ...]:
