@@ -54,6 +54,16 @@ def cluster_processes():
     return found
 
 
+def test_the_line_magic_with_flags_starts_or_keeps_the_ranks_as_an_empty_cell_would(ip, started, capsys):
+    """IPython refuses an empty %%hvd cell, suggesting "the line magic %hvd", which then refused '-np'."""
+    before = magics(ip).cluster
+    result, out = run(ip, capsys, "%hvd -np 2 --framework none")
+    assert result.success and magics(ip).cluster is before and out == "", out  # the same job: nothing to do
+    result, out = run(ip, capsys, "%hvd -np 1 --framework none")
+    assert result.success and "[hvd] started 1 ranks" in out and "monitor" not in out, out
+    assert run(ip, capsys, f"{HEAD}\nprint('back', hvd.size())")[1].count("back 2") == 2
+
+
 def test_cold_start_prefixes_each_ranks_output(ip, started, capsys):
     result, out = run(ip, capsys, f"{HEAD}\nprint('hello from', hvd.rank(), 'of', hvd.size())")
     assert result.success

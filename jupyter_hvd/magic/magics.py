@@ -121,7 +121,9 @@ class HvdMagics(Magics):
     @line_magic("hvd")
     def hvd_line(self, line: str) -> Any:
         """Manage the ranks: status, stop, restart, push NAME [NAME...], pull NAME [NAME...] [--rank R],
-        monitor."""
+        monitor; or start them (or change the job) with %%hvd's flags and no code: %hvd -np 2."""
+        if line.strip().startswith("-") and not line.strip().startswith("--rank"):
+            return self.hvd_cell(f"{line} --no-monitor", "pass")  # IPython suggests %hvd for an empty %%hvd cell
         args = parse_line(self.hvd_line, line)
         if args.command == "status":
             print(self.status())
