@@ -10,7 +10,9 @@ import pytest
 from hvdrun_cli import rank_lines, run_hvdrun
 
 from jupyter_hvd.runner import binding
-from jupyter_hvd.runner.binding import BINDING_VAR, UNBOUND, binding_options, is_option, machine_cores
+from jupyter_hvd.magic.rank_device import cpu_threads
+from jupyter_hvd.runner.binding import (BINDING_VAR, BOUND_VAR, UNBOUND, binding_options, binds_ranks, is_option,
+                                      machine_cores)
 from jupyter_hvd.runner.launch import LaunchSpec, mpiexec_command
 
 pytestmark = pytest.mark.timeout(120)
@@ -54,6 +56,47 @@ def test_the_launchers_variable_places_ranks_unless_the_caller_binds(monkeypatch
     assert binding_options(2, ["--bind-to", "core"], False, env) == []
     monkeypatch.setenv(BINDING_VAR, "--bind-to none")  # where the kernel of %%hvd runs
     assert mpiexec_command(LaunchSpec(np=2), ["true"])[0][3:6] == ["--bind-to", "none", "--oversubscribe"]
+
+
+@pytest.mark.parametrize(("args", "bound"), [
+    (["--map-by", "slot:PE=1", "--bind-to", "core"], True), (["--bind-to=hwthread"], True),
+    (["--bind-to", "core:overload-allowed"], True), (UNBOUND, False), (["--bind-to=none"], False), ([], False)])
+def test_whether_mpiexec_binds_each_rank_is_read_from_its_options(args: list[str], bound: bool) -> None:
+    assert binds_ranks(["-np", "2", *args, "python"]) == bound
+
+
+def test_the_launcher_tells_the_ranks_whether_they_are_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binding, "machine_cores", lambda: 8)
+    assert mpiexec_command(LaunchSpec(np=2), ["true"])[1][BOUND_VAR] == "1"
+    monkeypatch.setenv(BOUND_VAR, "1")  # as in a rank that launches a job of its own
+    assert BOUND_VAR not in mpiexec_command(LaunchSpec(np=9), ["true"])[1]  # more ranks than cores: unbound
+
+
+@pytest.mark.parametrize(("usable", "local_size", "bound", "threads"), [
+    (8, 2, False, 4), (8, 2, True, 8), (8, 16, False, 1), (1, 1, True, 1)])
+def test_a_ranks_threads_are_its_cores_or_its_part_of_the_shared_ones(
+        monkeypatch: pytest.MonkeyPatch, usable: int, local_size: int, bound: bool, threads: int) -> None:
+    """Not the machine's count: 2 ranks in an 8-CPU part of a 128-CPU node (a Slurm job) took 64 threads each."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(usable)))
+    monkeypatch.setattr(os, "cpu_count", lambda: 128)
+    if bound:
+        monkeypatch.setenv(BOUND_VAR, "1")
+    else:
+        monkeypatch.delenv(BOUND_VAR, raising=False)
+    assert cpu_threads(local_size) == threads
+
+
+def test_a_rank_of_a_launcher_kept_to_one_cpu_takes_one_thread() -> None:
+    """As a job of a Slurm allocation with part of a node: the rank took the machine's count (2 here)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    show = ("import os; from jupyter_hvd.magic.rank_device import pin_device; pin_device(0, 1, True); "
+            "print('rank', os.environ['OMP_NUM_THREADS'])")
+    hvdrun = [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", "-np", "1", sys.executable, "-c", show]
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    kept = subprocess.run(["taskset", "-c", str(cpus[0]), *hvdrun], capture_output=True, text=True, timeout=100,
+                          env=env)
+    assert kept.returncode == 0, kept.stderr
+    assert rank_lines(kept.stdout) == ["rank 1"]
 
 
 def test_machine_cores_counts_cores_only_where_the_launcher_may_use_them_all() -> None:

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+from ..runner.binding import BOUND_VAR
+
 
 def pin_device(local_rank: int, local_size: int, cpu: bool, framework: str = "none") -> str:
     """Give this rank the GPU of its local rank when GPUs exist, else share the host's cores; return the device.
@@ -20,8 +22,16 @@ def pin_device(local_rank: int, local_size: int, cpu: bool, framework: str = "no
         return f"gpu:{gpus[index]}"
     if cpu:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // local_size)))
+    os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads(local_size)))
     return "cpu"
+
+
+def cpu_threads(local_size: int) -> int:
+    """Threads for a rank's CPU work: the cores mpiexec bound it to, or, where the host's ranks share the cores
+    this process may use (unbound: more ranks than cores, a Slurm job's part of a node), an equal part of them.
+    The machine's count would give each of 2 ranks 64 threads in an 8-CPU part of a 128-CPU node."""
+    usable = len(os.sched_getaffinity(0))
+    return max(1, usable if os.environ.get(BOUND_VAR) == "1" else usable // local_size)
 
 
 def _use_gpu(index: int, framework: str) -> None:

@@ -18,6 +18,16 @@ from pathlib import Path
 
 UNBOUND = ["--bind-to", "none"]
 BINDING_VAR = "JUPYTER_HVD_BINDING_ARGS"
+BOUND_VAR = "JUPYTER_HVD_RANKS_BOUND"  # "1" in the environment of ranks bound to cores of their own
+
+
+def binds_ranks(args: Sequence[str]) -> bool:
+    """Whether mpiexec ``args`` bind each rank to its own cores (a ``--bind-to`` other than none)."""
+    for i, arg in enumerate(args):
+        if is_option(arg, "bind-to"):
+            value = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+            return value.split(":", 1)[0] != "none"
+    return False
 
 
 def is_option(arg: str, name: str) -> bool:

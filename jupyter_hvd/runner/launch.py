@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .binding import binding_options
+from .binding import BOUND_VAR, binding_options, binds_ranks
 from .host_loss import KEEPALIVE
 from .networks import reaching_networks
 from .slurm import Allocation, in_step
@@ -248,6 +248,10 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
            "--oversubscribe", *_host_args(spec, env)]
     listen_args, exported = _listen_args(spec, env)
     cmd += listen_args + spec.mpi_args
+    if binds_ranks(cmd):  # a rank's threads then take the cores it is bound to, not a share of the host's
+        env[BOUND_VAR] = "1"
+    else:
+        env.pop(BOUND_VAR, None)
     # The ranks on mpiexec's own host inherit its environment; those on other hosts get what -x names.
     kept = list(KEEP_FREED_MEMORY) if several_hosts else []
     for name in dict.fromkeys([*spec.env, *spec.forward, *exported, *kept]):
