@@ -36,6 +36,8 @@ def config_of(magics: HvdMagics, line: str, cell: str = "") -> LaunchConfig:
         ("%hvd frobnicate", "invalid choice: 'frobnicate'"),
         ("%hvd push undefined_here", "not defined in the notebook: undefined_here"),
         ("%hvd push", "usage: %hvd push NAME"),
+        ("%hvd", "%hvd needs a command (status, stop, restart, push NAME..., pull NAME... [--rank R], monitor), "
+                 "or %%hvd's flags to start the ranks (%hvd -np 2)"),
     ],
 )
 def test_bad_flags_give_one_clear_message(ip, capsys, line, message):
@@ -147,3 +149,9 @@ def test_engine_spin_is_off_only_where_the_ranks_outnumber_the_cores(monkeypatch
     assert engine_spin(LaunchConfig(np=cores + 1, hosts="a:2,b:2")) == {}  # other hosts' cores are not these
     monkeypatch.setenv(SPIN_ENV, "500")
     assert engine_spin(LaunchConfig(np=cores + 1)) == {}  # the user's value reaches the ranks as it is
+
+
+def test_help_shows_both_magics(ip, capsys):
+    assert ip.run_cell("%hvd --help").success
+    said = capsys.readouterr().out
+    assert said.startswith("  %hvd [--rank RANK]") and "\n  %%hvd [-np NP]" in said and "%hvd_" not in said, said

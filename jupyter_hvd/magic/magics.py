@@ -122,6 +122,13 @@ class HvdMagics(Magics):
     def hvd_line(self, line: str) -> Any:
         """Manage the ranks: status, stop, restart, push NAME [NAME...], pull NAME [NAME...] [--rank R],
         monitor; or start them (or change the job) with %%hvd's flags and no code: %hvd -np 2."""
+        if line.split() in (["-h"], ["--help"]):  # IPython's magics take no -h: their help is %hvd?
+            both = self.hvd_line.parser.format_help() + "\n" + self.hvd_cell.parser.format_help()
+            print(both.replace("::\n\n", "").replace("%hvd_line", "%hvd").replace("%hvd_cell", "%%hvd"))
+            return None
+        if not line.strip():
+            raise UsageError("%hvd needs a command (status, stop, restart, push NAME..., pull NAME... [--rank R], "
+                             "monitor), or %%hvd's flags to start the ranks (%hvd -np 2); see %hvd --help")
         if line.strip().startswith("-") and not line.strip().startswith("--rank"):
             return self.hvd_cell(f"{line} --no-monitor", "pass")  # IPython suggests %hvd for an empty %%hvd cell
         args = parse_line(self.hvd_line, line)
