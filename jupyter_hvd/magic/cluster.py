@@ -22,6 +22,7 @@ from ipyparallel.cluster.launcher import MPIEngineSetLauncher
 from traitlets import Any as AnyTrait
 
 from ..runner.launch import LISTEN_VAR, LaunchSpec, default_forward, job_hosts, mpiexec_command
+from ..runner.host_loss import start_failure
 from ..runner.networks import listen_address
 from .failures import RankError, without_runner_frames
 from .frameworks import api_module
@@ -428,7 +429,7 @@ class RankCluster:
         return roots + [c for p in roots for c in descendants(p)] + [r.process for r in self.ranks if r.process]
 
     def _start_error(self, reason: str, output: str) -> RankError:
-        message = f"could not start {self.config.np} ranks: {reason}"
+        message = f"could not start {self.config.np} ranks: {start_failure(output) or reason}"
         tail = output.strip().splitlines()[-20:]
         if tail:
             message += "\nprocess output (last lines):\n" + "\n".join(tail)

@@ -22,6 +22,26 @@ HOST_SILENCE_S = 10 + 2 * 5
 _LOST = (re.compile(r"Remote daemon:.* on node (\S+)"), re.compile(r"Remote host:\s+(\S+)"))
 
 
+# A daemon that never started on its host: ssh could not log in there (its own words say why), or the daemon
+# could not call back.
+NEVER_STARTED = "A daemon failed to report back after being spawned"
+_SSH_SAID = ("Permission denied (", "host key is known for", "Host key verification failed",
+             "REMOTE HOST IDENTIFICATION", "Could not resolve hostname", "ssh: connect to host",
+             "Connection closed by", "Connection timed out during")
+
+
+def start_failure(output: str) -> str:
+    """Why Open MPI's launcher could not start its daemons on the other hosts, from what it and ssh printed;
+    '' when that is not what happened."""
+    if NEVER_STARTED not in output:
+        return ""
+    said = list(dict.fromkeys(line.strip() for line in output.splitlines() if any(s in line for s in _SSH_SAID)))
+    if not said:
+        return "a host's daemon never reported back (see above): check that this host is reachable from it over TCP"
+    return (f"ssh could not log in ({' '.join(said)}): `ssh HOST true` must work with no password and no "
+            "question (a key that ssh offers, the host in known_hosts; ~/.ssh/config can give both)")
+
+
 def lost_hosts(output: str) -> list[str]:
     """The hosts that Open MPI's launcher says it lost, in the order it says so."""
     found = [m.group(1) for pattern in _LOST for m in pattern.finditer(output)]

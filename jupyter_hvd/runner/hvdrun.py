@@ -14,7 +14,7 @@ from typing import NoReturn
 
 from jupyter_hvd._C import check_setting, settings
 from jupyter_hvd.runner.child import die_with_parent, wait_relaying
-from jupyter_hvd.runner.host_loss import describe, lost_hosts, ranks_by_host
+from jupyter_hvd.runner.host_loss import describe, lost_hosts, ranks_by_host, start_failure
 from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command, parse_export, placement
 from jupyter_hvd.runner.slurm import allocation
 from jupyter_hvd.runner.session_folder import session_folder
@@ -238,6 +238,9 @@ def run(cmd: list[str], env: dict[str, str], ranks: dict[str, list[int]] | None 
         output = tail.read().decode(errors="replace")
     relay.wait()
     lost = lost_hosts(output)
+    if lost and (failed := start_failure(output)):
+        print(f"hvdrun: could not start the job on {', '.join(lost)}: {failed}", file=sys.stderr, flush=True)
+        return code or 1
     if lost:
         how = "Open MPI's launcher lost contact with it (see above)"
         print(f"hvdrun: {describe(lost, ranks or {}, how)}", file=sys.stderr, flush=True)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import psutil
 import pytest
@@ -68,7 +69,24 @@ def test_ssh_port_and_identity_file_reach_the_hosts(cluster):
                      config="config_bare")
     assert result.returncode == 0, result.stdout
     assert sorted(line for line in result.stdout.splitlines() if line.startswith("on ")) == ["on h1", "on h2"]
-    assert run_job(cluster, "-i", cluster.ssh["alt_key"], *args, config="config_bare", timeout=60).returncode != 0
+    refused = run_job(cluster, "-i", cluster.ssh["alt_key"], *args, config="config_bare", timeout=60)
+    assert refused.returncode != 0
+    assert "hvdrun: could not start the job on h" in refused.stdout, refused.stdout  # not "lost host"
+    assert "ssh could not log in (root@h" in refused.stdout and "Permission denied (publickey" in refused.stdout
+
+
+def test_a_host_whose_key_ssh_does_not_know_is_named_with_what_ssh_said(cluster, tmp_path):
+    """A host the launching user never logged in to: ssh, run without a terminal, cannot ask."""
+    config = tmp_path / "config"
+    config.write_text(Path(cluster.ssh["config"]).read_text().replace(
+        str(Path(cluster.ssh["config"]).parent / "known_hosts"), str(tmp_path / "known_hosts")))
+    (tmp_path / "known_hosts").write_text("")
+    cluster.ssh["config_unknown_hosts"] = str(config)
+    result = run_job(cluster, "-np", "2", "-H", "h1:1,h2:1", sys.executable, "-c", "print('ran')",
+                     config="config_unknown_hosts", timeout=60)
+    assert result.returncode != 0 and "\nran" not in result.stdout
+    assert "hvdrun: could not start the job on h" in result.stdout, result.stdout
+    assert "host key is known for h" in result.stdout and "Host key verification failed" in result.stdout
 
 
 @pytest.mark.parametrize("chosen", [None, 1], ids=["the network that reaches the hosts", "--network-interface"])

@@ -145,3 +145,20 @@ def test_stop_and_kernel_shutdown_leave_nothing_on_any_host(kernel_env, cluster)
             assert not left, f"after {ending}: {left}"
     finally:
         k.close()
+
+
+def test_hosts_that_ssh_cannot_log_in_to_are_named_with_what_ssh_said(cluster):
+    """The notebook's kernel with no key that the hosts take: the cell says ssh could not log in, and why."""
+    saved = dict(os.environ)
+    os.environ.update({k: v for k, v in cluster.env("config_bare").items() if k.startswith("PRTE_")})
+    k = Kernel()
+    try:
+        k.execute("%load_ext jupyter_hvd")
+        reply, out = k.execute("%%hvd -np 2 --hosts h1:1,h2:1 --framework none\nprint('ran')", timeout=120)
+        assert reply["status"] == "error" and "] ran" not in out, out
+        assert "could not start 2 ranks: ssh could not log in (root@h" in out, out
+        assert "Permission denied (publickey" in out and "`ssh HOST true` must work" in out, out
+    finally:
+        k.close()
+        os.environ.clear()
+        os.environ.update(saved)

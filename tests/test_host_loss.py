@@ -1,0 +1,36 @@
+"""What hvdrun and %%hvd say when Open MPI's launcher loses a host, or never starts on one: read from what the
+launcher and ssh printed (tests/hosts runs the real cases)."""
+from jupyter_hvd.runner.host_loss import describe, lost_hosts, start_failure
+
+BLOCK = """------------------------------------------------------------
+A daemon failed to report back after being spawned. This could
+be due to several factors, including inability to find the
+daemon executable, or the executable was unable to find its
+required supporting libraries.
+
+  Local host:    head
+  Remote host:   h2
+  Daemon exit status: 255
+------------------------------------------------------------"""
+
+
+def test_a_host_that_ssh_could_not_log_in_to_is_named_with_what_ssh_said():
+    output = "[head:00260] plm:ssh: Warning: setpgid failed\nroot@h2: Permission denied (publickey).\n" + BLOCK
+    assert lost_hosts(output) == ["h2"]
+    assert start_failure(output).startswith("ssh could not log in (root@h2: Permission denied (publickey).): "
+                                            "`ssh HOST true` must work with no password and no question")
+    unknown = ("No ED25519 host key is known for h2 and you have requested strict checking.\n"
+               "Host key verification failed.\n" + BLOCK)
+    assert "(No ED25519 host key is known for h2 and you have requested strict checking. Host key verification " \
+           "failed.)" in start_failure(unknown)
+
+
+def test_a_daemon_that_never_called_back_without_an_ssh_error_is_said_so():
+    assert start_failure(BLOCK).startswith("a host's daemon never reported back")
+
+
+def test_a_host_lost_while_the_job_ran_is_not_a_start_failure():
+    output = "A process or daemon was unable to complete a TCP connection\n  Remote daemon: [prterun-head-1@0,2] " \
+             "on node h2\n"
+    assert lost_hosts(output) == ["h2"] and start_failure(output) == ""
+    assert describe(["h2"], {"h1": [0], "h2": [1]}, "gone").startswith("lost host h2 (rank 1): gone; the ranks on h1")
