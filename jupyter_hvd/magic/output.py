@@ -59,7 +59,7 @@ class RankOutput:
         self._prefix = uuid.uuid4().hex[:8]
         self.displays = RankDisplays(ranks, only_rank, all_displays, publish_display_data, _widget_known)
 
-    def listen(self, results: Sequence[Any], between: BetweenCells | None = None) -> None:
+    def listen(self, results: Sequence[Any], between: BetweenCells) -> None:
         """Collect the output of a cell's per-rank AsyncResults (submitted under rank_messages.io_held), after
         what the ranks printed since the last cell (``between``, which keeps what they print after this one)."""
         self._messages = RankMessages(results, between)

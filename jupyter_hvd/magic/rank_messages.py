@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from types import SimpleNamespace
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 KINDS = frozenset({"stream", "display_data", "update_display_data", "clear_output", "execute_result"})
@@ -96,18 +96,16 @@ class BetweenCells:
 
 
 class RankMessages:
-    """Collects the output messages of one AsyncResult per rank; ``take(rank)`` hands them out in order. With
-    ``between``, what arrived after the last cell comes first, and what arrives after ``close()`` goes there."""
+    """Collects the output messages of one AsyncResult per rank; ``take(rank)`` hands them out in order, after
+    what the ranks printed since the last cell (``between``), where what arrives after ``close()`` goes."""
 
-    def __init__(self, results: Sequence[Any], between: BetweenCells | None = None):
+    def __init__(self, results: Sequence[Any], between: BetweenCells):
         self._queues: list[deque[Message]] = [deque() for _ in results]
         self._registered = [threading.Event() for _ in results]
-        self._callbacks: list[tuple[Any, Any]] = []
         self._io_threads = [result._client._io_thread for result in results]
         self._between = between
         self._results = results
         self._open = True  # changed on the I/O thread, where messages are filed
-        self._io_loop = results[0]._client._io_loop if results else None
         for rank, result in enumerate(results):
             result._client._io_loop.add_callback(self._register, rank, result)
 
@@ -121,14 +119,9 @@ class RankMessages:
         return taken
 
     def close(self) -> None:
-        """The cell is over: what arrives from now on (and what was not taken) is kept for the next cell, or,
-        without ``between``, no longer listened to."""
-        if self._between is not None and self._io_loop is not None:
-            self._io_loop.add_callback(self._to_next_cell)
-            return
-        for future, callback in self._callbacks:
-            if callback in future.iopub_callbacks:
-                future.iopub_callbacks.remove(callback)
+        """The cell is over: what arrives from now on, and what was not taken, is kept for the next cell."""
+        if self._results:
+            self._results[0]._client._io_loop.add_callback(self._to_next_cell)
 
     def _to_next_cell(self) -> None:
         self._open = False
@@ -142,9 +135,8 @@ class RankMessages:
         """On the I/O thread: file what arrived between cells, then what arrived before now from the
         metadata, then listen."""
         queue = self._queues[rank]
-        if self._between is not None:
-            self._between.unwatch()
-            queue.extend(self._between.take(rank))
+        self._between.unwatch()
+        queue.extend(self._between.take(rank))
         metadata = result.metadata
         for name in ("stdout", "stderr"):
             if metadata.get(name):
@@ -164,5 +156,4 @@ class RankMessages:
 
         for future in result._children:
             future.iopub_callbacks.append(on_message)
-            self._callbacks.append((future, on_message))
         self._registered[rank].set()
