@@ -260,7 +260,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._checked_run = engine_run()
             self._check_ranks()
         loss = super(self.__class__, self).step(closure)
-        self._scheduled._opt_called = True  # what a scheduler made on the wrapped optimizer checks for in its step
+        for stood_for in self._stands_for:  # what a scheduler made on one of them checks for in its step
+            stood_for._opt_called = True
         trainer_step(samples.take())
         return loss
 
@@ -337,11 +338,14 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"DistributedOptimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}"
                         f"{other_framework_hint(optimizer, __package__)}")
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
+    # A DistributedOptimizer given again (its notebook cell ran again) is made anew over what it wraps.
+    earlier = list(getattr(optimizer, "_stands_for", []))
+    base = earlier[0].__class__ if earlier else optimizer.__class__
+    cls = type(base.__name__, (base,), dict(_DistributedOptimizer.__dict__))
     wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
                   gradient_predivide_factor, list(map(list, groups)) if isinstance(groups, (list, tuple)) else groups,
                   sparse_as_dense, process_set)
     # Beyond Horovod's copy, which shares only the parameter groups: the state loaded or made before wrapping
     # (a checkpoint's Adam moments), the defaults of groups added later, and a scheduler made on `optimizer`.
-    wrapped.state, wrapped.defaults, wrapped._scheduled = optimizer.state, optimizer.defaults, optimizer
+    wrapped.state, wrapped.defaults, wrapped._stands_for = optimizer.state, optimizer.defaults, earlier + [optimizer]
     return wrapped

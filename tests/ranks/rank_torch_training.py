@@ -163,6 +163,27 @@ def test_what_the_optimizer_had_before_it_was_wrapped_stays_with_it():
         hvd.DistributedOptimizer(list(model.parameters()))
 
 
+def test_a_distributed_optimizer_given_again_is_made_anew_over_what_it_wraps():
+    """`opt = hvd.DistributedOptimizer(opt, ...)` in a notebook cell that runs again: Horovod's (and ours) raised
+    "_DistributedOptimizer.__init__() missing 8 required positional arguments" for the second wrap."""
+    model = torch.nn.Linear(3, 2)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.05), model.named_parameters())
+    schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)  # made on the first one
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for again in range(3):
+            opt = hvd.DistributedOptimizer(opt, model.named_parameters()) if again else opt  # the cell runs again
+            opt.zero_grad()
+            (model(torch.ones(4, 3)) * (hvd.rank() + 1)).sum().backward()
+            opt.step()
+            schedule.step()
+    assert type(opt).__mro__[1] is torch.optim.Adam and isinstance(opt, torch.optim.Adam)
+    assert [float(opt.state[p]["step"]) for p in model.parameters()] == [3.0, 3.0]
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.05 / 8)
+    assert same_on_every_rank(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
+
+
 def test_the_amp_pattern_with_a_grad_scaler_skips_the_same_steps_as_one_process():
     """Horovod's documented mixed-precision loop (synchronize, unscale_, clip, then step under skip_synchronize),
     on CPU with float16 autocast: an overflow on one rank reaches every rank through the allreduce, so all skip
