@@ -595,9 +595,9 @@ def test_a_cell_that_ends_before_its_output_is_collected_keeps_the_order(ip, sta
 
     listen = output.RankOutput.listen
 
-    def slow_listen(self, results):
+    def slow_listen(self, *args):
         time.sleep(1.0)  # the ranks run the cell meanwhile
-        listen(self, results)
+        listen(self, *args)
 
     monkeypatch.setattr(output.RankOutput, "listen", slow_listen)
     source = f"{HEAD}\nprint('before')\ndisplay('middle %d' % hvd.rank())\nprint('after')"
