@@ -25,8 +25,10 @@ def test_a_host_that_ssh_could_not_log_in_to_is_named_with_what_ssh_said():
            "failed.)" in start_failure(unknown)
 
 
-def test_a_daemon_that_never_called_back_without_an_ssh_error_is_said_so():
-    assert start_failure(BLOCK).startswith("a host's daemon never reported back")
+def test_a_daemon_killed_in_the_middle_of_a_job_is_a_lost_host_though_prrte_says_it_never_reported_back():
+    """Under load PRRTE gives a host whose processes were killed mid-job the words of a daemon never started."""
+    output = "looping 0\nConnection to h2 closed by remote host.\n" + BLOCK
+    assert lost_hosts(output) == ["h2"] and start_failure(output) == ""
 
 
 def test_a_host_lost_while_the_job_ran_is_not_a_start_failure():

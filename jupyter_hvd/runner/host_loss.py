@@ -31,13 +31,13 @@ _SSH_SAID = ("Permission denied (", "host key is known for", "Host key verificat
 
 
 def start_failure(output: str) -> str:
-    """Why Open MPI's launcher could not start its daemons on the other hosts, from what it and ssh printed;
-    '' when that is not what happened."""
+    """Why Open MPI's launcher could not start its daemons on the other hosts: ssh could not log in, as ssh said;
+    '' otherwise (PRRTE reports a daemon killed in the middle of a job in the same words as one never started)."""
     if NEVER_STARTED not in output:
         return ""
     said = list(dict.fromkeys(line.strip() for line in output.splitlines() if any(s in line for s in _SSH_SAID)))
     if not said:
-        return "a host's daemon never reported back (see above): check that this host is reachable from it over TCP"
+        return ""
     return (f"ssh could not log in ({' '.join(said)}): `ssh HOST true` must work with no password and no "
             "question (a key that ssh offers, the host in known_hosts; ~/.ssh/config can give both)")
 
