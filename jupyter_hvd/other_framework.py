@@ -2,15 +2,19 @@
 ``jupyter_hvd.mxnet``, say, in a job whose ranks were started with the other ``--framework``)."""
 from typing import Any
 
-APIS = {"mxnet": "jupyter_hvd.mxnet", "torch": "jupyter_hvd.torch", "numpy": "jupyter_hvd"}
-FLAGS = {"mxnet": "mxnet", "torch": "torch", "numpy": "none"}
+FLAGS = {"mxnet": "mxnet", "torch": "torch", "numpy": "none"}  # each array's framework, as %%hvd --framework names it
 KINDS = {"mxnet": "NDArrays", "torch": "tensors", "numpy": "arrays"}
+
+
+def api_module(framework: str) -> str:
+    """The module bound to ``hvd`` for ``%%hvd --framework`` ``framework``."""
+    return {"mxnet": "jupyter_hvd.mxnet", "torch": "jupyter_hvd.torch"}.get(framework, "jupyter_hvd")
 
 
 def other_framework_hint(value: Any, api: str) -> str:
     """'; ...' naming the API for ``value``'s framework when it is another than ``api``'s, else ''."""
     framework = type(value).__module__.split(".")[0]
-    if framework not in APIS or APIS[framework] == api:
+    if framework not in FLAGS or api_module(FLAGS[framework]) == api:
         return ""
-    return (f"; for {framework} {KINDS[framework]} use {APIS[framework]} (in a notebook: %%hvd -np N --framework "
-            f"{FLAGS[framework]})")
+    return (f"; for {framework} {KINDS[framework]} use {api_module(FLAGS[framework])} (in a notebook: %%hvd -np N "
+            f"--framework {FLAGS[framework]})")

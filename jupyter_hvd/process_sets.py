@@ -69,8 +69,8 @@ def registered_sets() -> list:
 
 def set_id(process_set: ProcessSet) -> int:
     """The registered id of ``process_set``, checking that this rank is a member."""
-    if process_set is global_process_set and process_set.process_set_id is not None:
-        return process_set.process_set_id  # every op's usual set: bound while the engine runs, every rank in it
+    if process_set is global_process_set and process_set._id is not None:
+        return process_set._id  # every op's usual set: bound while the engine runs, every rank in it (never a twin)
     me = _C.topology()[0]  # raises first when the engine is not initialized
     if not isinstance(process_set, ProcessSet):
         raise TypeError(f"process_set must be a ProcessSet (hvd.global_process_set, or one from "

@@ -6,13 +6,9 @@ import re
 import sys
 
 from ..basics import mxnet_unavailable_reason
+from ..other_framework import api_module
 
 FRAMEWORKS = ("mxnet", "torch", "none")
-
-
-def api_module(framework: str) -> str:
-    """The module bound to ``hvd`` in the cells for ``framework``."""
-    return {"mxnet": "jupyter_hvd.mxnet", "torch": "jupyter_hvd.torch"}.get(framework, "jupyter_hvd")
 
 
 def unavailable_reason(framework: str) -> str:
