@@ -5,6 +5,7 @@ Horovod's PyTorch skeleton with ``import jupyter_hvd.torch as hvd``:
     hvdrun -np 2 python examples/torch_mnist.py
     python examples/torch_mnist.py            # one rank
     hvdrun -np 2 python examples/torch_mnist.py --fp16-allreduce --cuda   # gradients as float16, on GPUs
+    python examples/torch_mnist.py --num-proc 2   # starts 2 ranks itself (jupyter_hvd.run, Horovod's horovod.run)
 """
 import argparse
 import time
@@ -14,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from sklearn.datasets import load_digits
 
+import jupyter_hvd
 import jupyter_hvd.torch as hvd
 
 
@@ -26,6 +28,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--fp16-allreduce", action="store_true", help="send gradients as float16")
     p.add_argument("--cuda", action="store_true", help="train on this rank's GPU (hvd.local_rank())")
+    p.add_argument("--num-proc", type=int, help="start this many ranks and train on them (without hvdrun)")
+    p.add_argument("--hosts", help="with --num-proc: hosts and slots, e.g. host1:2,host2:2")
     return p.parse_args()
 
 
@@ -60,8 +64,8 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     return (total[0] / total[1]).item()
 
 
-def main() -> None:
-    args = parse_args()
+def train(args: argparse.Namespace) -> float:
+    """Train on this rank; the final test accuracy."""
     hvd.init()
     torch.manual_seed(args.seed + hvd.rank())
     device = torch.device("cpu")
@@ -96,6 +100,16 @@ def main() -> None:
               f"test accuracy {accuracy:.4f}, {rate:.0f} samples/s", flush=True)
     if hvd.rank() == 0:
         print(f"final test accuracy: {accuracy:.4f} on {hvd.size()} rank(s)", flush=True)
+    return accuracy
+
+
+def main() -> None:
+    args = parse_args()
+    if args.num_proc:  # as Horovod's examples do with horovod.run
+        accuracies = jupyter_hvd.run(train, args=(args,), num_proc=args.num_proc, hosts=args.hosts)
+        print(f"the ranks' test accuracies: {', '.join(f'{a:.4f}' for a in accuracies)}")
+    else:
+        train(args)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 ``import jupyter_hvd as hvd`` gives the framework-neutral API on numpy (or any CPU DLPack)
 arrays and on CUDA tensors (CuPy, __cuda_array_interface__ or CUDA DLPack; NCCL on GPU hosts);
-``import jupyter_hvd.mxnet as hvd`` is the drop-in for ``horovod.mxnet``.
+``import jupyter_hvd.mxnet as hvd`` is the drop-in for ``horovod.mxnet``, ``jupyter_hvd.torch`` for
+``horovod.torch``; ``jupyter_hvd.run(func, num_proc=N)`` is ``horovod.run``.
 """
 from .basics import (abort, ccl_built, check_running, cross_rank, cross_size, cuda_built, ddl_built,
                      gloo_built, gloo_enabled, init, is_initialized, local_rank, local_size,
@@ -24,6 +25,15 @@ from .process_sets import ProcessSet, add_process_set, global_process_set, remov
 from .timeline import drain_events, start_timeline, stop_timeline
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``run`` is imported when first used: the ranks, which import this package, never need the launcher."""
+    if name == "run":
+        from .runner.run_function import run
+
+        return run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython):  # pragma: no cover - exercised by the magic's tests

@@ -1,5 +1,7 @@
 """jupyter_hvd.torch as a drop-in for horovod.torch: API surface here, behaviour on real MPI ranks."""
+import os
 import re
+import subprocess
 import sys
 import textwrap
 
@@ -200,6 +202,16 @@ def test_digits_example_reaches_90_percent_on_two_ranks():
     accuracy = float(re.search(r"final test accuracy: ([0-9.]+) on 2 rank", out).group(1))
     assert accuracy >= 0.90, out[-3000:]
     assert len(re.findall(r"\[rank 1\] epoch \d+/\d+: .* samples/s", out)) >= 1
+
+
+def test_digits_example_starts_its_own_ranks_with_num_proc_as_horovods_examples_do():
+    """``python examples/torch_mnist.py --num-proc 2``: no hvdrun; the script calls jupyter_hvd.run(train, ...)."""
+    proc = subprocess.run([sys.executable, "examples/torch_mnist.py", "--num-proc", "2"], cwd=ROOT, timeout=180,
+                          env=dict(os.environ, **ENV), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    accuracies = re.search(r"the ranks' test accuracies: ([0-9.]+), ([0-9.]+)\n", proc.stdout)
+    assert accuracies and accuracies.group(1) == accuracies.group(2), proc.stdout[-3000:]
+    assert float(accuracies.group(1)) >= 0.90, proc.stdout[-3000:]
 
 
 HOROVOD_SCRIPT = '''

@@ -1,59 +1,25 @@
-"""How %%hvd reports a failed cell: the first failing rank's own traceback, then what happened to the rest."""
+"""How %%hvd reports a failed cell: ranks that called exit(), and the frames of a rank's traceback that are
+ipyparallel's own; the failures themselves are reported as every job's are (rank_failures)."""
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
+from ..rank_failures import CONSEQUENCES, RankError, describe_failure, remote_name, split_frames
 from .rank_shell import ExitCalled
 
-# Exceptions a rank raises because of another rank's failure or our interrupt, not as a cause.
-CONSEQUENCES = frozenset({"EngineAbortedError", "KeyboardInterrupt"})
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-class RankError(Exception):
-    """A %%hvd failure shown as its message alone, without a traceback of the magic's own code."""
-
-    def __init__(self, message: str, ranks: tuple[int, ...] = ()):
-        super().__init__(message)
-        self.ranks = ranks
-
-    def _render_traceback_(self) -> list[str]:
-        return str(self).splitlines()
-
-
-def describe_failure(errors: Mapping[int, BaseException], order: list[int], note: str = "") -> RankError:
-    """Build the report for ranks that raised: the first cause (by order) in full, the others on one line.
-
-    note says what the kernel did (e.g. interrupted the ranks); it leads when no rank failed on its own.
-    """
-    causes = [r for r in order if _name(errors[r]) not in CONSEQUENCES]
-    first = causes[0] if causes else min(errors)
-    lines = [note] if note and not causes else []
-    lines += [f"rank {first} raised {_name(errors[first])}: {_value(errors[first])}"]
-    lines += _user_frames(_traceback(errors[first]))
-    others = [r for r in order if r != first]
-    aborted = [r for r in others if _name(errors[r]) in CONSEQUENCES]
-    also = [r for r in others if r not in aborted]
-    if aborted:
-        lines.append("aborted ranks: " + _listing(errors, aborted))
-    if also:
-        lines.append("also failed: " + _listing(errors, also))
-    if note and causes:
-        lines.append(note)
-    return RankError("\n".join(lines), ranks=(first, *others))
+__all__ = ["RankError", "describe_failure", "exit_report", "without_runner_frames"]
 
 
 def exit_report(errors: Mapping[int, BaseException], order: list[int]) -> RankError | None:
     """For a cell in which ranks called ``exit()`` (they raised ExitCalled at its end), the report of the
     stopped job, after the failures of other ranks if any failed on their own; None if no rank called it."""
-    exited = [r for r in order if _name(errors[r]) == ExitCalled.__name__]
+    exited = [r for r in order if remote_name(errors[r]) == ExitCalled.__name__]
     if not exited:
         return None
     who = f"rank {exited[0]}" if len(exited) == 1 else "ranks " + ", ".join(map(str, sorted(exited)))
     lines = [f"{who} called exit() or quit(), which end the ranks as they end a notebook's kernel: "
              "the job was stopped; the next %%hvd cell starts new ranks."]
-    rest = {r: e for r, e in errors.items() if r not in exited and _name(e) not in CONSEQUENCES}
+    rest = {r: e for r, e in errors.items() if r not in exited and remote_name(e) not in CONSEQUENCES}
     if rest:
         lines[:0] = str(describe_failure(rest, [r for r in order if r in rest])).splitlines()
     return RankError("\n".join(lines), ranks=tuple(exited) + tuple(r for r in order if r in rest))
@@ -63,45 +29,7 @@ def without_runner_frames(traceback: str) -> str:
     """A rank's traceback of a call that ipyparallel ran (such as the start-up of a rank), from its first
     frame outside ipyparallel's own code; the header stays."""
     lines = traceback.splitlines()
-    plain, frames = _frames(lines)
+    plain, frames = split_frames(lines)
     first = next((i for i in frames if "/ipyparallel/" not in plain[i] and not plain[i].startswith("File <string>")),
                  None)
     return traceback if first is None else "\n".join(lines[:frames[0]] + lines[first:])
-
-
-def _user_frames(lines: list[str]) -> list[str]:
-    """Drop the frames of ipyparallel's own code (the one that runs the cell on the rank) that precede
-    the first frame of a %%hvd cell; the header and everything from the cell's frame on stay."""
-    plain, frames = _frames(lines)
-    cell = next((i for i in frames if plain[i].startswith("File <hvd cell")), None)
-    if cell is None:
-        return lines
-    return lines[:frames[0]] + lines[cell:]
-
-
-def _frames(lines: list[str]) -> tuple[list[str], list[int]]:
-    """The lines without colour codes, and the indexes of those that start a frame."""
-    plain = [_ANSI.sub("", line) for line in lines]
-    return plain, [i for i, line in enumerate(plain) if line.startswith("File ")]
-
-
-def _listing(errors: Mapping[int, BaseException], ranks: list[int]) -> str:
-    return ", ".join(f"rank {r} ({_name(errors[r])})" for r in ranks)
-
-
-def _name(error: BaseException) -> str:
-    """The remote exception's class name (ipyparallel's RemoteError carries it as ename)."""
-    return getattr(error, "ename", None) or type(error).__name__
-
-
-def _value(error: BaseException) -> str:
-    """The remote exception's message, without a repeat of its class name (MXNet's messages start with it)."""
-    value = getattr(error, "evalue", None) if hasattr(error, "ename") else str(error)
-    value = "" if value is None else str(value)
-    prefix = f"{_name(error)}: "
-    return value[len(prefix):] if value.startswith(prefix) else value
-
-
-def _traceback(error: BaseException) -> list[str]:
-    """The rank-side traceback lines, as the rank formatted them."""
-    return (getattr(error, "traceback", None) or "").splitlines()

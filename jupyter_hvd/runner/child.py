@@ -6,6 +6,7 @@ import ctypes
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 KILL_AFTER_S = 10.0
@@ -13,10 +14,12 @@ POLL_S = 0.1
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def die_with_parent(signum: int) -> None:
-    """Run in a child before exec (preexec_fn): the child gets ``signum`` when this process dies, even by
-    SIGKILL, so nothing it started outlives it."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum)
+def die_with_parent(signum: int) -> Callable[[], None]:
+    """A preexec_fn for a child that gets ``signum`` when this process dies, even by SIGKILL, so nothing it
+    started outlives it. The C library is loaded here, before the fork: the child only makes the call, and
+    takes no lock that another thread of this process (a kernel's) may have held at the fork."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return lambda: prctl(PR_SET_PDEATHSIG, signum)
 
 
 class SignalForwarder:
@@ -25,6 +28,7 @@ class SignalForwarder:
     def __init__(self, proc: subprocess.Popen) -> None:
         self.proc = proc
         self.deadline: float | None = None
+        self.received: int | None = None  # the first signal passed on
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> SignalForwarder:
@@ -39,6 +43,7 @@ class SignalForwarder:
     def _forward(self, signum: int, _frame: object) -> None:
         """Relay signum to the child and start the grace period before a hard kill."""
         self.proc.send_signal(signum)
+        self.received = self.received or signum
         if self.deadline is None:
             self.deadline = time.monotonic() + KILL_AFTER_S
 

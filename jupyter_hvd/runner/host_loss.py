@@ -74,6 +74,17 @@ def describe(lost: list[str], ranks: dict[str, list[int]], how: str) -> str:
     return line
 
 
+def job_failure(output: str, ranks: dict[str, list[int]]) -> str:
+    """What mpiexec's output says went wrong with the job's hosts: one where the job could not start, or one lost
+    in its middle (with the ranks it held, ``ranks``: each host's); '' when it lost none."""
+    lost = lost_hosts(output)
+    if not lost:
+        return ""
+    if failed := start_failure(output):
+        return f"could not start the job on {', '.join(lost)}: {failed}"
+    return describe(lost, ranks, "Open MPI's launcher lost contact with it (see above)")
+
+
 def hosts_left(placement: list[tuple[str, int]], lost: set[str]) -> list[tuple[str, int]]:
     """The placement without the lost hosts."""
     return [(host, slots) for host, slots in placement if host not in lost]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import shlex
 import signal
@@ -14,7 +13,7 @@ from typing import NoReturn
 
 from jupyter_hvd._C import check_setting, settings
 from jupyter_hvd.runner.child import die_with_parent, wait_relaying
-from jupyter_hvd.runner.host_loss import describe, lost_hosts, ranks_by_host, start_failure
+from jupyter_hvd.runner.host_loss import job_failure, ranks_by_host
 from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command, parse_export, placement
 from jupyter_hvd.runner.slurm import allocation
 from jupyter_hvd.runner.session_folder import session_folder
@@ -218,13 +217,21 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
     )
 
 
+def rank_command(args: argparse.Namespace, command: list[str]) -> list[str]:
+    """What mpiexec starts on each rank to run ``command``: itself, or through rank_output, which also writes
+    the rank's output to the --output-filename folder."""
+    if not args.output_filename:
+        return command
+    return [sys.executable, "-m", "jupyter_hvd.runner.rank_output", os.path.abspath(args.output_filename), *command]
+
+
 def run(cmd: list[str], env: dict[str, str], ranks: dict[str, list[int]] | None = None) -> int:
     """Run mpiexec, relaying signals; return its exit code, or 128+signum if a signal killed it.
 
     mpiexec gets SIGTERM if hvdrun dies, even by SIGKILL, so no job outlives its launcher. Its output goes
     through output_relay.py, so that a host lost in the middle of the job can be named with its ranks
     (``ranks``: each host's), and fail the job even where mpiexec exits 0 after one."""
-    die = functools.partial(die_with_parent, signal.SIGTERM) if sys.platform == "linux" else None
+    die = die_with_parent(signal.SIGTERM) if sys.platform == "linux" else None
     (out_r, out_w), (err_r, err_w), (tail_r, tail_w) = os.pipe(), os.pipe(), os.pipe()
     try:
         proc = subprocess.Popen(cmd, env=env, preexec_fn=die, stdout=out_w, stderr=err_w)
@@ -237,13 +244,8 @@ def run(cmd: list[str], env: dict[str, str], ranks: dict[str, list[int]] | None 
     with os.fdopen(tail_r, "rb") as tail:
         output = tail.read().decode(errors="replace")
     relay.wait()
-    lost = lost_hosts(output)
-    if lost and (failed := start_failure(output)):
-        print(f"hvdrun: could not start the job on {', '.join(lost)}: {failed}", file=sys.stderr, flush=True)
-        return code or 1
-    if lost:
-        how = "Open MPI's launcher lost contact with it (see above)"
-        print(f"hvdrun: {describe(lost, ranks or {}, how)}", file=sys.stderr, flush=True)
+    if failure := job_failure(output, ranks or {}):
+        print(f"hvdrun: {failure}", file=sys.stderr, flush=True)
         return code or 1
     return code
 
@@ -262,9 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
-    if args.output_filename:
-        command = [sys.executable, "-m", "jupyter_hvd.runner.rank_output", os.path.abspath(args.output_filename),
-                   *command]
+    command = rank_command(args, command)
     with session_folder() as session_dir:
         try:
             spec = launch_spec(args, os.environ, session_dir)

@@ -8,7 +8,6 @@ N is the rank in MPI_COMM_WORLD, zero-padded so the folders sort in rank order (
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import subprocess
@@ -54,7 +53,7 @@ def main(argv: list[str]) -> int:
     folder = rank_folder(argv[0], os.environ)
     folder.mkdir(parents=True, exist_ok=True)
     # A SIGKILL of this wrapper (mpiexec's last resort) also ends the rank.
-    die = functools.partial(die_with_parent, signal.SIGKILL) if sys.platform == "linux" else None
+    die = die_with_parent(signal.SIGKILL) if sys.platform == "linux" else None
     try:
         proc = subprocess.Popen(argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=die)
     except OSError as exc:
