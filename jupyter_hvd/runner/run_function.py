@@ -238,16 +238,20 @@ def _run_job(cmd: list[str], env: dict[str, str], server: _FunctionServer, num_p
     forwarder = SignalForwarder(proc) if threading.current_thread() is threading.main_thread() else None
     deadline, late, stopped = time.monotonic() + timeout, False, False
     with forwarder or contextlib.nullcontext():
-        while proc.poll() is None:
-            if not late and len(server.fetched) < num_proc and time.monotonic() > deadline:
-                late = stopped = True
-                _stop(proc)
-            elif not stopped and server.raised:  # the others may wait for it in a collective
-                stopped = True
-                _stop(proc)
-            elif forwarder is not None and forwarder.deadline is not None and time.monotonic() > forwarder.deadline:
-                proc.kill()
-            time.sleep(POLL_S)
+        try:
+            while proc.poll() is None:
+                if not late and len(server.fetched) < num_proc and time.monotonic() > deadline:
+                    late = stopped = True
+                    _stop(proc)
+                elif not stopped and server.raised:  # the others may wait for it in a collective
+                    stopped = True
+                    _stop(proc)
+                elif forwarder and forwarder.deadline is not None and time.monotonic() > forwarder.deadline:
+                    proc.kill()
+                time.sleep(POLL_S)
+        except BaseException:  # an exception of this thread's own: the job does not outlive the call
+            _stop(proc)
+            raise
     for thread in copies:
         thread.join(JOIN_S)
     if forwarder is not None and forwarder.received is not None:  # the caller's own handler acts on it now
