@@ -251,20 +251,27 @@ def test_progress_bars_update_while_the_cell_runs():
         kernel.close()
 
 
-def test_what_the_ranks_print_between_cells_shows_in_the_next_cell(tmp_path):
+@pytest.mark.parametrize("requests", ["", "%hvd pull x --rank 0", "y = 5\n%hvd push y\n%hvd status"],
+                         ids=["none", "pull", "push and status"])
+def test_what_the_ranks_print_between_cells_shows_in_the_next_cell(tmp_path, requests):
     """A thread (or an asyncio task) a cell started prints after the cell ended: a kernel shows it under the
-    cell running then; the ranks' lines were dropped, since ipyparallel's client forgets a request once done."""
+    cell running then; the ranks' lines were dropped, since ipyparallel's client forgets a request once done.
+    And a rank files what it prints under the last request it ran: after ``%hvd pull`` (or push, or status) its
+    lines went under that request, and were dropped."""
     kernel = Kernel()
     go, done = tmp_path / "go", tmp_path / "done"
     try:
         kernel.execute("%load_ext jupyter_hvd")
         reply, out = kernel.execute(
-            "%%hvd -np 2 --framework none\nimport os, threading, time\ndef later():\n"
+            "%%hvd -np 2 --framework none\nimport os, threading, time\nx = hvd.rank()\ndef later():\n"
             f"    while not os.path.exists({str(go)!r}):\n        time.sleep(0.05)\n"
             "    for i in range(3):\n        print('late', i, flush=True)\n        time.sleep(0.05)\n"
             f"    open({str(done)!r} + str(hvd.rank()), 'w').close()\n"
             "threading.Thread(target=later, daemon=True).start()\nprint('started')")
         assert reply["status"] == "ok" and "late" not in out, out
+        if requests:
+            reply, out = kernel.execute(requests)
+            assert reply["status"] == "ok" and "late" not in out, out
         reply, out = kernel.execute(  # the notebook runs a cell of its own meanwhile
             f"import os, time\nopen({str(go)!r}, 'w').close()\ndeadline = time.monotonic() + 60\n"
             f"while not all(os.path.exists({str(done)!r} + r) for r in '01') and time.monotonic() < deadline:\n"

@@ -28,7 +28,7 @@ from .failures import RankError, without_runner_frames
 from .frameworks import api_module
 from .by_value import TransferError, load, pack, pack_names, unpack
 from .host_report import loss_message, lost_from
-from .rank_messages import BetweenCells
+from .rank_messages import OUTPUT_WAIT_S, BetweenCells
 from .rank_setup import setup_rank
 from .reaper import TAG, alive, descendants, tagged
 from .sweeper import new_job_folder, sweep
@@ -245,7 +245,8 @@ class RankCluster:
         return [self._client[r.engine_id].apply_async(fn, *args) for r in self.ranks]
 
     def gather(self, results: list[Any], timeout: float, ranks: list[int] | None = None) -> list[Any]:
-        """Wait for AsyncResults of the given ranks (default: all, in order) and return their values.
+        """Wait for AsyncResults of requests between cells to the given ranks (default: all, in order) and return
+        their values; what the ranks print while they run, and after, goes to the next cell.
 
         Raises RankError when a rank dies, raises, or does not answer within timeout seconds.
         """
@@ -256,6 +257,9 @@ class RankCluster:
             if time.monotonic() > deadline:
                 raise RankError(f"ranks did not answer within {timeout:g}s")
             wait_a_little(results)
+        for rank, result in zip(ranks, results):  # a request between cells: the next cell shows what it printed
+            result.wait_for_output(OUTPUT_WAIT_S)
+            self.io_loop.add_callback(self.between_cells.keep_from, rank, self._client, result)
         failed = [(rank, result.exception()) for rank, result in zip(ranks, results) if result.exception()]
         if failed:  # every rank's error, not only the first
             raise RankError("\n".join(f"rank {rank}: {getattr(e, 'ename', type(e).__name__)}: "

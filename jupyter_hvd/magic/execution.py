@@ -13,13 +13,12 @@ from .monitor_display import MonitorDisplay
 from .notebook_place import notebook_place
 from .output import RankOutput
 from .rank_cell import run_cell
-from .rank_messages import io_held
+from .rank_messages import OUTPUT_WAIT_S, io_held
 from .remote_repr import arrived
 
 FAILURE_GRACE_S = 5.0  # peers of a failed rank get this long to finish (they should see the abort)
 TIMEOUT_GRACE_S = 2.0  # the rank-side deadline fires first; the kernel steps in after this grace
 INTERRUPT_GRACE_S = 5.0  # ranks get this long to stop after SIGINT before the job is stopped
-OUTPUT_WAIT_S = 1.0  # output that trails a rank's result
 
 
 class CellRun:

@@ -8,7 +8,9 @@ result's metadata, and everything after comes through the callback, so nothing i
 Submitted under ``io_held``, the callbacks are registered before anything the cell prints comes back,
 so even a cell that ends at once keeps its order (the metadata has no order between streams and displays).
 What a rank prints after its cell ended (a thread's or an asyncio task's lines) is kept in ``BetweenCells``
-for the next cell, where a kernel would show it under whatever cell runs.
+for the next cell, where a kernel would show it under whatever cell runs; so is what a rank prints while a
+request between cells runs (``%hvd push``, ``pull``, ``status``), and after it: an engine files its output under
+the last request it ran.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import Any
 
 KINDS = frozenset({"stream", "display_data", "update_display_data", "clear_output", "execute_result"})
 REGISTER_WAIT_S = 10.0  # the I/O thread registers within milliseconds; this only bounds a wedged client
+OUTPUT_WAIT_S = 1.0  # output that trails a rank's result
 
 Message = tuple[str, dict[str, Any]]  # (msg_type, content)
 
@@ -64,6 +67,16 @@ class BetweenCells:
             stand_in = SimpleNamespace(iopub_callbacks=[on_message])
             client._futures[msg_id] = stand_in
             self._watched.append((client, msg_id, stand_in))
+
+    def keep_from(self, rank: int, client: Any, result: Any) -> None:
+        """On the I/O thread, after the finished request ``result`` (with its output) that ran between cells on
+        ``rank``: keep what the rank printed while it ran, and file what it prints from now on."""
+        msg_id = result.msg_ids[0]
+        for metadata in (result.metadata, client.metadata.pop(msg_id, None) or {}):  # the latter: after its end
+            for name in ("stdout", "stderr"):
+                if metadata.get(name):
+                    self.add(rank, ("stream", {"name": name, "text": metadata[name]}))
+        self.watch(rank, client, msg_id)
 
     def unwatch(self) -> None:
         """The next cell's requests carry what the ranks print now."""
