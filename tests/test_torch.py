@@ -127,7 +127,10 @@ def test_default_framework_is_the_one_the_kernel_imported(monkeypatch):
     ("import torch", "torch"), ("import numpy as np, torch.nn as nn", "torch"), ("  from torch import nn", "torch"),
     ("import mxnet as mx", "mxnet"), ("from mxnet import gluon", "mxnet"),
     ("import torch\nimport mxnet", "kernel's"), ("import torchvision", "kernel's"), ("x = 1  # import torch", "kernel's"),
-    ("%time import torch", "kernel's"), ("", "kernel's")])
+    ("%time import torch", "kernel's"), ("", "kernel's"), ("x = 1; import torch", "torch"),
+    ("if True:\n    from torch import nn", "torch"), ("%matplotlib inline\n!ls\nimport torch", "torch"),
+    ('doc = """\nimport torch\n"""', "kernel's"), ("from . import torch", "kernel's"),
+    ("import mxnet\nprint(", "kernel's")])
 def test_the_cell_that_starts_the_ranks_chooses_by_its_imports_before_the_kernels(monkeypatch, cell, chosen):
     """What the cell imports, when just one of them; else the rule of the kernel's imports (here: torch)."""
     pytest.importorskip("mxnet")

@@ -1,8 +1,8 @@
 """Which framework API ``hvd`` is on the ranks: the choices, whether each can run here, and the default."""
 from __future__ import annotations
 
+import ast
 import importlib.util
-import re
 import sys
 
 from ..basics import mxnet_unavailable_reason
@@ -32,16 +32,22 @@ def default_framework(cell: str = "") -> str:
     return usable[0] if usable else "none"
 
 
-_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\b|import\s+([^#;\n]+))", re.MULTILINE)
-
-
 def imported_by(cell: str) -> set[str]:
-    """The top-level packages a cell's import statements name (``import numpy as np, torch``, ``from
-    torch.nn import Linear``; lines of IPython magics are skipped as any other non-import line)."""
+    """The top-level packages a cell's import statements name, wherever they stand (``import numpy as np, torch``,
+    ``x = 1; from torch.nn import Linear``, an import in an ``if``), read from its code as IPython runs it (so
+    neither a magic's line nor a string counts); none for a cell that does not parse."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        tree = ast.parse(TransformerManager().transform_cell(cell))
+    except (SyntaxError, ValueError):  # the ranks report the error; the kernel's imports decide meanwhile
+        return set()
     names = set()
-    for source, listed in _IMPORT.findall(cell):
-        for module in [source] if source else listed.split(","):
-            names.add(module.strip().split(" ")[0].split(".")[0])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
     return names
 
 
