@@ -196,6 +196,16 @@ def test_autoreload_and_other_run_cell_hooks_work_on_the_ranks(ip, started, caps
     assert all(f"[rank {r}] ran [True, True, False]" in out for r in range(2)), out
 
 
+def test_a_pasted_script_that_reads_its_command_line_gets_its_defaults(ip, started, capsys):
+    """argparse's parse_args() in a cell read the engine's own options and stopped every rank with
+    "unrecognized arguments: --mpi --IPEngine.enable_nanny=False --log-level=WARN"."""
+    result, out = run(ip, capsys, f"{HEAD}\nimport argparse\nif __name__ == '__main__':\n"
+                                  "    p = argparse.ArgumentParser()\n    p.add_argument('--epochs', type=int, default=3)\n"
+                                  "    print('epochs', p.parse_args().epochs)")
+    assert result.success, out
+    assert "[rank 0] epochs 3" in out and "[rank 1] epochs 3" in out, out
+
+
 def test_push_and_pull(ip, started, capsys):
     ip.user_ns["shared"] = {"lr": 0.1}
     _, out = run(ip, capsys, "%hvd push shared")

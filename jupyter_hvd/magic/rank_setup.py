@@ -39,6 +39,7 @@ def setup_rank(framework: str, cpu: bool) -> dict[str, Any]:
     STATE.device = pin_device(place.local_rank, place.local_size, cpu, framework)
     rank_shell.use_inline_matplotlib()
     rank_shell.catch_exit(rank_shell.current_shell())
+    rank_shell.forget_engine_options()
     refuse_keyboard(place.rank)
     send_cell_definitions_by_value()
     engine = STATE.engine = importlib.import_module("jupyter_hvd")

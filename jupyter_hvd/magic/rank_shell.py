@@ -131,6 +131,13 @@ class ExitCalled(Exception):
 _exit_called = False
 
 
+def forget_engine_options() -> None:
+    """Leave the engine's own command-line options out of ``sys.argv``: a script pasted into a cell that reads
+    its command line (argparse's ``parse_args()``) gets its defaults, as under hvdrun with no flags, rather than
+    an error about options it never heard of (``--mpi --IPEngine.enable_nanny=False ...``)."""
+    del sys.argv[1:]
+
+
 def catch_exit(shell: Any) -> None:
     """Make ``exit()`` and ``quit()`` in a cell note the call (see ``exit_called``) instead of doing
     what an engine's shell does: stop its event loop a moment later, leaving a process that may live on (MPI
