@@ -1,12 +1,15 @@
 """jupyter_hvd.run (Horovod's horovod.run) across the namespace hosts: the ranks on other hosts fetch the function
 from the caller's server and send back what they returned or raised; ssh options reach the hosts; a host that ssh
-cannot log in to is named with what ssh said."""
+cannot log in to is named with what ssh said; a host lost in the middle of the call is named with its ranks."""
 import re
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
+from host_loss_runs import RELEASE_LIMIT_S, ranks_on, released_after
+from hosts_jobs import JobOutput
 
 from cluster_info import REPO
 
@@ -60,3 +63,41 @@ def test_ssh_options_reach_the_hosts_and_a_refused_login_is_named(cluster):
     assert refused.returncode != 0
     assert "could not start the job on h" in refused.stdout, refused.stdout
     assert "ssh could not log in (root@h" in refused.stdout and "Permission denied (publickey" in refused.stdout
+
+
+LOOP = textwrap.dedent('''
+    import jupyter_hvd
+
+    def loop():
+        import numpy as np, jupyter_hvd as hvd
+        hvd.init()
+        x = np.ones(1 << 18, np.float32)
+        hvd.allreduce(x, name="loop")
+        print("looping", hvd.rank(), flush=True)
+        while True:
+            hvd.allreduce(x, name="loop")
+
+    jupyter_hvd.run(loop, num_proc=4, hosts="h1:2,h2:2")
+    ''')
+
+
+def test_a_host_lost_in_the_middle_of_the_call_is_named_and_the_others_released(cluster):
+    proc = subprocess.Popen([sys.executable, "-c", LOOP], env=cluster.env(), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        output = JobOutput(proc)
+        output.wait_for("looping", 4, timeout=RELEASE_LIMIT_S)
+        survivors = ranks_on(cluster, ["h1"])
+        began = time.monotonic()
+        cluster.kill_host("h2", link_down=False)
+        released = released_after(survivors, began)
+        proc.wait(timeout=RELEASE_LIMIT_S)
+        print(f"\nrun, h2's processes killed: the ranks on h1 released {released:.1f} s after")
+        text = output.text()
+        assert proc.returncode != 0 and "RunError: lost host h2 (ranks 2, 3)" in text, text
+        assert "ranks 0, 1, 2, 3 stopped with the job" in text, text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cluster.revive("h2")
