@@ -1,6 +1,7 @@
 """The %%hvd magic in a real Jupyter kernel: kernel shutdown stops the ranks, the stop button interrupts them."""
 import os
 import re
+import threading
 import time
 import uuid
 
@@ -214,3 +215,39 @@ def test_a_cell_that_imports_the_other_framework_is_told_once_how_to_use_it(rank
     said = [ranks.execute("%%hvd\nimport torch\nprint('ran')")[1] for _ in range(2)]
     assert said[0].count(told) == 1 and "--framework torch (which starts the ranks again)" in said[0], said[0]
     assert told not in said[1] and said[1].count("] ran\n") == 2, said[1]
+
+
+def test_two_notebooks_run_jobs_at_once_without_mixing(tmp_path):
+    """Two kernels (two notebooks open, or two users of one server) each run a %%hvd job on the same machine at
+    the same time: each job's ranks reduce their own values, and stopping one leaves the other running."""
+    kernels = [Kernel(), Kernel()]
+    results: dict[int, tuple[dict, str]] = {}
+
+    def run(job: int) -> None:  # both loops start once both jobs are up, and go on for 2 s together
+        results[job] = kernels[job].execute(
+            "%%hvd -np 2 --framework none\nimport numpy as np, os, time\n"
+            f"open({str(tmp_path)!r} + '/up{job}', 'w').close()\n"
+            f"while not all(os.path.exists({str(tmp_path)!r} + f'/up{{j}}') for j in (0, 1)):\n    time.sleep(0.01)\n"
+            "end, steps, wrong = time.monotonic() + 2, 0, 0\nwhile time.monotonic() < end:\n"
+            f"    got = hvd.allreduce(np.full(1000, {job} * 100 + hvd.rank(), np.float64), op=hvd.Sum, name='x')\n"
+            f"    wrong += int((got != 2 * {job} * 100 + 1).any())\n    steps += 1\n"
+            f"print('job {job}:', steps > 0, wrong, 'wrong')", timeout=150)
+
+    try:
+        for k in kernels:
+            k.execute("%load_ext jupyter_hvd")
+        threads = [threading.Thread(target=run, args=(job,)) for job in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for job in (0, 1):
+            reply, out = results[job]
+            assert reply["status"] == "ok", out
+            assert all(f"[rank {r}] job {job}: True 0 wrong" in out for r in (0, 1)), out
+        kernels[0].execute("%hvd stop")
+        reply, out = kernels[1].execute("%%hvd\nprint('still', hvd.allreduce(np.ones(1), op=hvd.Sum)[0])")
+        assert reply["status"] == "ok" and "[rank 1] still 2.0" in out and "[hvd] started" not in out, out
+    finally:
+        for k in kernels:
+            k.close()
