@@ -105,7 +105,10 @@ def shown_bundles(outputs) -> list[dict]:
 
 
 def text(outputs) -> str:
-    return "\n".join(b.get("text/plain", "") for b in bundles(outputs))
+    """The cell's text, a line per line shown: a rank's lines may come in one stream output or in several (as
+    they happen to arrive), which Jupyter shows as one text, with no blank line between."""
+    texts = [b.get("text/plain", "") for b in bundles(outputs)]
+    return "".join(t if t.endswith("\n") else t + "\n" for t in texts)
 
 
 def mime_types(outputs) -> set[str]:
