@@ -58,6 +58,9 @@ HOROVOD_RUN = ["func", ("args", ()), ("kwargs", None), ("num_proc", 1)] + [
 
 
 def test_the_signature_is_horovods():
+    import jupyter_hvd.runner
+
+    assert jupyter_hvd.runner.run is jupyter_hvd.run  # horovod.runner.run is horovod.run
     params = list(inspect.signature(jupyter_hvd.run).parameters.values())
     assert [(p.name, p.default) if p.default is not p.empty else p.name for p in params] == HOROVOD_RUN
 
