@@ -25,6 +25,12 @@ from jupyter_hvd.runner.run_function import RunError
 pytestmark = pytest.mark.timeout(120)
 
 
+@pytest.fixture(autouse=True)
+def patient_start(monkeypatch):
+    """Ranks may take longer than the default 30 s to start on a loaded machine; the timeout's own test sets one."""
+    monkeypatch.setenv("HOROVOD_START_TIMEOUT", "100")
+
+
 @dataclasses.dataclass
 class Reduced:
     rank: int

@@ -38,7 +38,8 @@ CALLER = textwrap.dedent('''
 def call(cluster, options: str, config: str = "config") -> subprocess.CompletedProcess:
     """CALLER run on head (outside the hosts) with jupyter_hvd.run's extra ``options`` (a dict's text)."""
     try:
-        return subprocess.run([sys.executable, "-c", CALLER, options], cwd=REPO, env=cluster.env(config),
+        return subprocess.run([sys.executable, "-c", CALLER, options], cwd=REPO,
+                              env=cluster.env(config, HOROVOD_START_TIMEOUT="200"),
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, timeout=240)
     except subprocess.TimeoutExpired as exc:
@@ -82,8 +83,8 @@ LOOP = textwrap.dedent('''
 
 
 def test_a_host_lost_in_the_middle_of_the_call_is_named_and_the_others_released(cluster):
-    proc = subprocess.Popen([sys.executable, "-c", LOOP], env=cluster.env(), cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", LOOP], env=cluster.env(HOROVOD_START_TIMEOUT="200"), cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output = JobOutput(proc)
         output.wait_for("looping", 4, timeout=RELEASE_LIMIT_S)
