@@ -72,7 +72,9 @@ class BetweenCells:
         """On the I/O thread, after the finished request ``result`` (with its output) that ran between cells on
         ``rank``: keep what the rank printed while it ran, and file what it prints from now on."""
         msg_id = result.msg_ids[0]
-        for metadata in (result.metadata, client.metadata.pop(msg_id, None) or {}):  # the latter: after its end
+        # What came after the client forgot the request (then it files it in fresh metadata, not the result's).
+        after = {} if msg_id in client._futures else client.metadata.pop(msg_id, None) or {}
+        for metadata in (result.metadata, after):
             for name in ("stdout", "stderr"):
                 if metadata.get(name):
                     self.add(rank, ("stream", {"name": name, "text": metadata[name]}))
