@@ -115,3 +115,27 @@ def test_what_ranks_print_between_cells_is_kept_up_to_a_limit_for_the_next_cell(
         ("stream", {"name": "stderr", "text": "[hvd] 5 earlier characters printed between cells were not kept\n"}),
         line("bbbb\n"), line("cccc\n")]
     assert between.take(1) == []
+
+
+def test_a_request_between_cells_gives_what_it_printed_and_what_came_after_to_the_next_cell():
+    """What a rank printed while ``%hvd pull`` ran (in the request's metadata), what came after the client forgot
+    the request (fresh metadata it files under the id), and what comes later through the stand-in; a request the
+    client still follows keeps its own metadata."""
+    from types import SimpleNamespace
+
+    from jupyter_hvd.magic.rank_messages import BetweenCells
+
+    def line(text):
+        return ("stream", {"name": "stdout", "text": text})
+
+    between = BetweenCells(1)
+    client = SimpleNamespace(_futures={}, metadata={"pull": {"stdout": "after\n"}})
+    result = SimpleNamespace(msg_ids=["pull"], metadata={"stdout": "during\n", "stderr": ""})
+    between.keep_from(0, client, result)
+    assert "pull" not in client.metadata
+    client._futures["pull"].iopub_callbacks[0]({"header": {"msg_type": "stream"}, "content": line("later\n")[1]})
+    assert between.take(0) == [line("during\n"), line("after\n"), line("later\n")]
+
+    followed = SimpleNamespace(_futures={"status": object()}, metadata={"status": result.metadata})
+    between.keep_from(0, followed, SimpleNamespace(msg_ids=["status"], metadata=result.metadata))
+    assert between.take(0) == [line("during\n")] and followed.metadata == {"status": result.metadata}
