@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hvdrun_cli import PRINT_ENV, RUN_TIMEOUT_S, clean_env, hvdrun_argv, rank_lines, run_hvdrun, running
+from hvdrun_cli import PRINT_ENV, PRINT_RANK, RUN_TIMEOUT_S, clean_env, hvdrun_argv, rank_lines, run_hvdrun, running
 
 from jupyter_hvd.runner import hvdrun
 from jupyter_hvd.runner.launch import IF_INCLUDE_VARS, LISTEN_VAR, mpiexec_command
@@ -126,6 +126,74 @@ def parse(*argv: str):
 )
 def test_mpiexec_options(argv: list[str], options: list[str]) -> None:
     assert hvdrun.mpiexec_options(parse("-np", "2", *argv)) == options
+
+
+# Every horovodrun option of Horovod 0.28.1 with a value it takes: hvdrun runs it, or refuses it with a reason.
+HOROVODRUN_OPTIONS = {
+    "-cb": [], "--check-build": [], "--disable-cache": [], "--start-timeout": ["30"], "--network-interfaces": ["lo"],
+    "--network-interface": ["lo"], "--output-filename": ["out"], "--verbose": [], "--config-file": ["c.yaml"],
+    "-p": ["22"], "--ssh-port": ["22"], "-i": ["key"], "--ssh-identity-file": ["key"], "--fusion-threshold-mb": ["64"],
+    "--cycle-time-ms": ["5"], "--cache-capacity": ["1024"], "--hierarchical-allreduce": [],
+    "--no-hierarchical-allreduce": [], "--hierarchical-allgather": [], "--no-hierarchical-allgather": [],
+    "--autotune": [], "--no-autotune": [], "--autotune-log-file": ["a.csv"], "--autotune-warmup-samples": ["3"],
+    "--autotune-steps-per-sample": ["10"], "--autotune-bayes-opt-max-samples": ["20"],
+    "--autotune-gaussian-process-noise": ["0.8"], "--min-np": ["1"], "--min-num-proc": ["1"], "--max-np": ["4"],
+    "--max-num-proc": ["4"], "--slots-per-host": ["2"], "--elastic-timeout": ["600"], "--reset-limit": ["3"],
+    "--blacklist-cooldown-range": ["60", "300"], "--timeline-filename": ["t.json"], "--timeline-mark-cycles": [],
+    "--no-timeline-mark-cycles": [], "--no-stall-check": [], "--stall-check": [],
+    "--stall-check-warning-time-seconds": ["60"], "--stall-check-shutdown-time-seconds": ["0"],
+    "--mpi-threads-disable": [], "--no-mpi-threads-disable": [], "--mpi-args": ["--map-by core"], "--tcp": [],
+    "--binding-args": ["--bind-to none"], "--num-nccl-streams": ["1"], "--thread-affinity": ["0"],
+    "--gloo-timeout-seconds": ["30"], "--log-level": ["WARNING"], "--log-with-timestamp": [],
+    "--log-without-timestamp": [], "-prefix-timestamp": [], "--prefix-output-with-timestamp": [],
+    "--log-hide-timestamp": [], "--no-log-hide-timestamp": [], "-H": ["localhost:2"], "--hosts": ["localhost:2"],
+    "-hostfile": ["hosts"], "--hostfile": ["hosts"], "--host-discovery-script": ["discover.sh"], "--gloo": [],
+    "--mpi": [], "--jsrun": [],
+}
+
+
+@pytest.mark.parametrize("option", HOROVODRUN_OPTIONS)
+def test_every_horovodrun_option_runs_or_is_refused_with_a_reason(option: str, capsys) -> None:
+    """Never "unrecognized arguments", nor a single-dash option read as another (-hostfile as -h, the help flag;
+    -prefix-timestamp as -p)."""
+    values = HOROVODRUN_OPTIONS[option]
+    argv = [f"{option}={values[0]}"] if option in ("--mpi-args", "--binding-args") else [option, *values]
+    try:
+        args = parse("-np", "2", *argv)
+    except SystemExit:
+        assert "is a horovodrun option that hvdrun does not support: " in capsys.readouterr().err
+    else:
+        assert args.command == ["prog"]
+
+
+def test_version() -> None:
+    done = subprocess.run(hvdrun_argv("-v"), env=clean_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 0 and re.fullmatch(r"hvdrun \(jupyter_hvd\) \d+\.\d+\.\d+\n", done.stdout), done
+
+
+def test_network_interfaces_add_up_as_horovodruns_do() -> None:
+    args = parse("-np", "2", "--network-interface", "eth0", "--network-interfaces", "eth1,ib0",
+                 "--network-interface", "eth0")
+    assert args.network_interface == "eth0,eth1,ib0"
+
+
+def test_tcp_and_timestamps_reach_mpiexec_and_the_job_runs() -> None:
+    args = parse("-np", "2", "--tcp", "-prefix-timestamp")
+    assert hvdrun.mpiexec_options(args) == ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--output", "timestamp"]
+    assert hvdrun.launch_spec(args, {}).env["NCCL_IB_DISABLE"] == "1"
+    script = ("import numpy as np, jupyter_hvd as hvd\nhvd.init()\n"
+              "print('sum', hvd.allreduce(np.ones(1 << 16), op=hvd.Sum)[0], flush=True)")
+    result = run_hvdrun("-np", "2", "--tcp", "-prefix-timestamp", sys.executable, "-c", script)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if "sum" in line]
+    assert len(lines) == 2 and all(re.match(r"\[.+\d\d:\d\d:\d\d.+\]<stdout>: sum 2\.0$", line) for line in lines), lines
+
+
+def test_a_hostfile_given_as_horovodrun_spells_it(tmp_path: Path) -> None:
+    (tmp_path / "hosts").write_text("localhost slots=2\n")
+    result = run_hvdrun("-np", "2", "-hostfile", str(tmp_path / "hosts"), sys.executable, "-c", PRINT_RANK)
+    assert result.returncode == 0, result.stderr
+    assert rank_lines(result.stdout) == ["rank 0 2", "rank 1 2"]
 
 
 def test_network_interface_is_where_mpi_and_nccl_connect_and_listen(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
+from jupyter_hvd import __version__
 from jupyter_hvd._C import check_setting, settings
 from jupyter_hvd.runner.child import die_with_parent, wait_relaying
 from jupyter_hvd.runner.host_loss import job_failure, ranks_by_host
@@ -91,10 +92,35 @@ UNSUPPORTED: dict[str, str] = {
     "--mpi-threads-disable": "the engine needs MPI_THREAD_MULTIPLE",
     "--config-file": "give the options on the command line",
     "--start-timeout": "hvdrun runs no start-up checks of its own; mpiexec reports unreachable hosts",
-    "--min-np": "elastic training is not supported",
-    "--max-np": "elastic training is not supported",
-    "--host-discovery-script": "elastic training is not supported",
+    "--gloo-timeout-seconds": "hvdrun always runs the job on Open MPI, which has no Gloo timeout",
+    **{flag: "elastic training is not supported" for flag in (
+        "--min-np", "--min-num-proc", "--max-np", "--max-num-proc", "--slots-per-host", "--elastic-timeout",
+        "--reset-limit", "--blacklist-cooldown-range", "--host-discovery-script")},
 }
+# horovodrun's flags that ask for what hvdrun does anyway.
+DEFAULTS = {
+    "--no-hierarchical-allgather": "allgather is never hierarchical",
+    "--no-mpi-threads-disable": "the engine always uses MPI_THREAD_MULTIPLE",
+}
+
+
+class _Interfaces(argparse.Action):
+    """--network-interface(s): each use adds its comma-separated interfaces, as horovodrun's do."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        given = (getattr(namespace, self.dest) or "").split(",") + str(values).split(",")
+        setattr(namespace, self.dest, ",".join(dict.fromkeys(name for name in given if name)))
+
+
+class _Default(argparse.Action):
+    """A horovodrun flag that asks for what hvdrun does anyway: accepted, and nothing changes."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, help=argparse.SUPPRESS)
+
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        pass
 
 
 class _Unsupported(argparse.Action):
@@ -114,15 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-np", "--num-proc", dest="np", type=_at_least(1, int),
                         help="number of ranks to start (required unless --check-build)")
+    parser.add_argument("-v", "--version", action="version", version=f"hvdrun (jupyter_hvd) {__version__}")
     parser.add_argument("-cb", "--check-build", action="store_true",
                         help="show which frameworks, controllers and tensor operations are available, then exit")
     parser.add_argument("-H", "--hosts", help="hosts and slots, e.g. host1:4,host2:4")
-    parser.add_argument("--hostfile", help="Open MPI hostfile listing hosts and slots")
+    parser.add_argument("-hostfile", "--hostfile", help="Open MPI hostfile listing hosts and slots")
     parser.add_argument("-p", "--ssh-port", type=_at_least(1, int), metavar="PORT",
                         help="SSH port of the other hosts")
     parser.add_argument("-i", "--ssh-identity-file", metavar="FILE", help="SSH key for the other hosts")
-    parser.add_argument("--network-interface", metavar="IFACES",
-                        help="comma-separated network interfaces for MPI, Open MPI's launch and NCCL")
+    parser.add_argument("--network-interface", "--network-interfaces", metavar="IFACES", action=_Interfaces,
+                        help="comma-separated network interfaces for MPI, Open MPI's launch and NCCL; repeatable")
     parser.add_argument("--output-filename", metavar="DIR",
                         help="also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr")
     parser.add_argument("--mpi-args", metavar="ARGS", help='extra mpiexec options, e.g. --mpi-args="--map-by core"')
@@ -131,6 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
                              'here or in --mpi-args replaces the default placement (each rank bound to its share of '
                              "one host's cores)")
     parser.add_argument("--mpi", action="store_true", help="accepted for horovodrun scripts; the job always uses MPI")
+    parser.add_argument("--tcp", action="store_true",
+                        help="MPI over TCP alone (no shared memory or other transports: --mca pml ob1 --mca btl "
+                             "tcp,self), and NCCL without InfiniBand (NCCL_IB_DISABLE=1)")
+    parser.add_argument("-prefix-timestamp", "--prefix-output-with-timestamp", dest="prefix_timestamp",
+                        action="store_true", help="start each line the ranks print with the time (mpiexec's "
+                                                  "--output timestamp)")
     parser.add_argument("--fusion-threshold-mb", type=float, metavar="MB",
                         help=_about("HOROVOD_FUSION_THRESHOLD", "tensor fusion buffer size in MiB"))
     parser.add_argument("--cycle-time-ms", type=float, metavar="MS", help=_about("HOROVOD_CYCLE_TIME"))
@@ -143,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune = parser.add_argument_group("autotuning (rank 0 tries fusion thresholds and cycle times while training runs)")
     tune.add_argument("--autotune", action="store_const", const=True,
                       help=_about("HOROVOD_AUTOTUNE", "tune the fusion threshold and cycle time not set by flags"))
+    tune.add_argument("--no-autotune", dest="autotune", action="store_const", const=None, help=argparse.SUPPRESS)
     tune.add_argument("--autotune-log-file", metavar="PATH", help=_about("HOROVOD_AUTOTUNE_LOG"))
     tune.add_argument("--autotune-warmup-samples", type=int, metavar="N",
                       help=_about("HOROVOD_AUTOTUNE_WARMUP_SAMPLES"))
@@ -155,11 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeline-filename", metavar="PATH", help=_about("HOROVOD_TIMELINE"))
     parser.add_argument("--timeline-mark-cycles", action="store_const", const=True,
                         help=_about("HOROVOD_TIMELINE_MARK_CYCLES", "mark each engine cycle that ran collectives"))
+    parser.add_argument("--no-timeline-mark-cycles", dest="timeline_mark_cycles", action="store_const", const=None,
+                        help=argparse.SUPPRESS)
     stall = parser.add_mutually_exclusive_group()
     stall.add_argument("--no-stall-check", action="store_const", const=True,
                        help=_about("HOROVOD_STALL_CHECK_DISABLE", "no warnings about stalled ranks"))
     stall.add_argument("--stall-check-warning-time-seconds", "--stall-check-seconds", dest="stall_check_seconds",
                        type=int, metavar="S", help=_about("HOROVOD_STALL_CHECK_TIME_SECONDS"))
+    parser.add_argument("--stall-check", dest="no_stall_check", action="store_const", const=None,
+                        help=argparse.SUPPRESS)
     parser.add_argument("--stall-check-shutdown-time-seconds", dest="stall_check_shutdown_seconds", type=int,
                         metavar="S", help=_about("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"))
     parser.add_argument("--thread-affinity", metavar="CORES", help=_about("HOROVOD_THREAD_AFFINITY"))
@@ -170,9 +208,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="start each engine message with the time (the default)")
     stamp.add_argument("--log-without-timestamp", dest="log_with_timestamp", action="store_const", const=False,
                        help="leave the time out of engine messages (HOROVOD_LOG_HIDE_TIME=1)")
+    stamp.add_argument("--log-hide-timestamp", dest="log_with_timestamp", action="store_const", const=False,
+                       help=argparse.SUPPRESS)  # horovodrun's older names of the two
+    stamp.add_argument("--no-log-hide-timestamp", dest="log_with_timestamp", action="store_const", const=True,
+                       help=argparse.SUPPRESS)
     parser.add_argument("-x", dest="export", action="append", default=[], metavar="VAR[=VALUE]",
                         help="pass VAR to the ranks, optionally setting it; repeatable")
     parser.add_argument("--verbose", action="store_true", help="print the mpiexec command line")
+    for flag in DEFAULTS:
+        parser.add_argument(flag, action=_Default)
     for flag, reason in UNSUPPORTED.items():
         parser.add_argument(flag, nargs="?", const=reason, action=_Unsupported, help=argparse.SUPPRESS)
     parser.add_argument("command", nargs=argparse.REMAINDER,
@@ -181,12 +225,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def mpiexec_options(args: argparse.Namespace) -> list[str]:
-    """mpiexec options from hvdrun's SSH, --binding-args and --mpi-args flags."""
+    """mpiexec options from hvdrun's SSH, --tcp, --prefix-output-with-timestamp, --binding-args and --mpi-args
+    flags."""
     opts = []
     ssh = [*(["-p", str(args.ssh_port)] if args.ssh_port else []),
            *(["-i", args.ssh_identity_file] if args.ssh_identity_file else [])]
     if ssh:
         opts += ["--prtemca", "plm_ssh_args", shlex.join(ssh)]
+    if args.tcp:
+        opts += ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
+    if args.prefix_timestamp:
+        opts += ["--output", "timestamp"]
     for extra in (args.binding_args, args.mpi_args):
         if extra:
             opts += shlex.split(extra)
@@ -203,6 +252,8 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
             check_setting(name, env[name])  # ValueError naming the variable, as hvd.init() would raise
     if args.network_interface:
         env["NCCL_SOCKET_IFNAME"] = args.network_interface
+    if args.tcp:
+        env["NCCL_IB_DISABLE"] = "1"
     forward = default_forward(environ)
     for item in args.export:
         name, value = parse_export(item)

@@ -48,6 +48,7 @@ LONE_PROCESS_BTL = "self"
 # them where LISTEN_VAR says instead: loopback for a job on one host, the interfaces or networks that reach the
 # other hosts for a job on several. LISTEN_ANY (the user's choice) leaves Open MPI as it is.
 LISTEN_VAR, LISTEN_LOOPBACK, LISTEN_ANY = "JUPYTER_HVD_LISTEN", "loopback", "any"
+LOOPBACK_NETWORK = "127.0.0.0/8"
 LISTEN_LIBRARY = "libjhvd_listen.so"
 IF_INCLUDE_VARS = ("OMPI_MCA_btl_tcp_if_include", "PRTE_MCA_prte_if_include")
 FORWARD_NAMES = ("PYTHONPATH", "PYTHONUNBUFFERED")
@@ -241,6 +242,9 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
         env.setdefault(name, value)
     if not several_hosts:
         env.setdefault(BTL_VAR, SINGLE_HOST_BTL)
+        # Shared memory carries the job; where TCP does (hvdrun --tcp), it goes over loopback too, where the
+        # sockets listen, not to the host's other addresses.
+        env.setdefault(IF_INCLUDE_VARS[0], LOOPBACK_NETWORK)
     else:
         for name, value in KEEPALIVE.items():  # a host that goes silent is noticed in seconds (host_loss)
             env.setdefault(name, value)
