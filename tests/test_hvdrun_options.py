@@ -190,8 +190,10 @@ def test_tcp_and_timestamps_reach_mpiexec_and_the_job_runs() -> None:
 
 
 def test_a_hostfile_given_as_horovodrun_spells_it(tmp_path: Path) -> None:
+    """With --tcp too: a hostfile of this host alone listens on loopback, where TCP must go as well."""
     (tmp_path / "hosts").write_text("localhost slots=2\n")
-    result = run_hvdrun("-np", "2", "-hostfile", str(tmp_path / "hosts"), sys.executable, "-c", PRINT_RANK)
+    script = f"import numpy as np, jupyter_hvd as hvd\nhvd.init()\nhvd.allreduce(np.ones(4))\n{PRINT_RANK}"
+    result = run_hvdrun("-np", "2", "-hostfile", str(tmp_path / "hosts"), "--tcp", sys.executable, "-c", script)
     assert result.returncode == 0, result.stderr
     assert rank_lines(result.stdout) == ["rank 0 2", "rank 1 2"]
 

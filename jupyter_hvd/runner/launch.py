@@ -242,9 +242,6 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
         env.setdefault(name, value)
     if not several_hosts:
         env.setdefault(BTL_VAR, SINGLE_HOST_BTL)
-        # Shared memory carries the job; where TCP does (hvdrun --tcp), it goes over loopback too, where the
-        # sockets listen, not to the host's other addresses.
-        env.setdefault(IF_INCLUDE_VARS[0], LOOPBACK_NETWORK)
     else:
         for name, value in KEEPALIVE.items():  # a host that goes silent is noticed in seconds (host_loss)
             env.setdefault(name, value)
@@ -275,6 +272,9 @@ def _listen_args(spec: LaunchSpec, env: dict[str, str]) -> tuple[list[str], list
     env[LISTEN_VAR] = where
     env["LD_PRELOAD"] = ":".join(filter(None, [library, env.get("LD_PRELOAD")]))
     if where == LISTEN_LOOPBACK:
+        # Shared memory carries such a job; where TCP does (hvdrun --tcp), it goes over loopback too, where the
+        # sockets listen, not to the host's other addresses.
+        env.setdefault(IF_INCLUDE_VARS[0], LOOPBACK_NETWORK)
         return [], []
     args = []
     if not any(name in env for name in IF_INCLUDE_VARS):
