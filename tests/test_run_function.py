@@ -115,6 +115,16 @@ def test_a_rank_that_ends_without_returning_is_named_with_mpiexecs_exit_code():
         jupyter_hvd.run(exit_on_rank_1, num_proc=2)
 
 
+def test_ranks_that_linger_after_returning_are_stopped_and_their_results_returned():
+    """A thread that is not a daemon keeps a rank's process from ending: mpiexec would wait for ever."""
+    def leave_a_thread() -> str:
+        threading.Thread(target=time.sleep, args=(300,)).start()
+        return "done"
+
+    with pytest.warns(RuntimeWarning, match="every rank returned, but their processes had not all ended 15 s later"):
+        assert jupyter_hvd.run(leave_a_thread, num_proc=2) == ["done", "done"]
+
+
 def test_a_function_that_does_not_pickle_is_refused_before_any_rank_starts():
     with pytest.raises(TypeError, match="cannot send print and its arguments to the ranks"):
         jupyter_hvd.run(print, args=(threading.Lock(),), num_proc=2)

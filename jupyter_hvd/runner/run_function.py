@@ -50,6 +50,8 @@ ELASTIC = ("min_num_proc", "max_num_proc", "slots", "reset_limit", "cooldown_ran
 TAIL_BYTES = 65536  # of mpiexec's output, read for lost hosts (host_loss)
 JOIN_S = 2.0  # for the output after mpiexec ends (ssh to a lost host may hold it open)
 POLL_S = 0.05
+EXIT_GRACE_S = 15.0  # for the ranks' processes to end once every rank has returned
+LATE, RAISED, LINGERED = "late", "raised", "lingered"  # why run() stopped the job
 
 
 class RunError(RankError, RuntimeError):
@@ -114,15 +116,15 @@ def run(func: Callable[..., Any], args: tuple = (), kwargs: Mapping[str, Any] | 
             where = listen_address(job_hosts(spec), spec.listen or os.environ.get(LISTEN_VAR))
         except ValueError as exc:
             raise ValueError(f"run: {exc}") from None
-        with _FunctionServer(where, payload) as server:
+        with _FunctionServer(where, payload, num_proc) as server:
             spec.env.update({ADDRESS_VAR: server.address, KEY_VAR: server.key.hex()})
             command = rank_command(options, [executable or sys.executable, "-m", TASK])
             cmd, env = mpiexec_command(spec, command)
             if verbose:
                 print(shlex.join(cmd), file=sys.stderr, flush=True)
-            code, output, late = _run_job(cmd, env, server, num_proc, timeout)
+            code, output, stopped = _run_job(cmd, env, server, num_proc, timeout)
         failure = job_failure(output, ranks_by_host(placement(spec), spec.np))
-    return _outcome(server, num_proc, code, failure, late, timeout)
+    return _outcome(server, num_proc, code, failure, stopped, timeout)
 
 
 def _deprecated(old: str, value: Any, new: str, current: Any, current_is_default: bool) -> Any:
@@ -181,18 +183,19 @@ class _FunctionServer:
     """Hands the pickled call to each rank that asks (``fetched``), and keeps what each sent back
     (``outcomes``, in the order they came: ``order``), until closed."""
 
-    def __init__(self, where: str, payload: bytes):
+    def __init__(self, where: str, payload: bytes, num_proc: int):
         self.key = secrets.token_bytes(32)
         self._listener = Listener(("" if where == "*" else where, 0), authkey=self.key)
         host, port = self._listener.address[:2]
         self.address = f"{socket.gethostname() if where == '*' else host}:{port}"
-        self._payload = payload
+        self._payload, self._num_proc = payload, num_proc
         self._paths = [os.path.abspath(path) for path in sys.path]  # "" is the working folder
         self._closing = False
         self.fetched: set[int] = set()
         self.outcomes: dict[int, tuple[str, Any]] = {}
         self.order: list[int] = []
         self.raised = False  # a rank's call raised
+        self.returned_at: float | None = None  # when the last of num_proc ranks returned
         self._thread = threading.Thread(target=self._serve, name="jupyter_hvd.run server", daemon=True)
 
     def __enter__(self) -> _FunctionServer:
@@ -222,12 +225,14 @@ class _FunctionServer:
                         self.outcomes[request[1]] = request[2]
                         self.order.append(request[1])
                         self.raised = self.raised or request[2][0] == "raised"
+                        if len(self.outcomes) == self._num_proc and not self.raised:
+                            self.returned_at = time.monotonic()
 
 
 def _run_job(cmd: list[str], env: dict[str, str], server: _FunctionServer, num_proc: int,
-             timeout: float) -> tuple[int, str, bool]:
-    """Run mpiexec, its output copied to sys.stdout and sys.stderr; stop it if not every rank fetched the
-    function within ``timeout`` s. Its exit code, the end of its output, and whether it was stopped so."""
+             timeout: float) -> tuple[int, str, str]:
+    """Run mpiexec, its output copied to sys.stdout and sys.stderr, and stop it when it must be
+    (``_reason_to_stop``). Its exit code, the end of its output, and why it was stopped ('' if it ended)."""
     proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=die_with_parent(signal.SIGTERM))
     tail = bytearray()
@@ -236,15 +241,11 @@ def _run_job(cmd: list[str], env: dict[str, str], server: _FunctionServer, num_p
     for thread in copies:
         thread.start()
     forwarder = SignalForwarder(proc) if threading.current_thread() is threading.main_thread() else None
-    deadline, late, stopped = time.monotonic() + timeout, False, False
+    start_deadline, stopped = time.monotonic() + timeout, ""
     with forwarder or contextlib.nullcontext():
         try:
             while proc.poll() is None:
-                if not late and len(server.fetched) < num_proc and time.monotonic() > deadline:
-                    late = stopped = True
-                    _stop(proc)
-                elif not stopped and server.raised:  # the others may wait for it in a collective
-                    stopped = True
+                if not stopped and (stopped := _reason_to_stop(server, num_proc, start_deadline)):
                     _stop(proc)
                 elif forwarder and forwarder.deadline is not None and time.monotonic() > forwarder.deadline:
                     proc.kill()
@@ -256,7 +257,20 @@ def _run_job(cmd: list[str], env: dict[str, str], server: _FunctionServer, num_p
         thread.join(JOIN_S)
     if forwarder is not None and forwarder.received is not None:  # the caller's own handler acts on it now
         signal.raise_signal(forwarder.received)
-    return proc.returncode, bytes(tail).decode(errors="replace"), late
+    return proc.returncode, bytes(tail).decode(errors="replace"), stopped
+
+
+def _reason_to_stop(server: _FunctionServer, num_proc: int, start_deadline: float) -> str:
+    """Why the job must be stopped now, if it must: LATE, RAISED or LINGERED; '' otherwise."""
+    now = time.monotonic()
+    if len(server.fetched) < num_proc and now > start_deadline:
+        return LATE
+    if server.raised:  # the others may wait for it in a collective
+        return RAISED
+    returned = server.returned_at
+    if returned is not None and now > returned + EXIT_GRACE_S:  # a thread that is not a daemon, say
+        return LINGERED
+    return ""
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -279,16 +293,22 @@ def _copy(pipe: Any, stream: TextIO, tail: bytearray) -> None:
     pipe.close()
 
 
-def _outcome(server: _FunctionServer, num_proc: int, code: int, failure: str, late: bool, timeout: float) -> list[Any]:
+def _outcome(server: _FunctionServer, num_proc: int, code: int, failure: str, stopped: str,
+             timeout: float) -> list[Any]:
     """What each rank returned, in rank order; RunError when a rank raised or ended without returning."""
     import cloudpickle
 
     returned = {r: value for r, (how, value) in server.outcomes.items() if how == "returned"}
-    if len(returned) == num_proc and code == 0 and not failure:
+    if len(returned) == num_proc and ((code == 0 and not failure) or stopped == LINGERED):
+        if stopped == LINGERED:
+            warnings.warn(f"run: every rank returned, but their processes had not all ended {EXIT_GRACE_S:g} s "
+                          "later (a thread that is not a daemon, say): the job was stopped", RuntimeWarning,
+                          stacklevel=3)
         return [cloudpickle.loads(returned[rank]) for rank in range(num_proc)]
     errors = {r: _remote(*report) for r, (how, report) in server.outcomes.items() if how == "raised"}
     silent = [r for r in range(num_proc) if r not in server.outcomes]
     lines = str(describe_failure(errors, [r for r in server.order if r in errors])).splitlines() if errors else []
+    late = stopped == LATE
     if late:
         started = sorted(server.fetched)
         lines.append(f"only {len(started)} of {num_proc} ranks started within {timeout:g} s (start_timeout, or "
