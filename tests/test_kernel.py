@@ -219,35 +219,43 @@ def test_a_cell_that_imports_the_other_framework_is_told_once_how_to_use_it(rank
 
 def test_two_notebooks_run_jobs_at_once_without_mixing(tmp_path):
     """Two kernels (two notebooks open, or two users of one server) each run a %%hvd job on the same machine at
-    the same time: each job's ranks reduce their own values, and stopping one leaves the other running."""
-    kernels = [Kernel(), Kernel()]
-    results: dict[int, tuple[dict, str]] = {}
+    the same time: each job's ranks reduce their own values, and stopping one leaves the other running. Each
+    kernel's client lives in a thread of its own, as its sockets belong to the thread that uses them."""
+    outputs: dict[int, list[tuple[str, str]]] = {0: [], 1: []}
+    stopped = threading.Event()
 
-    def run(job: int) -> None:  # both loops start once both jobs are up, and go on for 2 s together
-        results[job] = kernels[job].execute(
-            "%%hvd -np 2 --framework none\nimport numpy as np, os, time\n"
-            f"open({str(tmp_path)!r} + '/up{job}', 'w').close()\n"
-            f"while not all(os.path.exists({str(tmp_path)!r} + f'/up{{j}}') for j in (0, 1)):\n    time.sleep(0.01)\n"
-            "end, steps, wrong = time.monotonic() + 2, 0, 0\nwhile time.monotonic() < end:\n"
-            f"    got = hvd.allreduce(np.full(1000, {job} * 100 + hvd.rank(), np.float64), op=hvd.Sum, name='x')\n"
-            f"    wrong += int((got != 2 * {job} * 100 + 1).any())\n    steps += 1\n"
-            f"print('job {job}:', steps > 0, wrong, 'wrong')", timeout=150)
+    def notebook(job: int) -> None:
+        kernel = Kernel()
+        try:
+            def run(code: str) -> None:
+                reply, out = kernel.execute(code, timeout=150)
+                outputs[job].append((reply["status"], out))
 
-    try:
-        for k in kernels:
-            k.execute("%load_ext jupyter_hvd")
-        threads = [threading.Thread(target=run, args=(job,)) for job in (0, 1)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for job in (0, 1):
-            reply, out = results[job]
-            assert reply["status"] == "ok", out
-            assert all(f"[rank {r}] job {job}: True 0 wrong" in out for r in (0, 1)), out
-        kernels[0].execute("%hvd stop")
-        reply, out = kernels[1].execute("%%hvd\nprint('still', hvd.allreduce(np.ones(1), op=hvd.Sum)[0])")
-        assert reply["status"] == "ok" and "[rank 1] still 2.0" in out and "[hvd] started" not in out, out
-    finally:
-        for k in kernels:
-            k.close()
+            run("%load_ext jupyter_hvd")
+            run("%%hvd -np 2 --framework none\nimport numpy as np, os, time\n"  # 2 s together, the ranks agreeing
+                f"open({str(tmp_path)!r} + '/up{job}', 'w').close()\ndeadline = time.monotonic() + 90\n"
+                f"while not os.path.exists({str(tmp_path)!r} + '/up{1 - job}') and time.monotonic() < deadline:\n"
+                "    time.sleep(0.01)\n"
+                "end, steps, wrong, done = time.monotonic() + 2, 0, 0, False\nwhile not done:\n"
+                f"    got = hvd.allreduce(np.full(1000, {job} * 100 + hvd.rank(), np.float64), op=hvd.Sum, name='x')\n"
+                f"    wrong += int((got != 2 * {job} * 100 + 1).any())\n    steps += 1\n"
+                "    done = hvd.allreduce(np.array([time.monotonic() > end], float), op=hvd.Max, name='done')[0]\n"
+                f"print('job {job}:', steps > 0, wrong, 'wrong')")
+            if job == 0:
+                run("%hvd stop")
+                stopped.set()
+            elif stopped.wait(150):
+                run("%%hvd\nprint('still', hvd.allreduce(np.ones(1), op=hvd.Sum)[0])")
+        finally:
+            kernel.close()
+
+    threads = [threading.Thread(target=notebook, args=(job,)) for job in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for job in (0, 1):
+        statuses, out = [status for status, _ in outputs[job]], "".join(text for _, text in outputs[job])
+        assert statuses == ["ok"] * 3, (job, out)
+        assert all(f"[rank {r}] job {job}: True 0 wrong" in out for r in (0, 1)), (job, out)
+    assert "[rank 1] still 2.0" in outputs[1][2][1] and "[hvd] started" not in outputs[1][2][1], outputs[1]
