@@ -115,6 +115,9 @@ class JobChannel:
         c.send({"type": "job", "job": self.job()})
 
     def _after_cell(self, result: Any) -> None:
+        magics = self._magics()
+        if magics is not None and magics.background is not None and result.success:
+            return  # a --noblock cell runs on: the job is running until its end is shown
         self.ended(result.error_before_exec or result.error_in_exec)
 
     def _on_msg(self, c: Any, msg: dict[str, Any]) -> None:

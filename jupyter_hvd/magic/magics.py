@@ -17,6 +17,7 @@ from ..runner.host_loss import hosts_left
 from ..runner.launch import LaunchSpec, check_placement, parse_export, placement
 from ..runner.slurm import allocation
 from .cluster import LaunchConfig, RankCluster
+from .background import MonitorFeeder, Submitted
 from .execution import CellRun
 from .failures import RankError
 from .frameworks import FRAMEWORKS, default_framework, other_framework_note, unavailable_reason
@@ -39,6 +40,7 @@ class HvdMagics(Magics):
         self._cells = 0
         self._noted_for: RankCluster | None = None  # the job told that a cell imports the other framework
         self._lost_hosts: set[str] = set()  # hosts lost with an earlier job, left out of the next one
+        self.background: Submitted | None = None  # a --noblock cell whose end is not shown yet
         self.job = JobChannel(self)  # the JupyterLab job panel's comm target, when in a kernel
         self.job.register(shell)
 
@@ -65,6 +67,8 @@ class HvdMagics(Magics):
     @argument("--timeout", type=float, metavar="S", help="stop the cell on every rank after S seconds")
     @argument("--framework", choices=FRAMEWORKS, help="API bound to hvd on the ranks (default: see README)")
     @argument("--no-monitor", action="store_true", help="do not show the training monitor")
+    @argument("--noblock", action="store_true",
+              help="run the cell in the background: the notebook is free at once; %%hvd wait shows its output")
     @argument("--baseline", type=float, metavar="SAMPLES_PER_S",
               help="one rank's samples/s, the reference for scaling efficiency")
     @cell_magic("hvd")
@@ -85,6 +89,7 @@ class HvdMagics(Magics):
         if args.baseline is not None and args.baseline <= 0:
             raise UsageError(f"--baseline must be positive, got {args.baseline:g}")
         self.monitor = not args.no_monitor
+        self.wait_background()  # shows its end here first (and raises its failure: this cell does not run)
         cluster = self._ensure_ranks(config, restart=args.restart)
         if self._noted_for is not cluster and (note := other_framework_note(config.framework, cell)):
             print(note, file=sys.stderr)
@@ -93,35 +98,62 @@ class HvdMagics(Magics):
         shown = args.rank or 0
         value_ranks = None if args.output else [shown]  # only -o needs every rank's value
         view = MonitorDisplay(self._new_monitor(cell, config.np, args.baseline), self.shell) if self.monitor else None
-        error = RankError("the cell did not finish")  # stays when the wait ends by another exception
         self.job.publish("running")  # a failure is reported when the cell ends (JobChannel.ended)
         try:
-            values = CellRun(cluster, cell, self._cells, self._reinit, args.timeout, args.rank, value_ranks,
-                             view, args.all_displays).wait()
+            run = CellRun(cluster, cell, self._cells, self._reinit, args.timeout, args.rank, value_ranks, view,
+                          args.all_displays)
+        except BaseException:
+            self._ended(view, RankError("the cell did not start"))
+            raise
+        submitted = Submitted(run, self._cells, args.output, shown, cell.rstrip().endswith(";"), view)
+        if not args.noblock:
+            return self._finish(submitted)
+        if view is not None:
+            view.show_now()
+            submitted.feeder = MonitorFeeder(view, run.results)
+        self.background = submitted
+        print(f"[hvd] cell {self._cells} runs in the background on {config.np} ranks: %hvd wait shows its output "
+              "and value (the next %%hvd cell, push or pull shows them first)")
+        return None
+
+    def wait_background(self) -> Any:
+        """Show the end of the cell running in the background, if any, here: its output, its failure (raised),
+        its value (returned)."""
+        submitted, self.background = self.background, None
+        if submitted is None:
+            return None
+        submitted.stop_feeding()
+        if submitted.run.cluster is not self.cluster:  # stopped with its ranks (a crash, %hvd stop)
+            print(f"[hvd] {submitted.describe()} was stopped with the ranks")
+            return None
+        print(f"[hvd] output of %%hvd cell {submitted.number}, run in the background:")
+        return self._finish(submitted)
+
+    def _finish(self, submitted: Submitted) -> Any:
+        """Wait for a submitted cell: its output, then its value (or its failure, raised)."""
+        view = submitted.view
+        error = RankError("the cell did not finish")  # stays when the wait ends by another exception
+        try:
+            values = submitted.run.wait()
             error = None
         except RankError as e:
             error = e
             raise
         finally:
-            self._reinit = error is not None  # a cell that did not finish, however it ended, restarts the engines
-            if view is not None:  # a failed cell's monitor stays too: %hvd monitor
-                self._keep(view.monitor, error)
-                view.close()
+            self._ended(view, error)
         self.job.publish("idle")
-        if args.output:
-            self.shell.user_ns[args.output] = values
-        if cell.rstrip().endswith(";"):
-            return None
-        return values[shown]
+        if submitted.output_name:
+            self.shell.user_ns[submitted.output_name] = values
+        return None if submitted.quiet else values[submitted.shown]
 
     @magic_arguments()
-    @argument("command", choices=("status", "stop", "restart", "push", "pull", "monitor"))
+    @argument("command", choices=("status", "stop", "restart", "push", "pull", "monitor", "wait"))
     @argument("names", nargs="*", help="variables to push or to pull")
     @argument("--rank", type=int, default=0, help="rank to pull from (default 0)")
     @line_magic("hvd")
     def hvd_line(self, line: str) -> Any:
         """Manage the ranks: status, stop, restart, push NAME [NAME...], pull NAME [NAME...] [--rank R],
-        monitor; or start them (or change the job) with %%hvd's flags and no code: %hvd -np 2."""
+        monitor, wait (for a --noblock cell); or start them (or change the job) with %%hvd's flags and no code: %hvd -np 2."""
         if line.split() in (["-h"], ["--help"]):  # IPython's magics take no -h: their help is %hvd?
             both = self.hvd_line.parser.format_help() + "\n" + self.hvd_cell.parser.format_help()
             print(both.replace("::\n\n", "").replace("%hvd_line", "%hvd").replace("%hvd_cell", "%%hvd"))
@@ -132,6 +164,10 @@ class HvdMagics(Magics):
         if line.strip().startswith("-") and not line.strip().startswith("--rank"):
             return self.hvd_cell(f"{line} --no-monitor", "pass")  # IPython suggests %hvd for an empty %%hvd cell
         args = parse_line(self.hvd_line, line)
+        if args.command == "wait":
+            if self.background is None:
+                print("[hvd] no cell runs in the background")
+            return self.wait_background()
         if args.command == "status":
             print(self.status())
         elif args.command == "stop":
@@ -145,7 +181,9 @@ class HvdMagics(Magics):
         elif args.command == "push":
             return self._push(args.names)
         elif args.command == "monitor":
-            if self.last_monitor is None:
+            if self.background is not None:
+                print(f"[hvd] {self.background.describe()}: its monitor is under it")
+            elif self.last_monitor is None:
                 print("[hvd] no monitored cell has run yet")
             else:
                 show_monitor(self.last_monitor, self.shell)
@@ -157,6 +195,8 @@ class HvdMagics(Magics):
         """Describe the running ranks: host, pid, device and whether each engine is initialised."""
         if self.cluster is None:
             return "[hvd] no ranks running"
+        if self.background is not None and self.background.running():  # the ranks answer once it ends
+            return f"[hvd] {len(self.cluster.ranks)} ranks on {self.cluster.config.where()}: {self.background.describe()}"
         cluster = self.cluster
         try:
             states = cluster.gather(cluster.submit(rank_status), timeout=10)
@@ -177,6 +217,11 @@ class HvdMagics(Magics):
 
     def stop_ranks(self) -> None:
         """Stop the ranks and every process started for them."""
+        if self.background is not None:
+            self.background.stop_feeding()
+            if self.background.running():
+                print(f"[hvd] stopping {self.background.describe()}")
+            self.background = None
         if self.cluster is not None:
             cluster, self._cluster = self.cluster, None
             survivors = cluster.stop()
@@ -202,6 +247,13 @@ class HvdMagics(Magics):
             inside = f" in {config.where()}" if config.allocation else ""
             print(f"[hvd] started {config.np} ranks{inside} in {cluster.cold_start_s:.1f}s")
         return self.cluster
+
+    def _ended(self, view: MonitorDisplay | None, error: RankError | None) -> None:
+        """A cell is over, finished (``error`` None) or not."""
+        self._reinit = error is not None  # a cell that did not finish, however it ended, restarts the engines
+        if view is not None:  # a failed cell's monitor stays too: %hvd monitor
+            self._keep(view.monitor, error)
+            view.close()
 
     def _restart_reason(self, config: LaunchConfig) -> str:
         """Why the running ranks cannot serve config, or '' when they can."""
@@ -286,6 +338,7 @@ class HvdMagics(Magics):
         missing = [n for n in names if n not in self.shell.user_ns]
         if missing:
             raise UsageError(f"not defined in the notebook: {', '.join(missing)}")
+        self.wait_background()
         self._running().push({n: self.shell.user_ns[n] for n in names})
         print(f"[hvd] pushed {', '.join(names)} to {len(self._running().ranks)} ranks")
 
@@ -294,6 +347,7 @@ class HvdMagics(Magics):
         so that ``x = %hvd pull y`` works as well."""
         if not names:
             raise UsageError("usage: %hvd pull NAME [NAME...] [--rank R]")
+        self.wait_background()
         cluster = self._running()
         if not 0 <= rank < len(cluster.ranks):
             raise UsageError(f"--rank must be between 0 and {len(cluster.ranks) - 1}, got {rank}")

@@ -48,6 +48,12 @@ class MonitorDisplay:
         else:
             self.widget.refresh()
 
+    def show_now(self) -> None:
+        """Show the widget at once, trained or not: a cell that runs in the background refreshes it later from
+        another thread, where a new output would land under whatever cell runs then."""
+        if self.widgets and self.widget is None:
+            self._show()
+
     def close(self) -> None:
         """The cell is over (the monitor is finished): final numbers in the widget, or the text summary."""
         if not self.monitor.trained():

@@ -1,0 +1,101 @@
+"""%%hvd --noblock in a real kernel: the notebook is free while the ranks run the cell, and its output, value,
+failure and monitor show where it is waited for (%hvd wait, or the next request to the ranks)."""
+import pytest
+
+from test_kernel import Kernel
+
+pytestmark = pytest.mark.timeout(240)
+
+MAGICS = "get_ipython().magics_manager.registry['HvdMagics']"
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    k = Kernel()
+    k.execute("%load_ext jupyter_hvd")
+    reply, out = k.execute("%%hvd -np 2 --framework torch\nimport os, time, torch, jupyter_hvd.monitor")
+    assert reply["status"] == "ok", out
+    yield k
+    k.close()
+
+
+def until_file(path: str) -> str:
+    """Rank code that waits (up to 60 s) for the notebook to create ``path``: it can only when the notebook is
+    free while the cell runs."""
+    return (f"for _ in range(600):\n    if os.path.exists({path!r}):\n        break\n    time.sleep(0.1)\n"
+            f"else:\n    raise TimeoutError('the notebook never created the file')\n")
+
+
+def test_the_notebook_runs_cells_while_the_ranks_run_one_in_the_background(kernel, tmp_path):
+    go = str(tmp_path / "go")
+    cell = ("%%hvd --noblock -o values\nprint('started', hvd.rank(), flush=True)\n" + until_file(go) +
+            "total = hvd.allreduce(torch.ones(1) * hvd.rank(), op=hvd.Sum).item()\nprint('total', total)\n"
+            "hvd.rank() * 10 + 7")
+    reply, out = kernel.execute(cell)
+    assert reply["status"] == "ok", out
+    assert "[hvd] cell" in out and "runs in the background on 2 ranks" in out, out
+    assert "[rank 0]" not in out, out  # its output shows where it is waited for
+    reply, out = kernel.execute("%hvd status")
+    assert "in the background (running for" in out, out
+    reply, out = kernel.execute("%hvd monitor")
+    assert "its monitor is under it" in out, out
+    reply, out = kernel.execute(f"open({go!r}, 'w').close()\nprint('the notebook is free')")
+    assert reply["status"] == "ok" and "the notebook is free" in out, out
+
+    reply, out = kernel.execute("%hvd wait")
+    assert reply["status"] == "ok", out
+    for rank in (0, 1):
+        assert f"[rank {rank}] started {rank}" in out and f"[rank {rank}] total 1.0" in out, out
+    assert out.rstrip().endswith("7"), out  # rank 0's value
+    assert kernel.execute("print(values)")[1].strip() == "[7, 17]"
+    assert "no cell runs in the background" in kernel.execute("%hvd wait")[1]
+    reply, out = kernel.execute("%%hvd\nprint('next', total)")  # the ranks kept the cell's variables
+    assert reply["status"] == "ok" and "[rank 1] next 1.0" in out, out
+
+
+def test_the_next_request_to_the_ranks_shows_the_background_cell_first(kernel, tmp_path):
+    go = str(tmp_path / "go")
+    kernel.execute(f"%%hvd --noblock\n" + until_file(go) + "print('background done', hvd.rank())\nbg = hvd.rank()")
+    kernel.execute(f"open({go!r}, 'w').close()")
+    reply, out = kernel.execute("%hvd pull bg --rank 1")
+    assert reply["status"] == "ok", out
+    assert out.index("[rank 1] background done 1") < out.index("[hvd] pulled bg from rank 1"), out
+    assert kernel.execute("print(bg)")[1].strip() == "1"
+
+    kernel.execute(f"%%hvd --noblock\nprint('second', hvd.rank())")
+    reply, out = kernel.execute("%%hvd\nprint('third', hvd.rank())")
+    assert reply["status"] == "ok", out
+    assert out.index("[rank 0] second 0") < out.index("[rank 0] third 0"), out
+
+
+def test_a_background_cell_that_fails_stops_the_next_cell_with_its_error(kernel):
+    reply, out = kernel.execute("%%hvd --noblock\nran_after = False\nraise ValueError(f'no data on {hvd.rank()}')")
+    assert reply["status"] == "ok", out
+    reply, out = kernel.execute("%%hvd\nran_after = True")
+    assert reply["status"] == "error", out
+    assert "raised ValueError: no data on" in out and "also failed: rank" in out, out
+    reply, out = kernel.execute("%%hvd\nprint('ran after', ran_after)")
+    assert reply["status"] == "ok" and "[rank 0] ran after False" in out, out
+
+
+def test_the_monitor_of_a_background_cell_is_fed_while_the_notebook_is_idle(kernel, tmp_path):
+    go = str(tmp_path / "go")
+    kernel.execute("%%hvd --noblock\nfor _ in range(20):\n    jupyter_hvd.monitor.step(64)\n    time.sleep(0.05)\n"
+                   + until_file(go))
+    counted = ("import time\nfor _ in range(600):\n"
+               f"    samples = {MAGICS}.background.view.monitor.ranks[1].samples\n"
+               "    if samples == 20 * 64:\n        break\n    time.sleep(0.1)\nprint('fed', samples)")
+    reply, out = kernel.execute(counted)
+    assert "fed 1280" in out, out  # taken from the ranks while no cell waited for them
+    kernel.execute(f"open({go!r}, 'w').close()")
+    reply, out = kernel.execute("%hvd wait")
+    assert reply["status"] == "ok", out
+
+
+def test_stop_ends_a_background_cell_with_its_ranks(kernel, tmp_path):
+    kernel.execute("%%hvd --noblock\ntime.sleep(60)")
+    reply, out = kernel.execute("%hvd stop")
+    assert "[hvd] stopping %%hvd cell" in out and "[hvd] stopped the ranks" in out, out
+    assert "no cell runs in the background" in kernel.execute("%hvd wait")[1]
+    reply, out = kernel.execute("%%hvd -np 2\nprint('fresh', hvd.rank())")
+    assert reply["status"] == "ok" and "[rank 1] fresh 1" in out, out
