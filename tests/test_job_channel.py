@@ -150,3 +150,16 @@ def test_restart_without_a_job_is_an_error(kernel):
     errors = [m for m in panel.messages if m.get("type") == "error"]
     assert len(errors) == 1 and "no ranks to restart" in errors[0]["message"], panel.messages
     assert panel.jobs()[-1]["state"] == "none"
+
+
+def test_a_cell_in_the_background_keeps_the_job_running_until_it_is_waited_for(kernel):
+    panel = PanelComm(kernel)
+    panel.execute("%load_ext jupyter_hvd")
+    panel.open()
+    reply = panel.execute("%%hvd -np 2 --framework none --no-monitor --noblock\nprint('rank', hvd.rank())")
+    assert reply["status"] == "ok", reply
+    assert panel.states()[-1] == "running", panel.states()
+    assert panel.execute("x = 1")["status"] == "ok"
+    assert panel.states()[-1] == "running", panel.states()
+    assert panel.execute("%hvd wait")["status"] == "ok"
+    assert panel.states()[-1] == "idle", panel.states()
