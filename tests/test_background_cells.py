@@ -2,7 +2,7 @@
 failure and monitor show where it is waited for (%hvd wait, or the next request to the ranks)."""
 import pytest
 
-from test_kernel import Kernel
+from test_kernel import Kernel, rank_pids
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -99,3 +99,21 @@ def test_stop_ends_a_background_cell_with_its_ranks(kernel, tmp_path):
     assert "no cell runs in the background" in kernel.execute("%hvd wait")[1]
     reply, out = kernel.execute("%%hvd -np 2\nprint('fresh', hvd.rank())")
     assert reply["status"] == "ok" and "[rank 1] fresh 1" in out, out
+
+
+def test_interrupting_the_wait_interrupts_the_ranks_and_keeps_them(kernel):
+    pids = rank_pids(kernel.execute("%hvd status")[1])
+    kernel.execute("%%hvd --noblock\nprint('waiting', flush=True)\ntime.sleep(60)")
+    sent = []
+
+    def interrupt_once_both_wait(text: str) -> None:
+        if not sent and "[rank 0] waiting" in text and "[rank 1] waiting" in text:
+            sent.append(True)
+            kernel.km.interrupt_kernel()
+
+    reply, out = kernel.execute("%hvd wait", timeout=90, on_output=interrupt_once_both_wait)
+    assert sent and reply["status"] == "error", out
+    assert "the kernel was interrupted" in out and "KeyboardInterrupt" in out, out
+    reply, out = kernel.execute("%%hvd\nprint('after', hvd.rank())")
+    assert reply["status"] == "ok" and "[rank 1] after 1" in out and "[hvd] started" not in out, out
+    assert rank_pids(kernel.execute("%hvd status")[1]) == pids and len(pids) == 2  # the same processes

@@ -26,6 +26,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-g
 TOKEN = "hvd-browser-test"
 RUN_S = 150_000  # ms a notebook may take to run all its cells here
 STOP = "monitor_check.stop"  # the monitor notebook's cell ends once this file is in the server's folder
+BACKGROUND_STOP = "background_check.stop"  # the same, for the cell run with --noblock
 # Runs until the test has seen what it needs and creates the file {stop} (at least 1 s, at most 60 s).
 MONITOR_CELL = """%%hvd -np 2 --framework none
 import os
@@ -135,6 +136,11 @@ def server(tmp_path_factory):
     nbformat.write(nb, root / "monitor_check.ipynb")
     outputs = [nbformat.v4.new_code_cell(c) for c in ["%load_ext jupyter_hvd", LIVE_CELL, *TABLE_CELLS, "%hvd stop"]]
     nbformat.write(nbformat.v4.new_notebook(cells=outputs, metadata=nb.metadata), root / "outputs_check.ipynb")
+    background = MONITOR_CELL.replace("--framework none", "--framework none --noblock", 1)
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in ["%load_ext jupyter_hvd",
+                                                       background.format(stop=str(root / BACKGROUND_STOP)),
+                                                       "print('the notebook is free')"]]
+    nbformat.write(nb, root / "background_check.ipynb")
     stall_env = 'import os\nos.environ["HOROVOD_STALL_CHECK_TIME_SECONDS"] = "1"\n%load_ext jupyter_hvd'
     nb.cells = [nbformat.v4.new_code_cell(stall_env), nbformat.v4.new_code_cell(FAILING_CELL)]
     nbformat.write(nb, root / "failure_check.ipynb")
@@ -294,6 +300,27 @@ def test_monitor_renders_in_notebook_7(server, browser):
     page.locator('.jhvd-monitor[data-state="finished"]').nth(1).wait_for(timeout=60_000)  # %hvd monitor
     check_both_ranks_shown(page)  # the reopened monitor: its timeline comes from the saved trait
     save_screenshot(page, "monitor-notebook7.png")
+    page.close()
+
+
+def test_the_monitor_of_a_background_cell_stays_live_while_the_notebook_is_idle(server, browser):
+    url, _, root = server
+    (root / BACKGROUND_STOP).unlink(missing_ok=True)
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    open_notebook(page, f"{url}/lab/workspaces/background-check/tree/background_check.ipynb?token={TOKEN}")
+    run_all(page)
+    page.locator(".jp-CodeCell").nth(2).locator(".jp-OutputArea-output", has_text="the notebook is free").wait_for(
+        timeout=RUN_S)
+    page.wait_for_function(LIVE_RATES, timeout=RUN_S)
+    assert page.evaluate(KERNEL_READY), page_report(page)  # the kernel is idle: no cell waits for the ranks
+    updates = page.evaluate(COUNT_UPDATES, [3000, 3 * 3]) // 3
+    print(f"\n{updates} throughput refreshes in 3 s with the kernel idle")
+    assert updates >= 3, f"only {updates} throughput refreshes in 3 s while the cell ran in the background"
+    assert page.evaluate(KERNEL_READY), page_report(page)
+    save_screenshot(page, "background-monitor.png")
+    (root / BACKGROUND_STOP).touch()
+    wait_monitor(page, "background-monitor")  # it ends with the cell, though nothing waited for it
+    assert page.evaluate(KERNEL_READY), page_report(page)
     page.close()
 
 

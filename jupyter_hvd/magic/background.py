@@ -63,6 +63,8 @@ class MonitorFeeder:
                 self._view.collect(self._results)
             except Exception:  # a widget whose front end went away: the wait shows the monitor's summary
                 return
-            if ended:
-                self._view.monitor.finish()  # its elapsed time ends now, not when someone waits
+            if ended:  # its elapsed time ends now, not when someone waits, and the widget says so
+                self._view.monitor.finish()
+                if self._view.widget is not None:
+                    self._view.widget.close_cell()
                 return
