@@ -2,7 +2,7 @@
 failure and monitor show where it is waited for (%hvd wait, or the next request to the ranks)."""
 import pytest
 
-from test_kernel import Kernel, rank_pids
+from test_kernel import rank_pids, with_ranks
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -11,10 +11,7 @@ MAGICS = "get_ipython().magics_manager.registry['HvdMagics']"
 
 @pytest.fixture(scope="module")
 def kernel():
-    k = Kernel()
-    k.execute("%load_ext jupyter_hvd")
-    reply, out = k.execute("%%hvd -np 2 --framework torch\nimport os, time, torch, jupyter_hvd.monitor")
-    assert reply["status"] == "ok", out
+    k = with_ranks("%%hvd -np 2 --framework torch\nimport os, time, torch, jupyter_hvd.monitor")
     yield k
     k.close()
 

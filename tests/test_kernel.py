@@ -102,13 +102,19 @@ def kernel():
     k.close()
 
 
+def with_ranks(cell: str) -> Kernel:
+    """A kernel whose ranks ran this first %%hvd cell."""
+    k = Kernel()
+    k.execute("%load_ext jupyter_hvd")
+    reply, out = k.execute(cell)
+    assert reply["status"] == "ok", out
+    return k
+
+
 @pytest.fixture(scope="module")
 def ranks():
     """A kernel with two running MXNet ranks, shared by the interrupt tests."""
-    k = Kernel()
-    k.execute("%load_ext jupyter_hvd")
-    reply, out = k.execute("%%hvd -np 2\nimport mxnet as mx\nprint('up', hvd.rank())")
-    assert reply["status"] == "ok", out
+    k = with_ranks("%%hvd -np 2\nimport mxnet as mx\nprint('up', hvd.rank())")
     yield k
     k.close()
 
