@@ -253,6 +253,20 @@ def test_push_names_what_cannot_be_sent_and_every_ranks_reason(ip, started, caps
     assert run(ip, capsys, f"{HEAD}\nfine")[0].result == 1  # all or nothing
 
 
+def test_a_transfer_slower_than_the_timeout_is_waited_for_with_a_note(ip, started, capsys):
+    """A large value over a slow network takes longer than any fixed timeout: the transfer goes on."""
+    run(ip, capsys, "import time\nclass SlowToLoad:\n    def __reduce__(self):\n        return (time.sleep, (1.5,))")
+    cluster = magics(ip).cluster
+    cluster.push({"slow": ip.user_ns["SlowToLoad"]()}, timeout=0.2)  # the ranks take 1.5 s to load it
+    out = capsys.readouterr().err
+    assert "[hvd] ranks 0, 1 still busy with the transfer after 0.2s" in out, out
+    run(ip, capsys, f"{HEAD}\nimport time\nclass SlowToSend:\n    def __reduce__(self):\n        time.sleep(1.5)\n"
+                    "        return (int, (hvd.rank() + 5,))\nout = SlowToSend()")
+    assert cluster.pull(["out"], 1, timeout=0.2) == [6]
+    out = capsys.readouterr().err
+    assert "[hvd] rank 1 still busy with the transfer after 0.2s" in out, out
+
+
 def test_pull_brings_what_a_cell_defined_by_value(ip, started, capsys):
     result, out = run(ip, capsys, f"{HEAD}\nclass Sample:\n    def __init__(self, rank):\n        self.rank = rank\n"
                                   "    def twice(self):\n        return 2 * self.rank\nsample = Sample(hvd.rank())")

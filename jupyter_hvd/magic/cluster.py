@@ -244,18 +244,26 @@ class RankCluster:
         """Call fn(*args) on every rank without waiting; return the AsyncResults in rank order."""
         return [self._client[r.engine_id].apply_async(fn, *args) for r in self.ranks]
 
-    def gather(self, results: list[Any], timeout: float, ranks: list[int] | None = None) -> list[Any]:
+    def gather(self, results: list[Any], timeout: float, ranks: list[int] | None = None,
+               patient: bool = False) -> list[Any]:
         """Wait for AsyncResults of requests between cells to the given ranks (default: all, in order) and return
         their values; what the ranks print while they run, and after, goes to the next cell.
 
-        Raises RankError when a rank dies, raises, or does not answer within timeout seconds.
+        Raises RankError when a rank dies or raises, and when it does not answer within timeout seconds, unless
+        ``patient`` (a transfer whose time depends on its size and the network): then a note says what it waits
+        for, and it waits on (the kernel's interrupt stops it).
         """
         ranks = list(range(len(results))) if ranks is None else ranks
-        deadline = time.monotonic() + timeout
+        deadline: float | None = time.monotonic() + timeout
         while not all(r.ready() for r in results):
             self.raise_if_dead()
-            if time.monotonic() > deadline:
-                raise RankError(f"ranks did not answer within {timeout:g}s")
+            if deadline is not None and time.monotonic() > deadline:
+                late = [str(rank) for rank, r in zip(ranks, results) if not r.ready()]
+                if not patient:
+                    raise RankError(f"ranks did not answer within {timeout:g}s")
+                print(f"[hvd] rank{'s' if len(late) > 1 else ''} {', '.join(late)} still busy with the transfer after {timeout:g}s (a large value takes "
+                      "time over a network); waiting on: interrupt the kernel to stop waiting", file=sys.stderr)
+                deadline = None
             wait_a_little(results)
         for rank, result in zip(ranks, results):  # a request between cells: the next cell shows what it printed
             result.wait_for_output(OUTPUT_WAIT_S)
@@ -271,12 +279,12 @@ class RankCluster:
         """Set these variables in every rank's namespace, by value (see by_value.py): TransferError before anything
         is sent when one cannot be serialised, RankError with every rank's reason when a rank cannot load one."""
         layout, blobs = pack(values)
-        self.gather(self.submit(load, layout, *blobs), timeout)
+        self.gather(self.submit(load, layout, *blobs), timeout, patient=True)
 
     def pull(self, names: list[str], rank: int, timeout: float = 60.0) -> list[Any]:
         """The values of these variables in one rank's namespace, by value, in one round trip."""
         result = self._client[self.ranks[rank].engine_id].apply_async(pack_names, list(names))
-        layout, *blobs = self.gather([result], timeout, ranks=[rank])[0]
+        layout, *blobs = self.gather([result], timeout, ranks=[rank], patient=True)[0]
         try:
             values = unpack(layout, blobs)
         except TransferError as exc:
