@@ -1,6 +1,7 @@
 """The kernel side of rank output, without ranks: carriage returns, tqdm meters, and display bookkeeping."""
 import pytest
 
+from jupyter_hvd.magic.cleared_lines import MAX_CHARS, ClearedLines
 from jupyter_hvd.magic.output import overwrite
 from jupyter_hvd.magic.progress_bars import Meter, parse_meter
 from jupyter_hvd.magic.rank_displays import WIDGET_VIEW, RankDisplays
@@ -139,3 +140,44 @@ def test_a_request_between_cells_gives_what_it_printed_and_what_came_after_to_th
     followed = SimpleNamespace(_futures={"status": object()}, metadata={"status": result.metadata})
     between.keep_from(0, followed, SimpleNamespace(msg_ids=["status"], metadata=result.metadata))
     assert between.take(0) == [line("during\n")] and followed.metadata == {"status": result.metadata}
+
+
+def cleared_lines():
+    published, count = Published(), iter(range(1000))
+    return ClearedLines(lambda: f"id{next(count)}", published, interval=0.0), published
+
+
+def shown_by_id(published) -> dict:
+    """Each output's last content, by display id: what the notebook shows."""
+    return {display_id: data.get("text/plain", "") for data, display_id, _ in published}
+
+
+def test_a_ranks_lines_after_a_clear_are_one_output_that_its_next_clear_empties():
+    lines, published = cleared_lines()
+    assert not lines.takes(0)
+    lines.clear(0, wait=True)
+    assert lines.takes(0) and not lines.takes(1)
+    assert lines.add(0, "[rank 0] epoch 0\n")  # a new output: drawn now, where it first appears
+    lines.draw(final=False)
+    lines.clear(0, wait=True)
+    assert shown_by_id(published) == {"id0": "[rank 0] epoch 0"}  # wait=True: kept until the next line
+    assert not lines.add(0, "[rank 0] epoch 1\n")
+    lines.draw(final=True)
+    assert shown_by_id(published) == {"id0": "[rank 0] epoch 1"} and [p[2] for p in published] == [False, True]
+    lines.clear(0, wait=False)
+    lines.draw(final=True)
+    assert shown_by_id(published) == {"id0": ""}
+
+
+def test_a_rank_that_prints_on_after_one_clear_fills_outputs_of_bounded_size_which_a_clear_empties():
+    lines, published = cleared_lines()
+    lines.clear(0, wait=False)
+    line = "[rank 0] " + "x" * 1000 + "\n"
+    new = [lines.add(0, line) for _ in range(3 * (MAX_CHARS // len(line)))]
+    lines.draw(final=True)
+    assert new.count(True) == 3  # three outputs: none redraws more than MAX_CHARS
+    assert all(len(text) <= MAX_CHARS for text in shown_by_id(published).values())
+    assert sum(text.count("x" * 1000) for text in shown_by_id(published).values()) == len(new)
+    lines.clear(0, wait=False)
+    lines.draw(final=True)
+    assert set(shown_by_id(published).values()) == {""}

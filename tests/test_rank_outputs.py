@@ -31,6 +31,10 @@ MORE = {
                             "time.sleep(0.3)\nh.update('second')"),
     "clear_output in a loop": ("", "from IPython.display import clear_output, display\nfor i in range(3):\n"
                                    "    clear_output(wait=True)\n    display('frame %d' % i)\n    time.sleep(0.1)"),
+    "clear_output and print in a loop": ("", "print('header')\nfor i in range(3):\n    clear_output(wait=True)\n"
+                                             "    print('epoch', i)\n    print('  loss', 1 / (i + 1))\n"
+                                             "    time.sleep(0.2)\nif rank == 0:\n    clear_output()\n"
+                                             "    print('rank 0 cleared at the end')"),
     "order": ("", "print('before')\ndisplay(Markdown('*middle*'))\nprint('after')"),
     "text tqdm": ("", "from tqdm import tqdm as text_tqdm\nfor i in text_tqdm(range(4), desc='epoch'):\n"
                       "    time.sleep(0.3)"),
@@ -177,6 +181,14 @@ def test_a_display_updated_in_place_shows_its_last_value(cases):
 def test_clear_output_in_a_loop_keeps_one_output_in_place(cases):
     shown = [b["text/plain"] for b in shown_bundles(cases[("hvd", "clear_output in a loop")])]
     assert shown[:2] == ["[rank 0]", "'frame 2'"], shown
+
+
+def test_clear_output_empties_the_lines_the_rank_printed_since_its_first_clear(cases):
+    """As in a kernel, where the loop shows one epoch's lines, redrawn; %%px shows every line. Each rank's
+    clear empties its own lines only; those it printed before its first clear stay."""
+    shown = text(cases[("hvd", "clear_output and print in a loop")]).splitlines()
+    assert sorted(shown) == ["[rank 0] header", "[rank 0] rank 0 cleared at the end", "[rank 1]   loss 0.3333333333333333",
+                             "[rank 1] epoch 2", "[rank 1] header"], shown
 
 
 def test_displays_keep_their_order_among_the_ranks_lines(cases):

@@ -17,6 +17,7 @@ from typing import Any
 from IPython import get_ipython
 from IPython.display import publish_display_data
 
+from .cleared_lines import ClearedLines
 from .progress_bars import ProgressBar, parse_meter, widgets_available
 from .rank_displays import RankDisplays
 from .rank_messages import BetweenCells, RankMessages
@@ -58,6 +59,8 @@ class RankOutput:
         self._unwritten: list[tuple[str, list[str]]] = []  # finished lines, in order, as runs of one stream
         self._prefix = uuid.uuid4().hex[:8]
         self.displays = RankDisplays(ranks, only_rank, all_displays, publish_display_data, _widget_known)
+        self._cleared = ClearedLines(lambda: f"hvd-{self._prefix}-lines-{uuid.uuid4().hex[:8]}",
+                                     publish_display_data, LIVE_INTERVAL_S)
 
     def listen(self, results: Sequence[Any], between: BetweenCells) -> None:
         """Collect the output of a cell's per-rank AsyncResults (submitted under rank_messages.io_held), after
@@ -75,12 +78,16 @@ class RankOutput:
                 if kind == "stream":
                     self._stream(rank, content["name"], content["text"])
                 else:
+                    if kind == "clear_output" and self._in_place:  # the rank's lines from now on, too
+                        self._end_lines(rank)
+                        self._cleared.clear(rank, content.get("wait", False))
                     if self.displays.shown(rank):
                         self._end_lines(rank)  # text written before the display shows above it
                     self._write_lines()
                     self.displays.handle(rank, kind, content)
         self._write_lines()
         self.displays.flush()
+        self._cleared.draw(final=False)
         for (rank, _), line in self._lines.items():
             if line.live_id is not None:
                 self._draw(rank, line, overwrite(line.partial), final=False)
@@ -91,6 +98,7 @@ class RankOutput:
             self._end_lines(rank)
         self._write_lines()
         self.displays.flush()
+        self._cleared.draw(final=True)
         if self._messages is not None:
             self._messages.close()
 
@@ -116,6 +124,11 @@ class RankOutput:
         if line.live_id is not None:
             self._draw(rank, line, text, final=True)
             line.live_id, line.drawn, line.bar = None, "", None
+            return
+        if self._cleared.takes(rank):
+            if self._cleared.add(rank, f"[rank {rank}] {text}\n"):  # a new output: the lines before show above
+                self._write_lines()
+                self._cleared.draw(final=True)
             return
         if not self._unwritten or self._unwritten[-1][0] != name:
             self._unwritten.append((name, []))
