@@ -25,6 +25,14 @@ def test_a_host_that_ssh_could_not_log_in_to_is_named_with_what_ssh_said():
            "failed.)" in start_failure(unknown)
 
 
+def test_a_host_that_ssh_could_not_reach_is_named_as_unreachable_not_as_refusing_the_login():
+    output = "ssh: connect to host h2 port 22: Connection timed out\n" + BLOCK
+    said = start_failure(output)
+    assert said.startswith("ssh could not reach the host (ssh: connect to host h2 port 22: Connection timed out): the "
+                           "host is down or not on this network, or a firewall drops ssh"), said
+    assert "--start-timeout" in said and "no password" not in said
+
+
 def test_a_daemon_killed_in_the_middle_of_a_job_is_a_lost_host_though_prrte_says_it_never_reported_back():
     """Under load PRRTE gives a host whose processes were killed mid-job the words of a daemon never started."""
     output = "looping 0\nConnection to h2 closed by remote host.\n" + BLOCK

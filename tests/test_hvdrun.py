@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -22,6 +23,8 @@ from jupyter_hvd.runner.launch import (
     KEEP_FREED_MEMORY,
     LOCAL_SESSION_DIR_VAR,
     SESSION_DIR_VAR,
+    SSH_ARGS_VAR,
+    START_TIMEOUT_VAR,
     LaunchSpec,
     default_forward,
     find_mpiexec,
@@ -125,6 +128,27 @@ def test_mpiexec_command_session_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     assert several[LOCAL_SESSION_DIR_VAR] == "/tmp/jhvd.x" and SESSION_DIR_VAR not in several  # this host's alone
     monkeypatch.setenv(SESSION_DIR_VAR, "/scratch/mine")  # the user's choice is kept
     assert mpiexec_command(LaunchSpec(np=1, session_dir="/tmp/jhvd.x"), ["true"])[1][SESSION_DIR_VAR] == "/scratch/mine"
+
+
+def test_ssh_gives_up_on_an_unreachable_host_after_the_start_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host that drops ssh's packets failed the job only when the kernel gave up connecting (134 s here)."""
+    monkeypatch.delenv(START_TIMEOUT_VAR, raising=False)
+    monkeypatch.delenv(SSH_ARGS_VAR, raising=False)
+    several = LaunchSpec(np=2, hosts="h1,h2", listen="any")
+    assert mpiexec_command(several, ["true"])[1][SSH_ARGS_VAR] == "-o ConnectTimeout=30"
+    assert SSH_ARGS_VAR not in mpiexec_command(LaunchSpec(np=2), ["true"])[1]  # no ssh on one host
+    monkeypatch.setenv(START_TIMEOUT_VAR, "7.5")
+    assert mpiexec_command(several, ["true"])[1][SSH_ARGS_VAR] == "-o ConnectTimeout=8"
+    args = hvdrun.build_parser().parse_args(["-np", "2", "-H", "h1,h2", "-p", "2222", "-i", "/keys/id rsa",
+                                             "--start-timeout", "3", "true"])
+    spec = dataclasses.replace(hvdrun.launch_spec(args, os.environ), listen="any")
+    assert mpiexec_command(spec, ["true"])[1][SSH_ARGS_VAR] == "-p 2222 -i '/keys/id rsa' -o ConnectTimeout=3"
+    monkeypatch.setenv(SSH_ARGS_VAR, "-o ConnectTimeout=60")  # the user's own comes first, and ssh takes the first
+    assert mpiexec_command(spec, ["true"])[1][SSH_ARGS_VAR] == ("-o ConnectTimeout=60 -p 2222 -i '/keys/id rsa' "
+                                                                "-o ConnectTimeout=3")
+    monkeypatch.setenv(START_TIMEOUT_VAR, "soon")
+    with pytest.raises(ValueError, match=r"\$HOROVOD_START_TIMEOUT must be a positive number of seconds, got 'soon'"):
+        mpiexec_command(several, ["true"])
 
 
 @pytest.mark.parametrize(

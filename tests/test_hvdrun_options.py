@@ -117,8 +117,6 @@ def parse(*argv: str):
     ("argv", "options"),
     [
         ([], []),
-        (["-p", "2222"], ["--prtemca", "plm_ssh_args", "-p 2222"]),
-        (["-p", "2222", "-i", "/keys/id rsa"], ["--prtemca", "plm_ssh_args", "-p 2222 -i '/keys/id rsa'"]),
         (["--mpi-args=--map-by ppr:2:node --report-bindings"], ["--map-by", "ppr:2:node", "--report-bindings"]),
         (["--mpi-args=--report-bindings", "--binding-args=--bind-to core --map-by core"],
          ["--bind-to", "core", "--map-by", "core", "--report-bindings"]),

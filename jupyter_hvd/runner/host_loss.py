@@ -30,14 +30,23 @@ _SSH_SAID = ("Permission denied (", "host key is known for", "Host key verificat
              "Connection closed by", "Connection timed out during")
 
 
+# What ssh says of a host it could not reach at all (as opposed to one that refused the login).
+_UNREACHED = ("Connection timed out", "No route to host", "Connection refused", "Could not resolve hostname",
+              "Network is unreachable")
+
+
 def start_failure(output: str) -> str:
-    """Why Open MPI's launcher could not start its daemons on the other hosts: ssh could not log in, as ssh said;
-    '' otherwise (PRRTE reports a daemon killed in the middle of a job in the same words as one never started)."""
+    """Why Open MPI's launcher could not start its daemons on the other hosts: ssh could not reach them or log in,
+    as ssh said; '' otherwise (PRRTE reports a daemon killed in the middle of a job in the same words as one
+    never started)."""
     if NEVER_STARTED not in output:
         return ""
     said = list(dict.fromkeys(line.strip() for line in output.splitlines() if any(s in line for s in _SSH_SAID)))
     if not said:
         return ""
+    if all(any(u in line for u in _UNREACHED) for line in said):
+        return (f"ssh could not reach the host ({' '.join(said)}): the host is down or not on this network, or a "
+                "firewall drops ssh (hvdrun --start-timeout, or $HOROVOD_START_TIMEOUT, is how long ssh tries)")
     return (f"ssh could not log in ({' '.join(said)}): `ssh HOST true` must work with no password and no "
             "question (a key that ssh offers, the host in known_hosts; ~/.ssh/config can give both)")
 

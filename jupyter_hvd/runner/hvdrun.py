@@ -15,7 +15,8 @@ from jupyter_hvd import __version__
 from jupyter_hvd._C import check_setting, settings
 from jupyter_hvd.runner.child import die_with_parent, wait_relaying
 from jupyter_hvd.runner.host_loss import job_failure, ranks_by_host
-from jupyter_hvd.runner.launch import LaunchSpec, default_forward, mpiexec_command, parse_export, placement
+from jupyter_hvd.runner.launch import (START_TIMEOUT_S, START_TIMEOUT_VAR, LaunchSpec, default_forward,
+                                      mpiexec_command, parse_export, placement)
 from jupyter_hvd.runner.slurm import allocation
 from jupyter_hvd.runner.session_folder import session_folder
 
@@ -91,7 +92,6 @@ UNSUPPORTED: dict[str, str] = {
     "--num-nccl-streams": "the engine uses one NCCL stream per process set",
     "--mpi-threads-disable": "the engine needs MPI_THREAD_MULTIPLE",
     "--config-file": "give the options on the command line",
-    "--start-timeout": "hvdrun runs no start-up checks of its own; mpiexec reports unreachable hosts",
     "--gloo-timeout-seconds": "hvdrun always runs the job on Open MPI, which has no Gloo timeout",
     **{flag: "elastic training is not supported" for flag in (
         "--min-np", "--min-num-proc", "--max-np", "--max-num-proc", "--slots-per-host", "--elastic-timeout",
@@ -148,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-p", "--ssh-port", type=_at_least(1, int), metavar="PORT",
                         help="SSH port of the other hosts")
     parser.add_argument("-i", "--ssh-identity-file", metavar="FILE", help="SSH key for the other hosts")
+    parser.add_argument("--start-timeout", type=_at_least(1, float), metavar="SECONDS",
+                        help=f"how long ssh tries to reach each other host before the job fails (default: "
+                             f"${START_TIMEOUT_VAR}, else {START_TIMEOUT_S:g})")
     parser.add_argument("--network-interface", "--network-interfaces", metavar="IFACES", action=_Interfaces,
                         help="comma-separated network interfaces for MPI, Open MPI's launch and NCCL; repeatable")
     parser.add_argument("--output-filename", metavar="DIR",
@@ -224,14 +227,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def ssh_options(args: argparse.Namespace) -> list[str]:
+    """ssh options from hvdrun's -p and -i."""
+    return [*(["-p", str(args.ssh_port)] if args.ssh_port else []),
+            *(["-i", args.ssh_identity_file] if args.ssh_identity_file else [])]
+
+
 def mpiexec_options(args: argparse.Namespace) -> list[str]:
-    """mpiexec options from hvdrun's SSH, --tcp, --prefix-output-with-timestamp, --binding-args and --mpi-args
-    flags."""
+    """mpiexec options from hvdrun's --tcp, --prefix-output-with-timestamp, --binding-args and --mpi-args flags."""
     opts = []
-    ssh = [*(["-p", str(args.ssh_port)] if args.ssh_port else []),
-           *(["-i", args.ssh_identity_file] if args.ssh_identity_file else [])]
-    if ssh:
-        opts += ["--prtemca", "plm_ssh_args", shlex.join(ssh)]
     if args.tcp:
         opts += ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
     if args.prefix_timestamp:
@@ -265,6 +269,7 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
     return LaunchSpec(
         np=args.np, hosts=args.hosts, hostfile=args.hostfile, env=env, forward=forward, session_dir=session_dir,
         mpi_args=mpiexec_options(args), listen=args.network_interface, allocation=in_slurm,
+        ssh_args=ssh_options(args), start_timeout=args.start_timeout,
     )
 
 

@@ -8,8 +8,10 @@ Shared by the ``hvdrun`` command, the ``%%hvd`` magic and the ranks themselves: 
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping
@@ -53,6 +55,11 @@ LISTEN_LIBRARY = "libjhvd_listen.so"
 IF_INCLUDE_VARS = ("OMPI_MCA_btl_tcp_if_include", "PRTE_MCA_prte_if_include")
 FORWARD_NAMES = ("PYTHONPATH", "PYTHONUNBUFFERED")
 FORWARD_PREFIXES = ("HOROVOD_", "JUPYTER_HVD_")
+# How long a job may take to start (Horovod's start timeout): here, how long ssh tries to reach each of a job's
+# other hosts. One that drops ssh's packets (down behind a router, or a firewall) then fails the job, not when
+# the kernel gives up connecting (over 2 minutes). ssh takes the first value given: the user's own wins.
+START_TIMEOUT_VAR, START_TIMEOUT_S = "HOROVOD_START_TIMEOUT", 30.0
+SSH_ARGS_VAR = "PRTE_MCA_plm_ssh_args"
 # Set by an MPI launcher in the processes it starts: Open MPI's mpiexec, and PMIx or PMI launchers (srun).
 LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")
 # How many processes a launcher started: Open MPI's mpiexec, a PMI one (MPICH's or Intel's mpiexec), srun.
@@ -75,6 +82,8 @@ class LaunchSpec:
     mpi_args: list[str] = field(default_factory=list)  # more mpiexec options, after the placement
     listen: str | None = None  # interfaces or networks to use and listen on (hvdrun --network-interface)
     allocation: Allocation | None = None  # the Slurm allocation mpiexec places ranks on, without hosts given
+    ssh_args: list[str] = field(default_factory=list)  # ssh options for the other hosts (port, key)
+    start_timeout: float | None = None  # seconds; None: $HOROVOD_START_TIMEOUT, else START_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,21 @@ def parse_export(item: str, value_required: bool = False) -> tuple[str, str | No
     if value_required and not assigned:
         raise ValueError(f"-x needs VAR=VALUE, got {item!r}")
     return name, value if assigned else None
+
+
+def start_timeout(environ: Mapping[str, str] = os.environ) -> float:
+    """The start timeout $HOROVOD_START_TIMEOUT sets, else START_TIMEOUT_S; ValueError for one that is not a
+    positive number of seconds."""
+    value = environ.get(START_TIMEOUT_VAR)
+    if value is None:
+        return START_TIMEOUT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"${START_TIMEOUT_VAR} must be a positive number of seconds, got {value!r}")
+    return seconds
 
 
 def check_placement(hosts: str | None, hostfile: str | None) -> list[tuple[str, int]]:
@@ -245,6 +269,9 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
     else:
         for name, value in KEEPALIVE.items():  # a host that goes silent is noticed in seconds (host_loss)
             env.setdefault(name, value)
+        timeout = start_timeout(env) if spec.start_timeout is None else spec.start_timeout
+        ssh = [*spec.ssh_args, "-o", f"ConnectTimeout={max(1, math.ceil(timeout))}"]
+        env[SSH_ARGS_VAR] = " ".join(filter(None, [env.get(SSH_ARGS_VAR), shlex.join(ssh)]))
     cmd = [find_mpiexec(), "-np", str(spec.np), *binding_options(spec.np, spec.mpi_args, several_hosts, env),
            "--oversubscribe", *_host_args(spec, env)]
     listen_args, exported = _listen_args(spec, env)

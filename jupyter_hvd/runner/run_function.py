@@ -40,17 +40,20 @@ from .child import KILL_AFTER_S, SignalForwarder, die_with_parent
 from .function_task import ADDRESS_VAR, KEY_VAR
 from .host_loss import job_failure, ranks_by_host
 from .hvdrun import UNSUPPORTED, build_parser, launch_spec, rank_command
-from .launch import LISTEN_VAR, job_hosts, mpiexec_command, placement
+from .launch import LISTEN_VAR, START_TIMEOUT_VAR, job_hosts, mpiexec_command, placement
+from .launch import start_timeout as default_start_timeout
 from .networks import listen_address
 from .session_folder import session_folder
 
 TASK = "jupyter_hvd.runner.function_task"
-START_TIMEOUT_VAR, START_TIMEOUT_S = "HOROVOD_START_TIMEOUT", 30.0
 ELASTIC = ("min_num_proc", "max_num_proc", "slots", "reset_limit", "cooldown_range")
 TAIL_BYTES = 65536  # of mpiexec's output, read for lost hosts (host_loss)
 JOIN_S = 2.0  # for the output after mpiexec ends (ssh to a lost host may hold it open)
 POLL_S = 0.05
 EXIT_GRACE_S = 15.0  # for the ranks' processes to end once every rank has returned
+# More time for ranks on other hosts to fetch the function: ssh tries to reach a host for start_timeout, so that
+# one it could not reach is reported in ssh's words, not as ranks that never started.
+SSH_REPORT_S = 5.0
 LATE, RAISED, LINGERED = "late", "raised", "lingered"  # why run() stopped the job
 
 
@@ -106,8 +109,11 @@ def run(func: Callable[..., Any], args: tuple = (), kwargs: Mapping[str, Any] | 
         raise ValueError(f"run: use_gloo: {UNSUPPORTED['--gloo']}")
     if isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc < 1:
         raise ValueError(f"run: num_proc must be an int >= 1, got {num_proc!r}")
-    timeout = float(os.environ.get(START_TIMEOUT_VAR, START_TIMEOUT_S)) if start_timeout is None else start_timeout
-    options = _hvdrun_options(num_proc, hosts, hostfile, ssh_port, ssh_identity_file, disable_cache,
+    try:
+        timeout = default_start_timeout() if start_timeout is None else float(start_timeout)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"run: start_timeout: {exc}") from None
+    options = _hvdrun_options(num_proc, hosts, hostfile, ssh_port, ssh_identity_file, timeout, disable_cache,
                               output_filename, verbose, mpi_args, network_interface)
     payload = _pickled(func, args, kwargs or {})
     with session_folder() as session_dir:
@@ -122,7 +128,8 @@ def run(func: Callable[..., Any], args: tuple = (), kwargs: Mapping[str, Any] | 
             cmd, env = mpiexec_command(spec, command)
             if verbose:
                 print(shlex.join(cmd), file=sys.stderr, flush=True)
-            code, output, stopped = _run_job(cmd, env, server, num_proc, timeout)
+            several_hosts = bool(spec.hosts or spec.hostfile or spec.allocation)
+            code, output, stopped = _run_job(cmd, env, server, num_proc, timeout + SSH_REPORT_S * several_hosts)
         failure = job_failure(output, ranks_by_host(placement(spec), spec.np))
     return _outcome(server, num_proc, code, failure, stopped, timeout)
 
@@ -136,11 +143,12 @@ def _deprecated(old: str, value: Any, new: str, current: Any, current_is_default
 
 
 def _hvdrun_options(num_proc: int, hosts: str | None, hostfile: str | None, ssh_port: int | None,
-                    ssh_identity_file: str | None, disable_cache: bool | None, output_filename: str | None,
-                    verbose: Any, mpi_args: str | None, network_interface: str | None) -> argparse.Namespace:
+                    ssh_identity_file: str | None, start_timeout: float, disable_cache: bool | None,
+                    output_filename: str | None, verbose: Any, mpi_args: str | None,
+                    network_interface: str | None) -> argparse.Namespace:
     """The arguments as hvdrun's parsed flags, so that the job is launched as hvdrun launches one; a flag that
     hvdrun refuses is a ValueError with its reason."""
-    argv = ["-np", str(num_proc)]
+    argv = ["-np", str(num_proc), f"--start-timeout={max(1.0, start_timeout)}"]  # ssh's timeout: whole seconds
     for flag, value in (("--hosts", hosts), ("--hostfile", hostfile), ("--ssh-port", ssh_port),
                         ("--ssh-identity-file", ssh_identity_file), ("--output-filename", output_filename),
                         ("--mpi-args", mpi_args), ("--network-interface", network_interface)):
@@ -232,7 +240,8 @@ class _FunctionServer:
 def _run_job(cmd: list[str], env: dict[str, str], server: _FunctionServer, num_proc: int,
              timeout: float) -> tuple[int, str, str]:
     """Run mpiexec, its output copied to sys.stdout and sys.stderr, and stop it when it must be
-    (``_reason_to_stop``). Its exit code, the end of its output, and why it was stopped ('' if it ended)."""
+    (``_reason_to_stop``; ranks not started within ``timeout`` seconds). Its exit code, the end of its output,
+    and why it was stopped ('' if it ended)."""
     proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=die_with_parent(signal.SIGTERM))
     tail = bytearray()
@@ -309,12 +318,12 @@ def _outcome(server: _FunctionServer, num_proc: int, code: int, failure: str, st
     silent = [r for r in range(num_proc) if r not in server.outcomes]
     lines = str(describe_failure(errors, [r for r in server.order if r in errors])).splitlines() if errors else []
     late = stopped == LATE
+    if failure:  # a host lost or not reached: why the ranks there never started, or stopped
+        lines.append(failure)
     if late:
         started = sorted(server.fetched)
         lines.append(f"only {len(started)} of {num_proc} ranks started within {timeout:g} s (start_timeout, or "
                      f"${START_TIMEOUT_VAR}); the job was stopped")
-    if failure:
-        lines.append(failure)
     if silent and not late:
         who = f"rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))}"
         lines.append(f"{who} stopped with the job" if errors or failure else

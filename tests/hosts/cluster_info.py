@@ -2,10 +2,13 @@
 processes and files, and taking a host down."""
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,6 +106,24 @@ class ClusterInfo:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{name} did not take an ssh login within {timeout:g} s of reviving")
             time.sleep(0.2)
+
+    @contextlib.contextmanager
+    def silent_address(self) -> Iterator[str]:
+        """An address on the first network whose packets reach a host that drops them (the address is not its
+        own): what a host that is down behind a router, or one behind a firewall that drops ssh, is to ssh."""
+        network = ipaddress.ip_network(self.networks[0])
+        addr = str(network.network_address + 99)
+        host = self.hosts[-1]
+        device = next(line.split()[1] for line in host.run("ip", "-o", "-4", "addr").stdout.splitlines()
+                      if f" {host.addrs[0]}/" in line)
+        mac = host.run("cat", f"/sys/class/net/{device}/address").stdout.strip()
+        bridge = subprocess.run(["ip", "-o", "route", "get", host.addrs[0]], capture_output=True, text=True,
+                                check=True).stdout.split(" dev ")[1].split()[0]
+        subprocess.run(["ip", "neigh", "replace", addr, "lladdr", mac, "dev", bridge, "nud", "permanent"], check=True)
+        try:
+            yield addr
+        finally:
+            subprocess.run(["ip", "neigh", "del", addr, "dev", bridge], check=False)
 
     def ssh_run(self, name: str, *command: str, config: str = "config", options: tuple[str, ...] = (),
                 timeout: float = 30) -> subprocess.CompletedProcess:

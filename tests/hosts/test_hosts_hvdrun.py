@@ -75,6 +75,20 @@ def test_ssh_port_and_identity_file_reach_the_hosts(cluster):
     assert "ssh could not log in (root@h" in refused.stdout and "Permission denied (publickey" in refused.stdout
 
 
+def test_a_host_that_never_answers_fails_the_job_after_the_start_timeout(cluster):
+    """A host that drops ssh's packets: ssh waited for the kernel to give up connecting (134 s here), unless the
+    user's ssh config said otherwise (this cluster's says 10 s); now hvdrun's --start-timeout, as horovodrun's."""
+    with cluster.silent_address() as silent:
+        began = time.monotonic()
+        result = run_job(cluster, "--start-timeout", "2", "-np", "3", "-H", f"h1:2,{silent}:1", sys.executable,
+                         "-c", "pass", timeout=60)
+        took = time.monotonic() - began
+    print(f"\nthe job on a silent host failed after {took:.1f} s")
+    assert result.returncode != 0
+    assert (f"hvdrun: could not start the job on {silent}: ssh could not reach the host (ssh: connect to host {silent} "
+            "port 22: Connection timed out)") in result.stdout, result.stdout
+
+
 def test_a_host_whose_key_ssh_does_not_know_is_named_with_what_ssh_said(cluster, tmp_path):
     """A host the launching user never logged in to: ssh, run without a terminal, cannot ask."""
     config = tmp_path / "config"

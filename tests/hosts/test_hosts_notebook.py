@@ -162,3 +162,21 @@ def test_hosts_that_ssh_cannot_log_in_to_are_named_with_what_ssh_said(cluster):
         k.close()
         os.environ.clear()
         os.environ.update(saved)
+
+
+def test_a_host_that_never_answers_is_named_after_the_start_timeout(cluster):
+    saved = dict(os.environ)
+    os.environ.update({k: v for k, v in cluster.env().items() if k.startswith("PRTE_")})
+    os.environ["HOROVOD_START_TIMEOUT"] = "2"
+    k = Kernel()
+    try:
+        with cluster.silent_address() as silent:
+            k.execute("%load_ext jupyter_hvd")
+            reply, out = k.execute(f"%%hvd -np 2 --hosts h1:1,{silent}:1 --framework none\nprint('ran')", timeout=120)
+        assert reply["status"] == "error" and "] ran" not in out, out
+        assert (f"could not start 2 ranks: ssh could not reach the host (ssh: connect to host {silent} port 22: "
+                "Connection timed out)") in out, out
+    finally:
+        k.close()
+        os.environ.clear()
+        os.environ.update(saved)

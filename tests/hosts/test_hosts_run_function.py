@@ -102,3 +102,14 @@ def test_a_host_lost_in_the_middle_of_the_call_is_named_and_the_others_released(
             proc.kill()
             proc.wait()
         cluster.revive("h2")
+
+
+def test_a_host_that_never_answers_fails_the_call_after_start_timeout(cluster):
+    """As horovod.run's start_timeout bounds its checks of the hosts, ours bounds how long ssh tries to reach one."""
+    with cluster.silent_address() as silent:
+        code = (f"import jupyter_hvd\ntry:\n    jupyter_hvd.run(print, num_proc=2, hosts='h1:1,{silent}:1', "
+                "start_timeout=2)\nexcept RuntimeError as error:\n    print('raised', error)")
+        result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=cluster.env(), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert f"raised could not start the job on {silent}: ssh could not reach the host (ssh: connect to host " \
+           f"{silent} port 22: Connection timed out)" in result.stdout, result.stdout
