@@ -14,7 +14,6 @@ def api_module(framework: str) -> str:
 def other_framework_hint(value: Any, api: str) -> str:
     """'; ...' naming the API for ``value``'s framework when it is another than ``api``'s, else ''."""
     framework = type(value).__module__.split(".")[0]
-    if framework not in FLAGS or api_module(FLAGS[framework]) == api:
+    if framework not in FLAGS or (its := api_module(FLAGS[framework])) == api:
         return ""
-    return (f"; for {framework} {KINDS[framework]} use {api_module(FLAGS[framework])} (in a notebook: %%hvd -np N "
-            f"--framework {FLAGS[framework]})")
+    return f"; for {framework} {KINDS[framework]} use {its} (in a notebook: %%hvd -np N --framework {FLAGS[framework]})"
