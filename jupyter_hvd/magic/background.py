@@ -11,6 +11,7 @@ from .execution import CellRun
 from .monitor_display import MonitorDisplay
 
 FEED_S = 0.5  # the ranks send their monitor batches twice a second
+STOP_WAIT_S = 5.0
 
 
 @dataclass
@@ -54,7 +55,7 @@ class MonitorFeeder:
 
     def stop(self) -> None:
         self._stopping.set()
-        self._thread.join()
+        self._thread.join(STOP_WAIT_S)  # a feed takes milliseconds; a wedged front end's comm must not hang us
 
     def _feed(self) -> None:
         while not self._stopping.wait(FEED_S):
