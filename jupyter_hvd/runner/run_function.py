@@ -53,7 +53,7 @@ POLL_S = 0.05
 EXIT_GRACE_S = 15.0  # for the ranks' processes to end once every rank has returned
 # More time for ranks on other hosts to fetch the function: ssh tries to reach a host for start_timeout, so that
 # one it could not reach is reported in ssh's words, not as ranks that never started.
-SSH_REPORT_S = 5.0
+SSH_REPORT_S = 10.0
 LATE, RAISED, LINGERED = "late", "raised", "lingered"  # why run() stopped the job
 
 
