@@ -1,6 +1,7 @@
 """The %%hvd magic's flags and the job they ask for, checked without starting ranks."""
 import importlib.util
 import os
+import sys
 
 import pytest
 from IPython.core.error import UsageError
@@ -86,8 +87,10 @@ def test_a_job_that_differs_says_what_changed(ip, line, reason):
     assert config_of(magics, line).changes_from(running) == reason
 
 
-def test_framework_defaults_to_mxnet_when_installed(ip):
+def test_framework_defaults_to_mxnet_when_installed(ip, monkeypatch):
     from jupyter_hvd import _C
+    for name in ("torch", "mxnet"):  # a kernel that has imported neither (other tests here import them)
+        monkeypatch.delitem(sys.modules, name, raising=False)
     fresh = HvdMagics(ip)
     expected = "mxnet" if importlib.util.find_spec("mxnet") and hasattr(_C, "mxnet_push") else "none"
     assert config_of(fresh, "-np 1").framework == expected
