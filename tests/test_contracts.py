@@ -11,7 +11,7 @@ import pytest
 import jupyter_hvd as hvd
 from jupyter_hvd import _C, dtypes, errors
 from jupyter_hvd.monitor import Monitor, batch
-from jupyter_hvd.runner import hvdrun
+from jupyter_hvd.runner import hvdrun, launch
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 SETTINGS = {s["name"]: s for s in _C.settings()}
@@ -101,10 +101,12 @@ def readme_defaults() -> dict[str, str]:
 
 
 def test_the_readme_lists_every_engine_setting_with_its_default() -> None:
+    """And the one Horovod variable the launchers read rather than the engine, the start timeout."""
     readme = readme_defaults()
     engine = {name: s["default"] or "unset" for name, s in SETTINGS.items()}
     assert {name: readme.get(name) for name in engine} == engine
-    assert [n for n in readme if n.startswith("HOROVOD_") and n not in SETTINGS] == []
+    assert readme[launch.START_TIMEOUT_VAR] == f"{launch.START_TIMEOUT_S:g}"
+    assert [n for n in readme if n.startswith("HOROVOD_") and n not in {*SETTINGS, launch.START_TIMEOUT_VAR}] == []
 
 
 def test_settings_are_checked_as_the_engine_reads_them() -> None:
