@@ -23,12 +23,11 @@ class Submitted:
     output_name: str | None  # -o NAME
     shown: int  # the rank whose value the cell shows
     quiet: bool  # the cell ends with ';'
-    view: MonitorDisplay | None
     feeder: MonitorFeeder | None = None
-    started: float = 0.0
 
-    def __post_init__(self) -> None:
-        self.started = self.started or time.monotonic()
+    @property
+    def view(self) -> MonitorDisplay | None:
+        return self.run.monitor
 
     def stop_feeding(self) -> None:
         if self.feeder is not None:
@@ -39,7 +38,7 @@ class Submitted:
         return not all(result.ready() for result in self.run.results)
 
     def describe(self) -> str:
-        state = f"running for {time.monotonic() - self.started:.0f}s" if self.running() else "ended"
+        state = f"running for {time.monotonic() - self.run.started:.0f}s" if self.running() else "ended"
         return f"%%hvd cell {self.number} in the background ({state})"
 
 

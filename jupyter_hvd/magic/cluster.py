@@ -261,8 +261,9 @@ class RankCluster:
                 late = [str(rank) for rank, r in zip(ranks, results) if not r.ready()]
                 if not patient:
                     raise RankError(f"ranks did not answer within {timeout:g}s")
-                print(f"[hvd] rank{'s' if len(late) > 1 else ''} {', '.join(late)} still busy with the transfer after {timeout:g}s (a large value takes "
-                      "time over a network); waiting on: interrupt the kernel to stop waiting", file=sys.stderr)
+                print(f"[hvd] rank{'s' if len(late) > 1 else ''} {', '.join(late)} still busy with the transfer after "
+                      f"{timeout:g}s (a large value takes time over a network); waiting on: interrupt the kernel to "
+                      "stop waiting", file=sys.stderr)
                 deadline = None
             wait_a_little(results)
         for rank, result in zip(ranks, results):  # a request between cells: the next cell shows what it printed

@@ -105,7 +105,7 @@ class HvdMagics(Magics):
         except BaseException:
             self._ended(view, RankError("the cell did not start"))
             raise
-        submitted = Submitted(run, self._cells, args.output, shown, cell.rstrip().endswith(";"), view)
+        submitted = Submitted(run, self._cells, args.output, shown, cell.rstrip().endswith(";"))
         if not args.noblock:
             return self._finish(submitted)
         if view is not None:
@@ -153,7 +153,8 @@ class HvdMagics(Magics):
     @line_magic("hvd")
     def hvd_line(self, line: str) -> Any:
         """Manage the ranks: status, stop, restart, push NAME [NAME...], pull NAME [NAME...] [--rank R],
-        monitor, wait (for a --noblock cell); or start them (or change the job) with %%hvd's flags and no code: %hvd -np 2."""
+        monitor, wait (for a --noblock cell); or start them (or change the job) with %%hvd's flags and no code:
+        %hvd -np 2."""
         if line.split() in (["-h"], ["--help"]):  # IPython's magics take no -h: their help is %hvd?
             both = self.hvd_line.parser.format_help() + "\n" + self.hvd_cell.parser.format_help()
             print(both.replace("::\n\n", "").replace("%hvd_line", "%hvd").replace("%hvd_cell", "%%hvd"))
@@ -196,7 +197,8 @@ class HvdMagics(Magics):
         if self.cluster is None:
             return "[hvd] no ranks running"
         if self.background is not None and self.background.running():  # the ranks answer once it ends
-            return f"[hvd] {len(self.cluster.ranks)} ranks on {self.cluster.config.where()}: {self.background.describe()}"
+            where = self.cluster.config.where()
+            return f"[hvd] {len(self.cluster.ranks)} ranks on {where}: {self.background.describe()}"
         cluster = self.cluster
         try:
             states = cluster.gather(cluster.submit(rank_status), timeout=10)

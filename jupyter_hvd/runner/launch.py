@@ -85,6 +85,11 @@ class LaunchSpec:
     ssh_args: list[str] = field(default_factory=list)  # ssh options for the other hosts (port, key)
     start_timeout: float | None = None  # seconds; None: $HOROVOD_START_TIMEOUT, else START_TIMEOUT_S
 
+    @property
+    def several_hosts(self) -> bool:
+        """Whether the job may place ranks on other hosts than this one (a placement or an allocation)."""
+        return bool(self.hosts or self.hostfile or self.allocation)
+
 
 @dataclass(frozen=True)
 class RankPlace:
@@ -259,7 +264,7 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
     if not argv:
         raise ValueError("no command to run")
     env = {**os.environ, **(ROOT_ENV if os.geteuid() == 0 else {}), **spec.env}
-    several_hosts = bool(spec.hosts or spec.hostfile or spec.allocation)
+    several_hosts = spec.several_hosts
     if spec.session_dir and not any(name in env for name in SESSION_DIR_VARS):
         env[LOCAL_SESSION_DIR_VAR if several_hosts else SESSION_DIR_VAR] = spec.session_dir
     for name, value in KEEP_FREED_MEMORY.items():

@@ -128,8 +128,8 @@ def run(func: Callable[..., Any], args: tuple = (), kwargs: Mapping[str, Any] | 
             cmd, env = mpiexec_command(spec, command)
             if verbose:
                 print(shlex.join(cmd), file=sys.stderr, flush=True)
-            several_hosts = bool(spec.hosts or spec.hostfile or spec.allocation)
-            code, output, stopped = _run_job(cmd, env, server, num_proc, timeout + SSH_REPORT_S * several_hosts)
+            code, output, stopped = _run_job(cmd, env, server, num_proc,
+                                             timeout + SSH_REPORT_S * spec.several_hosts)
         failure = job_failure(output, ranks_by_host(placement(spec), spec.np))
     return _outcome(server, num_proc, code, failure, stopped, timeout)
 
