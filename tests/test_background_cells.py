@@ -1,5 +1,6 @@
-"""%%hvd --noblock in a real kernel: the notebook is free while the ranks run the cell, and its output, value,
-failure and monitor show where it is waited for (%hvd wait, or the next request to the ranks)."""
+"""%%hvd --noblock in a real kernel: the notebook is free while the ranks run the cell, its output and monitor
+show under it as they come, and its value and failure where it is waited for (%hvd wait, or the next request to
+the ranks)."""
 import pytest
 
 from test_kernel import rank_pids, with_ranks
@@ -23,26 +24,38 @@ def until_file(path: str) -> str:
             f"else:\n    raise TimeoutError('the notebook never created the file')\n")
 
 
+def until_shown(kernel, msg_id: str, lines: list[str]) -> str:
+    """What the notebook shows under request ``msg_id`` once it holds every line, while the notebook runs other
+    cells (up to 60 s)."""
+    for _ in range(300):
+        if all(line in (shown := kernel.shown_under(msg_id)) for line in lines):
+            return shown
+        kernel.execute("import time; time.sleep(0.2)")
+    raise AssertionError(f"never shown under the cell: {lines}; shown: {shown!r}")
+
+
 def test_the_notebook_runs_cells_while_the_ranks_run_one_in_the_background(kernel, tmp_path):
     go = str(tmp_path / "go")
     cell = ("%%hvd --noblock -o values\nprint('started', hvd.rank(), flush=True)\n" + until_file(go) +
             "total = hvd.allreduce(torch.ones(1) * hvd.rank(), op=hvd.Sum).item()\nprint('total', total)\n"
             "hvd.rank() * 10 + 7")
     reply, out = kernel.execute(cell)
+    background = kernel.last_id
     assert reply["status"] == "ok", out
-    assert "[hvd] cell" in out and "runs in the background on 2 ranks" in out, out
-    assert "[rank 0]" not in out, out  # its output shows where it is waited for
+    assert "runs in the background on 2 ranks: its output shows here as it comes" in out, out
+    until_shown(kernel, background, ["[rank 0] started 0", "[rank 1] started 1"])  # before the file exists
     reply, out = kernel.execute("%hvd status")
     assert "in the background (running for" in out, out
     reply, out = kernel.execute("%hvd monitor")
     assert "its monitor is under it" in out, out
     reply, out = kernel.execute(f"open({go!r}, 'w').close()\nprint('the notebook is free')")
     assert reply["status"] == "ok" and "the notebook is free" in out, out
+    shown = until_shown(kernel, background, ["[rank 0] total 1.0", "[rank 1] total 1.0"])
+    assert "the notebook is free" not in shown and "[rank 0] started 0" not in out, (shown, out)
 
     reply, out = kernel.execute("%hvd wait")
     assert reply["status"] == "ok", out
-    for rank in (0, 1):
-        assert f"[rank {rank}] started {rank}" in out and f"[rank {rank}] total 1.0" in out, out
+    assert "[rank" not in out, out  # shown under the cell already
     assert out.rstrip().endswith("7"), out  # rank 0's value
     assert kernel.execute("print(values)")[1].strip() == "[7, 17]"
     assert "no cell runs in the background" in kernel.execute("%hvd wait")[1]
@@ -50,19 +63,27 @@ def test_the_notebook_runs_cells_while_the_ranks_run_one_in_the_background(kerne
     assert reply["status"] == "ok" and "[rank 1] next 1.0" in out, out
 
 
+def shown_once_before(shown: str, line: str, later: str) -> bool:
+    return shown.count(line) == 1 and later in shown and shown.index(line) < shown.index(later)
+
+
 def test_the_next_request_to_the_ranks_shows_the_background_cell_first(kernel, tmp_path):
     go = str(tmp_path / "go")
     kernel.execute(f"%%hvd --noblock\n" + until_file(go) + "print('background done', hvd.rank())\nbg = hvd.rank()")
+    background = kernel.last_id
     kernel.execute(f"open({go!r}, 'w').close()")
     reply, out = kernel.execute("%hvd pull bg --rank 1")
     assert reply["status"] == "ok", out
-    assert out.index("[rank 1] background done 1") < out.index("[hvd] pulled bg from rank 1"), out
+    # under the cell if it came while the notebook was free, else under the pull, before what it pulled
+    shown = kernel.shown_under(background) + out
+    assert shown_once_before(shown, "[rank 1] background done 1", "[hvd] pulled bg from rank 1"), shown
     assert kernel.execute("print(bg)")[1].strip() == "1"
 
     kernel.execute(f"%%hvd --noblock\nprint('second', hvd.rank())")
+    background = kernel.last_id
     reply, out = kernel.execute("%%hvd\nprint('third', hvd.rank())")
     assert reply["status"] == "ok", out
-    assert out.index("[rank 0] second 0") < out.index("[rank 0] third 0"), out
+    assert shown_once_before(kernel.shown_under(background) + out, "[rank 0] second 0", "[rank 0] third 0"), out
 
 
 def test_a_background_cell_that_fails_stops_the_next_cell_with_its_error(kernel):
@@ -100,10 +121,11 @@ def test_stop_ends_a_background_cell_with_its_ranks(kernel, tmp_path):
 
 def test_interrupting_the_wait_interrupts_the_ranks_and_keeps_them(kernel):
     pids = rank_pids(kernel.execute("%hvd status")[1])
-    kernel.execute("%%hvd --noblock\nprint('waiting', flush=True)\ntime.sleep(60)")
+    kernel.execute("%%hvd --noblock\nimport time\nfor _ in range(600):\n    print('waiting', flush=True)\n    time.sleep(0.1)")
+    until_shown(kernel, kernel.last_id, ["[rank 0] waiting", "[rank 1] waiting"])
     sent = []
 
-    def interrupt_once_both_wait(text: str) -> None:
+    def interrupt_once_both_wait(text: str) -> None:  # the wait shows what the ranks print from now on
         if not sent and "[rank 0] waiting" in text and "[rank 1] waiting" in text:
             sent.append(True)
             kernel.km.interrupt_kernel()

@@ -58,26 +58,42 @@ class Kernel:
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
+        self._keep_later_output()
 
     def execute(self, code: str, timeout: float = 120.0, on_output=None) -> tuple[dict, str]:
-        """Run code; return the reply's content and the text it printed, returned or raised (so far: on_output)."""
+        """Run code; return the reply's content and the text it printed, returned or raised (so far: on_output).
+        ``last_id`` is its request's id, for ``shown_under`` later."""
         chunks = []
 
         def collect(msg: dict) -> None:
-            content, kind = msg["content"], msg["msg_type"]
-            if kind == "stream":
-                chunks.append(content["text"])
-            elif kind in ("execute_result", "display_data"):
-                chunks.append(content["data"].get("text/plain", "") + "\n")
-            elif kind == "error":
-                chunks.append("\n".join(content["traceback"]) + "\n")
-            else:
-                return
-            if on_output is not None:
-                on_output("".join(chunks))
+            if text := shown_text(msg):
+                chunks.append(text)
+                if on_output is not None:
+                    on_output("".join(chunks))
 
         reply = self.kc.execute_interactive(code, timeout=timeout, output_hook=collect)
+        self.last_id = reply["parent_header"]["msg_id"]
         return reply["content"], "".join(chunks)
+
+    def shown_under(self, msg_id: str) -> str:
+        """The text shown so far under a request, with what came after its reply (a background cell's output),
+        as far as the client has read the kernel's messages (each ``execute`` reads them)."""
+        return "".join(self._later.get(msg_id, []))
+
+    def _keep_later_output(self) -> None:
+        """Keep the text of the messages that the client reads while it waits for another request (it drops
+        them), by the request they belong to."""
+        self._later: dict[str, list[str]] = {}
+        channel = self.kc.iopub_channel
+        get_msg = channel.get_msg
+
+        def get_and_keep(*args, **kwargs) -> dict:
+            msg = get_msg(*args, **kwargs)
+            if text := shown_text(msg):
+                self._later.setdefault(msg["parent_header"].get("msg_id"), []).append(text)
+            return msg
+
+        channel.get_msg = get_and_keep
 
     def close(self) -> None:
         """Stop the kernel if still running, give what it started time to go (a killed kernel's job
@@ -87,6 +103,18 @@ class Kernel:
             self.km.shutdown_kernel(now=True)
         for process in wait_gone(self.tag, SHUTDOWN_LIMIT_S):
             process.kill()
+
+
+def shown_text(msg: dict) -> str:
+    """The text an IOPub message shows: a stream's, a result's or display's plain text, an error's traceback."""
+    content, kind = msg["content"], msg["msg_type"]
+    if kind == "stream":
+        return content["text"]
+    if kind in ("execute_result", "display_data"):
+        return content["data"].get("text/plain", "") + "\n"
+    if kind == "error":
+        return "\n".join(content["traceback"]) + "\n"
+    return ""
 
 
 def rank_pids(status: str) -> list[int]:

@@ -7,11 +7,14 @@ import inspect
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client
 
 import numpy as np
 import psutil
@@ -20,6 +23,7 @@ from hvdrun_cli import clean_env
 from test_kernel import Kernel, tagged
 
 import jupyter_hvd
+from jupyter_hvd.runner import run_function
 from jupyter_hvd.runner.run_function import RunError
 
 pytestmark = pytest.mark.timeout(120)
@@ -139,7 +143,9 @@ def test_a_function_that_does_not_pickle_is_refused_before_any_rank_starts():
     ({"ssh_port": 0}, "argument -p/--ssh-port: must be >= 1, got 0"),
     ({"hosts": "h1:two"}, "h1:two"),
     ({"mpi_args": '--bind-to "core'}, "run: No closing quotation"),
-], ids=["elastic", "deprecated elastic", "gloo", "hosts and hostfile", "no ranks", "ssh port", "hosts", "mpi args"])
+    ({"start_timeout": "soon"}, "run: start_timeout: could not convert string to float: 'soon'"),
+], ids=["elastic", "deprecated elastic", "gloo", "hosts and hostfile", "no ranks", "ssh port", "hosts", "mpi args",
+        "start timeout"])
 @pytest.mark.filterwarnings("ignore:max_np is deprecated:DeprecationWarning")
 def test_arguments_that_cannot_work_are_a_value_error(arguments, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -160,6 +166,29 @@ def test_ranks_that_never_fetch_the_function_stop_the_job_after_start_timeout(tm
                                        r"\$HOROVOD_START_TIMEOUT\); the job was stopped"):
         jupyter_hvd.run(print, num_proc=2, executable=str(never), start_timeout=1)
     assert time.monotonic() - began < 60  # the sleeps were ended with the job
+
+
+def test_a_connection_that_stalls_or_has_no_key_delays_no_rank(monkeypatch):
+    """Before the ranks start, the server gets a connection that never authenticates and one with a wrong key;
+    the ranks still fetch the function and send back what it returned (each connection is answered apart)."""
+    stalled: list[socket.socket] = []
+    enter = run_function._FunctionServer.__enter__
+
+    def enter_with_intruders(server):
+        enter(server)
+        host, port = server.address.rsplit(":", 1)
+        stalled.append(socket.create_connection((host, int(port))))
+        with pytest.raises(AuthenticationError):
+            Client((host, int(port)), authkey=b"not the key")
+        return server
+
+    monkeypatch.setattr(run_function._FunctionServer, "__enter__", enter_with_intruders)
+    try:
+        results = jupyter_hvd.run(rank_and_sum, args=(1.0,), num_proc=2, start_timeout=30)
+    finally:
+        for sock in stalled:
+            sock.close()
+    assert len(stalled) == 1 and [r.total for r in results] == [1.0, 1.0]
 
 
 def test_output_filename_and_verbose(tmp_path, capsys):

@@ -1,16 +1,18 @@
-"""A %%hvd cell run with --noblock: on the ranks while the notebook does other things, its monitor fed as the
-ranks report, and its end (output, failure, value) shown where it is waited for (``%hvd wait``, or the next
-request to the ranks)."""
+"""A %%hvd cell run with --noblock: on the ranks while the notebook does other things, its output shown under it
+and its monitor fed as the ranks send them, and its end (value, failure) shown where it is waited for
+(``%hvd wait``, or the next request to the ranks)."""
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from .execution import CellRun
 from .monitor_display import MonitorDisplay
 
-FEED_S = 0.5  # the ranks send their monitor batches twice a second
+FEED_S = 0.1  # how often the ranks' output and monitor batches are taken
 STOP_WAIT_S = 5.0
 
 
@@ -23,7 +25,7 @@ class Submitted:
     output_name: str | None  # -o NAME
     shown: int  # the rank whose value the cell shows
     quiet: bool  # the cell ends with ';'
-    feeder: MonitorFeeder | None = None
+    feeder: Feeder | None = None
 
     @property
     def view(self) -> MonitorDisplay | None:
@@ -42,14 +44,26 @@ class Submitted:
         return f"%%hvd cell {self.number} in the background ({state})"
 
 
-class MonitorFeeder:
-    """Feeds a background cell's monitor while nothing waits for the cell (a batch is dated by its arrival, so
-    it must be taken as it comes), refreshing its widget, until the cell ends or ``stop()``."""
+def cell_outputs(shell: Any) -> list[Any]:
+    """Where this kernel's output goes (stdout, stderr, displays), when each can send a thread's output under a
+    cell of the thread's choice (ipykernel's ``set_thread_parent``); empty where not (a terminal, an older
+    ipykernel)."""
+    if getattr(shell, "kernel", None) is None:
+        return []
+    outputs = [sys.stdout, sys.stderr, getattr(shell, "display_pub", None)]
+    return outputs if all(hasattr(out, "set_thread_parent") for out in outputs) else []
 
-    def __init__(self, view: MonitorDisplay, results: list) -> None:
-        self._view, self._results = view, results
+
+class Feeder:
+    """Shows a background cell as it runs while nothing waits for it, from a thread of its own: the ranks' output
+    under the cell (where ``cell_outputs`` can send it there; else it waits for the cell's end to be shown), and
+    its monitor, fed and refreshed (a batch is dated by its arrival, so it must be taken as it comes); until the
+    cell ends (then its last output and its monitor's final numbers) or ``stop()``."""
+
+    def __init__(self, run: CellRun, outputs: list[Any], parent: dict[str, Any] | None) -> None:
+        self._run, self._outputs, self._parent = run, outputs, parent
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._feed, name="jupyter_hvd monitor feeder", daemon=True)
+        self._thread = threading.Thread(target=self._feed, name="jupyter_hvd background cell", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -57,14 +71,24 @@ class MonitorFeeder:
         self._thread.join(STOP_WAIT_S)  # a feed takes milliseconds; a wedged front end's comm must not hang us
 
     def _feed(self) -> None:
+        for out in self._outputs:  # this thread's output goes under the cell, whatever cell runs now
+            out.set_thread_parent(self._parent)
+        run, view = self._run, self._run.monitor
         while not self._stopping.wait(FEED_S):
-            ended = all(result.ready() for result in self._results)
+            ended = all(result.ready() for result in run.results)
             try:
-                self._view.collect(self._results)
-            except Exception:  # a widget whose front end went away: the wait shows the monitor's summary
+                if self._outputs:
+                    run.output.poll(run.results)
+                if view is not None:
+                    view.collect(run.results)
+                if ended:
+                    if self._outputs:
+                        run.finish_output()
+                    if view is not None:  # its elapsed time ends now, not when someone waits, and the widget says so
+                        view.monitor.finish()
+                        if view.widget is not None:
+                            view.widget.close_cell()
+            except Exception:  # a front end that went away: the wait shows the rest
                 return
-            if ended:  # its elapsed time ends now, not when someone waits, and the widget says so
-                self._view.monitor.finish()
-                if self._view.widget is not None:
-                    self._view.widget.close_cell()
+            if ended:
                 return

@@ -41,6 +41,7 @@ class CellRun:
         self.interrupted_at: float | None = None  # when the kernel sent SIGINT to the ranks
         self.why_interrupted = ""
         self.signalled: list[int] = []
+        self._output_finished = False
 
     def wait(self) -> list[Any]:
         """Return each rank's value of the cell's last expression (None where not asked for), or raise RankError."""
@@ -56,7 +57,7 @@ class CellRun:
                     if self.interrupted_at is not None:  # a second interrupt: stop waiting for the ranks
                         self._give_up("interrupted twice")
                     self._interrupt("the kernel was interrupted")
-        self._finish_output()
+        self.finish_output()
         errors = {rank: r.exception() for rank, r in enumerate(self.results) if r.exception() is not None}
         if any(isinstance(e, EngineError) for e in errors.values()):
             self.cluster.raise_if_dead()
@@ -99,7 +100,7 @@ class CellRun:
 
     def _give_up(self, why: str) -> None:
         running = [rank for rank, r in enumerate(self.results) if not r.ready()]
-        self._finish_output()
+        self.finish_output()
         self.cluster.stop()
         raise RankError(
             f"{why}: ranks {_ranks(running)} did not finish, so the job was stopped; "
@@ -107,7 +108,11 @@ class CellRun:
             tuple(running),
         )
 
-    def _finish_output(self) -> None:
+    def finish_output(self) -> None:
+        """Show the output that trails the ranks' results, and what is left of unfinished lines; once."""
+        if self._output_finished:
+            return
+        self._output_finished = True
         deadline = time.monotonic() + OUTPUT_WAIT_S
         for result in self.results:
             if result.ready():

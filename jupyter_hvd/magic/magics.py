@@ -17,7 +17,7 @@ from ..runner.host_loss import hosts_left
 from ..runner.launch import LaunchSpec, check_placement, parse_export, placement
 from ..runner.slurm import allocation
 from .cluster import LaunchConfig, RankCluster
-from .background import MonitorFeeder, Submitted
+from .background import Feeder, Submitted, cell_outputs
 from .execution import CellRun
 from .failures import RankError
 from .frameworks import FRAMEWORKS, default_framework, other_framework_note, unavailable_reason
@@ -68,7 +68,7 @@ class HvdMagics(Magics):
     @argument("--framework", choices=FRAMEWORKS, help="API bound to hvd on the ranks (default: see README)")
     @argument("--no-monitor", action="store_true", help="do not show the training monitor")
     @argument("--noblock", action="store_true",
-              help="run the cell in the background: the notebook is free at once; %%hvd wait shows its output")
+              help="run the cell in the background: the notebook is free at once; %%hvd wait shows its end")
     @argument("--baseline", type=float, metavar="SAMPLES_PER_S",
               help="one rank's samples/s, the reference for scaling efficiency")
     @cell_magic("hvd")
@@ -108,12 +108,15 @@ class HvdMagics(Magics):
         submitted = Submitted(run, self._cells, args.output, shown, cell.rstrip().endswith(";"))
         if not args.noblock:
             return self._finish(submitted)
+        outputs = cell_outputs(self.shell)
+        print(f"[hvd] cell {self._cells} runs in the background on {config.np} ranks: "
+              + ("its output shows here as it comes, " if outputs else "") + "%hvd wait shows the rest and its value "
+              "(the next %%hvd cell, push or pull waits for it first)")
         if view is not None:
             view.show_now()
-            submitted.feeder = MonitorFeeder(view, run.results)
+        if outputs or view is not None:
+            submitted.feeder = Feeder(run, outputs, self.shell.kernel.get_parent() if outputs else None)
         self.background = submitted
-        print(f"[hvd] cell {self._cells} runs in the background on {config.np} ranks: %hvd wait shows its output "
-              "and value (the next %%hvd cell, push or pull shows them first)")
         return None
 
     def wait_background(self) -> Any:
@@ -126,7 +129,7 @@ class HvdMagics(Magics):
         if submitted.run.cluster is not self.cluster:  # stopped with its ranks (a crash, %hvd stop)
             print(f"[hvd] {submitted.describe()} was stopped with the ranks")
             return None
-        print(f"[hvd] output of %%hvd cell {submitted.number}, run in the background:")
+        print(f"[hvd] the end of %%hvd cell {submitted.number}, run in the background:")
         return self._finish(submitted)
 
     def _finish(self, submitted: Submitted) -> Any:

@@ -25,6 +25,7 @@ import secrets
 import shlex
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -32,7 +33,8 @@ import time
 import types
 import warnings
 from collections.abc import Callable, Mapping
-from multiprocessing.connection import Listener
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 from typing import Any, TextIO
 
 from ..rank_failures import RankError, describe_failure
@@ -54,6 +56,7 @@ EXIT_GRACE_S = 15.0  # for the ranks' processes to end once every rank has retur
 # More time for ranks on other hosts to fetch the function: ssh tries to reach a host for start_timeout, so that
 # one it could not reach is reported in ssh's words, not as ranks that never started.
 SSH_REPORT_S = 10.0
+IDLE_S = 60  # a connection to the server that sends nothing for this long is dropped
 LATE, RAISED, LINGERED = "late", "raised", "lingered"  # why run() stopped the job
 
 
@@ -189,15 +192,18 @@ def _pickled(func: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any]) -
 
 class _FunctionServer:
     """Hands the pickled call to each rank that asks (``fetched``), and keeps what each sent back
-    (``outcomes``, in the order they came: ``order``), until closed."""
+    (``outcomes``, in the order they came: ``order``), until closed. Each connection is answered on a thread of
+    its own, so that one that is slow or stalls (a rank sending a large value, a port scanner that never
+    authenticates) delays no other; one that sends nothing for IDLE_S is dropped."""
 
     def __init__(self, where: str, payload: bytes, num_proc: int):
         self.key = secrets.token_bytes(32)
-        self._listener = Listener(("" if where == "*" else where, 0), authkey=self.key)
-        host, port = self._listener.address[:2]
+        self._socket = socket.create_server(("" if where == "*" else where, 0), backlog=max(16, 2 * num_proc))
+        host, port = self._socket.getsockname()[:2]
         self.address = f"{socket.gethostname() if where == '*' else host}:{port}"
         self._payload, self._num_proc = payload, num_proc
         self._paths = [os.path.abspath(path) for path in sys.path]  # "" is the working folder
+        self._lock = threading.Lock()  # over what follows, which no connection changes once closing is set
         self._closing = False
         self.fetched: set[int] = set()
         self.outcomes: dict[int, tuple[str, Any]] = {}
@@ -211,30 +217,46 @@ class _FunctionServer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._closing = True
-        with contextlib.suppress(OSError):  # wake accept(); the connection fails its authentication
-            socket.create_connection(self._listener.address[:2], timeout=1).close()
+        with self._lock:
+            self._closing = True
+        with contextlib.suppress(OSError):  # wake accept()
+            socket.create_connection(self._socket.getsockname()[:2], timeout=1).close()
         self._thread.join(5)
-        self._listener.close()
+        self._socket.close()
 
     def _serve(self) -> None:
         while not self._closing:
             try:
-                conn = self._listener.accept()
-            except Exception:  # a connection without the key (our wake-up too), or the listener closed
-                continue
-            with conn:
-                with contextlib.suppress(EOFError, OSError):
-                    request = conn.recv()
-                    if request[0] == "fetch":
-                        conn.send((self._paths, self._payload))
-                        self.fetched.add(request[1])
-                    elif request[0] == "result":
-                        self.outcomes[request[1]] = request[2]
-                        self.order.append(request[1])
-                        self.raised = self.raised or request[2][0] == "raised"
-                        if len(self.outcomes) == self._num_proc and not self.raised:
-                            self.returned_at = time.monotonic()
+                sock, _ = self._socket.accept()
+            except OSError:  # the socket closed
+                return
+            if self._closing:
+                sock.close()
+                return
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(IDLE_S), 0))
+            threading.Thread(target=self._answer, args=(Connection(sock.detach()),),
+                             name="jupyter_hvd.run connection", daemon=True).start()
+
+    def _answer(self, conn: Connection) -> None:
+        with conn, contextlib.suppress(EOFError, OSError, AuthenticationError):
+            deliver_challenge(conn, self.key)  # as Listener.accept does, but off the accepting thread
+            answer_challenge(conn, self.key)
+            request = conn.recv()
+            if request[0] == "fetch":
+                conn.send((self._paths, self._payload))
+            with self._lock:
+                if not self._closing:
+                    self._record(request)
+
+    def _record(self, request: tuple) -> None:
+        if request[0] == "fetch":
+            self.fetched.add(request[1])
+        elif request[0] == "result":
+            self.outcomes[request[1]] = request[2]
+            self.order.append(request[1])
+            self.raised = self.raised or request[2][0] == "raised"
+            if len(self.outcomes) == self._num_proc and not self.raised:
+                self.returned_at = time.monotonic()
 
 
 def _run_job(cmd: list[str], env: dict[str, str], server: _FunctionServer, num_proc: int,
