@@ -136,7 +136,8 @@ def server(tmp_path_factory):
     nbformat.write(nb, root / "monitor_check.ipynb")
     outputs = [nbformat.v4.new_code_cell(c) for c in ["%load_ext jupyter_hvd", LIVE_CELL, *TABLE_CELLS, "%hvd stop"]]
     nbformat.write(nbformat.v4.new_notebook(cells=outputs, metadata=nb.metadata), root / "outputs_check.ipynb")
-    background = MONITOR_CELL.replace("--framework none", "--framework none --noblock", 1)
+    background = MONITOR_CELL.replace("--framework none", "--framework none --noblock", 1).replace(
+        "while True:", "print('training in the background on rank', hvd.rank(), flush=True)\nwhile True:", 1)
     nb.cells = [nbformat.v4.new_code_cell(c) for c in ["%load_ext jupyter_hvd",
                                                        background.format(stop=str(root / BACKGROUND_STOP)),
                                                        "print('the notebook is free')"]]
@@ -313,6 +314,11 @@ def test_the_monitor_of_a_background_cell_stays_live_while_the_notebook_is_idle(
         timeout=RUN_S)
     page.wait_for_function(LIVE_RATES, timeout=RUN_S)
     assert page.evaluate(KERNEL_READY), page_report(page)  # the kernel is idle: no cell waits for the ranks
+    cell = page.locator(".jp-CodeCell").nth(1)
+    for rank in (0, 1):  # the ranks' lines under the cell itself, while nothing waits for it
+        cell.locator(".jp-OutputArea-output", has_text=f"[rank {rank}] training in the background on rank {rank}"
+                     ).wait_for(timeout=30_000)
+    assert "training in the background" not in page.locator(".jp-CodeCell").nth(2).inner_text(), page_report(page)
     updates = page.evaluate(COUNT_UPDATES, [3000, 3 * 3]) // 3
     print(f"\n{updates} throughput refreshes in 3 s with the kernel idle")
     assert updates >= 3, f"only {updates} throughput refreshes in 3 s while the cell ran in the background"

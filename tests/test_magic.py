@@ -629,3 +629,18 @@ def test_a_cell_that_ends_before_its_output_is_collected_keeps_the_order(ip, sta
     assert result.success
     assert [line for line in out.splitlines() if line.startswith(("[rank 0]", "'middle 0'"))] == [
         "[rank 0] before", "[rank 0]", "'middle 0'", "[rank 0] after"], out
+
+
+def test_outside_a_kernel_a_background_cell_shows_its_output_where_it_is_waited_for(ip, started, capsys, tmp_path):
+    """A terminal cannot put a thread's lines under a cell, so they wait: nothing of the cell prints meanwhile."""
+    go = tmp_path / "go"
+    result, out = run(ip, capsys, f"{HEAD} --noblock\nimport os, time\nprint('early', hvd.rank(), flush=True)\n"
+                                  f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\nprint('late')")
+    assert result.success and "its output shows here" not in out and "%hvd wait shows the rest" in out, out
+    time.sleep(1.0)  # the ranks print 'early' meanwhile
+    result, out = run(ip, capsys, "print('the notebook runs')")
+    assert out == "the notebook runs\n", out
+    go.touch()
+    result, out = run(ip, capsys, "%hvd wait")
+    assert result.success, out
+    assert out.index("[hvd] the end of %%hvd cell") < out.index("[rank 1] early 1") < out.index("[rank 1] late"), out
