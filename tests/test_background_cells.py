@@ -86,6 +86,23 @@ def test_the_next_request_to_the_ranks_shows_the_background_cell_first(kernel, t
     assert shown_once_before(kernel.shown_under(background) + out, "[rank 0] second 0", "[rank 0] third 0"), out
 
 
+def test_a_cell_that_captures_its_output_meanwhile_takes_none_of_the_background_cells(kernel, tmp_path):
+    go = str(tmp_path / "go")
+    kernel.execute("%%hvd --noblock\nfrom IPython.display import display, HTML\nfor _ in range(600):\n"
+                   "    print('tick', flush=True)\n    display(HTML('<i>shown</i>'))\n    time.sleep(0.1)\n"
+                   f"    if os.path.exists({go!r}):\n        break\n")
+    background = kernel.last_id
+    until_shown(kernel, background, ["[rank 0] tick", "[rank 1] tick"])
+    before = kernel.shown_under(background).count("[rank 1] tick")
+    reply, out = kernel.execute("%%capture captured\nimport time\ntime.sleep(1.5)\nprint('mine')")
+    assert reply["status"] == "ok" and out == "", out
+    reply, out = kernel.execute("print(repr(captured.stdout), len(captured.outputs))")
+    assert out.strip() == "'mine\\n' 0", out
+    kernel.execute(f"open({go!r}, 'w').close()")
+    assert kernel.execute("%hvd wait")[0]["status"] == "ok"
+    assert kernel.shown_under(background).count("[rank 1] tick") > before  # they went under the cell meanwhile
+
+
 def test_a_background_cell_that_fails_stops_the_next_cell_with_its_error(kernel):
     reply, out = kernel.execute("%%hvd --noblock\nran_after = False\nraise ValueError(f'no data on {hvd.rank()}')")
     assert reply["status"] == "ok", out

@@ -71,9 +71,11 @@ class Feeder:
         self._thread.join(STOP_WAIT_S)  # a feed takes milliseconds; a wedged front end's comm must not hang us
 
     def _feed(self) -> None:
+        run, view = self._run, self._run.monitor
         for out in self._outputs:  # this thread's output goes under the cell, whatever cell runs now
             out.set_thread_parent(self._parent)
-        run, view = self._run, self._run.monitor
+        if self._outputs:
+            run.output.pin(*self._outputs)
         while not self._stopping.wait(FEED_S):
             ended = all(result.ready() for result in run.results)
             try:

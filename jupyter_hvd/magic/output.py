@@ -58,9 +58,16 @@ class RankOutput:
         self._messages: RankMessages | None = None  # listen() sets it
         self._unwritten: list[tuple[str, list[str]]] = []  # finished lines, in order, as runs of one stream
         self._prefix = uuid.uuid4().hex[:8]
-        self.displays = RankDisplays(ranks, only_rank, all_displays, publish_display_data, _widget_known)
+        self._pinned: tuple[Any, Any, Any] | None = None  # pin()
+        self.displays = RankDisplays(ranks, only_rank, all_displays, self._publish, _widget_known)
         self._cleared = ClearedLines(lambda: f"hvd-{self._prefix}-lines-{uuid.uuid4().hex[:8]}",
-                                     publish_display_data, LIVE_INTERVAL_S)
+                                     self._publish, LIVE_INTERVAL_S)
+
+    def pin(self, stdout: Any, stderr: Any, display_pub: Any) -> None:
+        """Write to these from now on, not to what sys.stdout, sys.stderr and the shell's display publisher are
+        at each write: a background cell's output, relayed while another cell may capture its own
+        (``%%capture``, ``contextlib.redirect_stdout``)."""
+        self._pinned = (stdout, stderr, display_pub)
 
     def listen(self, results: Sequence[Any], between: BetweenCells) -> None:
         """Collect the output of a cell's per-rank AsyncResults (submitted under rank_messages.io_held), after
@@ -138,7 +145,8 @@ class RankOutput:
         """Print the finished lines: one write and flush per run of one stream (a flush is a message to the
         front end, so one per line made a rank's thousands of lines take a fraction of a millisecond each)."""
         for name, lines in self._unwritten:
-            stream = sys.stdout if name == "stdout" else sys.stderr
+            stdout, stderr = self._pinned[:2] if self._pinned else (sys.stdout, sys.stderr)
+            stream = stdout if name == "stdout" else stderr
             stream.write("".join(lines))
             stream.flush()
         self._unwritten.clear()
@@ -165,7 +173,14 @@ class RankOutput:
             line.bar = None  # no longer a meter (a bar that clears its line when it closes): text from now on
         data = line.bar.bundle(text) if line.bar is not None else {"text/plain": text}
         self._write_lines()
-        publish_display_data(data, {}, transient={"display_id": line.live_id}, update=not first)
+        self._publish(data, {}, transient={"display_id": line.live_id}, update=not first)
+
+    def _publish(self, data: dict[str, Any], metadata: dict[str, Any], **kwargs: Any) -> None:
+        """IPython's publish_display_data, to the pinned publisher if any."""
+        if self._pinned is None:
+            publish_display_data(data, metadata, **kwargs)
+        else:
+            self._pinned[2].publish(data=data, metadata=metadata, **kwargs)
 
 
 def _widget_known(model_id: str) -> bool:
