@@ -1,6 +1,8 @@
 """%%hvd --noblock in a real kernel: the notebook is free while the ranks run the cell, its output and monitor
 show under it as they come, and its value and failure where it is waited for (%hvd wait, or the next request to
 the ranks)."""
+import re
+
 import pytest
 
 from test_kernel import rank_pids, with_ranks
@@ -50,7 +52,8 @@ def test_the_notebook_runs_cells_while_the_ranks_run_one_in_the_background(kerne
     assert "its monitor is under it" in out, out
     reply, out = kernel.execute(f"open({go!r}, 'w').close()\nprint('the notebook is free')")
     assert reply["status"] == "ok" and "the notebook is free" in out, out
-    shown = until_shown(kernel, background, ["[rank 0] total 1.0", "[rank 1] total 1.0"])
+    shown = until_shown(kernel, background, ["[rank 0] total 1.0", "[rank 1] total 1.0", "finished on every rank in"])
+    assert re.search(r"\[hvd\] cell \d+ finished on every rank in [\d.]+s: %hvd wait shows its value\n$", shown), shown
     assert "the notebook is free" not in shown and "[rank 0] started 0" not in out, (shown, out)
 
     reply, out = kernel.execute("%hvd wait")
@@ -106,6 +109,9 @@ def test_a_cell_that_captures_its_output_meanwhile_takes_none_of_the_background_
 def test_a_background_cell_that_fails_stops_the_next_cell_with_its_error(kernel):
     reply, out = kernel.execute("%%hvd --noblock\nran_after = False\nraise ValueError(f'no data on {hvd.rank()}')")
     assert reply["status"] == "ok", out
+    shown = until_shown(kernel, kernel.last_id, ["failed after"])  # said under the cell, though nothing waits
+    assert re.search(r"failed after [\d.]+s on ranks 0, 1 \(ValueError\): %hvd wait, or the next request to the "
+                     "ranks, shows why", shown), shown
     reply, out = kernel.execute("%%hvd\nran_after = True")
     assert reply["status"] == "error", out
     assert "raised ValueError: no data on" in out and "also failed: rank" in out, out

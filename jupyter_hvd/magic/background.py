@@ -39,6 +39,16 @@ class Submitted:
     def running(self) -> bool:
         return not all(result.ready() for result in self.run.results)
 
+    def ended(self) -> str:
+        """What became of the cell, once every rank is done with it."""
+        took = f"{time.monotonic() - self.run.started:.1f}s"
+        failed = [rank for rank, result in enumerate(self.run.results) if not result.successful()]
+        if not failed:
+            return f"[hvd] cell {self.number} finished on every rank in {took}: %hvd wait shows its value"
+        what = getattr(self.run.results[failed[0]].exception(), "ename", "an error")
+        return (f"[hvd] cell {self.number} failed after {took} on rank{'s' * (len(failed) > 1)} "
+                f"{', '.join(map(str, failed))} ({what}): %hvd wait, or the next request to the ranks, shows why")
+
     def describe(self) -> str:
         state = f"running for {time.monotonic() - self.run.started:.0f}s" if self.running() else "ended"
         return f"%%hvd cell {self.number} in the background ({state})"
@@ -58,10 +68,11 @@ class Feeder:
     """Shows a background cell as it runs while nothing waits for it, from a thread of its own: the ranks' output
     under the cell (where ``cell_outputs`` can send it there; else it waits for the cell's end to be shown), and
     its monitor, fed and refreshed (a batch is dated by its arrival, so it must be taken as it comes); until the
-    cell ends (then its last output and its monitor's final numbers) or ``stop()``."""
+    cell ends (then its last output, a line saying how it ended, and its monitor's final numbers) or
+    ``stop()``."""
 
-    def __init__(self, run: CellRun, outputs: list[Any], parent: dict[str, Any] | None) -> None:
-        self._run, self._outputs, self._parent = run, outputs, parent
+    def __init__(self, cell: Submitted, outputs: list[Any], parent: dict[str, Any] | None) -> None:
+        self._cell, self._run, self._outputs, self._parent = cell, cell.run, outputs, parent
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._feed, name="jupyter_hvd background cell", daemon=True)
         self._thread.start()
@@ -86,6 +97,7 @@ class Feeder:
                 if ended:
                     if self._outputs:
                         run.finish_output()
+                        print(self._cell.ended(), file=self._outputs[0], flush=True)
                     if view is not None:  # its elapsed time ends now, not when someone waits, and the widget says so
                         view.monitor.finish()
                         if view.widget is not None:

@@ -115,7 +115,7 @@ class HvdMagics(Magics):
         if view is not None:
             view.show_now()
         if outputs or view is not None:
-            submitted.feeder = Feeder(run, outputs, self.shell.kernel.get_parent() if outputs else None)
+            submitted.feeder = Feeder(submitted, outputs, self.shell.kernel.get_parent() if outputs else None)
         self.background = submitted
         return None
 
