@@ -326,6 +326,7 @@ def test_the_monitor_of_a_background_cell_stays_live_while_the_notebook_is_idle(
     save_screenshot(page, "background-monitor.png")
     (root / BACKGROUND_STOP).touch()
     wait_monitor(page, "background-monitor")  # it ends with the cell, though nothing waited for it
+    cell.locator(".jp-OutputArea-output", has_text="finished on every rank in").wait_for(timeout=30_000)
     assert page.evaluate(KERNEL_READY), page_report(page)
     page.close()
 
