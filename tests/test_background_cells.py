@@ -159,3 +159,17 @@ def test_interrupting_the_wait_interrupts_the_ranks_and_keeps_them(kernel):
     reply, out = kernel.execute("%%hvd\nprint('after', hvd.rank())")
     assert reply["status"] == "ok" and "[rank 1] after 1" in out and "[hvd] started" not in out, out
     assert rank_pids(kernel.execute("%hvd status")[1]) == pids and len(pids) == 2  # the same processes
+
+
+def test_a_rank_that_dies_in_the_background_is_said_under_the_cell_and_at_the_wait(kernel):
+    kernel.execute("%%hvd --noblock\nimport os, signal, time\nprint('going', flush=True)\nif hvd.rank() == 1:\n"
+                   "    time.sleep(0.5)\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+                   "hvd.allreduce(torch.ones(1), name='never')")
+    shown = until_shown(kernel, kernel.last_id, ["[rank 1] going", "died after"])
+    assert re.search(r"\[hvd\] rank 1 \(pid \d+ on \S+\) died after [\d.]+s: cell \d+ cannot finish", shown), shown
+    reply, out = kernel.execute("%hvd status")
+    assert "in the background (stopped: rank 1 (pid" in out, out
+    reply, out = kernel.execute("%hvd wait")
+    assert reply["status"] == "error" and "died" in out and "The job was stopped" in out, out
+    reply, out = kernel.execute("%%hvd\nprint('again', hvd.rank())")
+    assert reply["status"] == "ok" and "[hvd] started" in out and "[rank 1] again 1" in out, out

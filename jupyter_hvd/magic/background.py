@@ -26,6 +26,7 @@ class Submitted:
     shown: int  # the rank whose value the cell shows
     quiet: bool  # the cell ends with ';'
     feeder: Feeder | None = None
+    died: str = ""  # what of the job died while the cell ran, as the feeder saw it
 
     @property
     def view(self) -> MonitorDisplay | None:
@@ -40,8 +41,11 @@ class Submitted:
         return not all(result.ready() for result in self.run.results)
 
     def ended(self) -> str:
-        """What became of the cell, once every rank is done with it."""
+        """What became of the cell, once every rank is done with it or part of the job died."""
         took = f"{time.monotonic() - self.run.started:.1f}s"
+        if self.died:
+            return (f"[hvd] {self.died} after {took}: cell {self.number} cannot finish; %hvd wait, or the next "
+                    "request to the ranks, says what became of the job")
         failed = [rank for rank, result in enumerate(self.run.results) if not result.successful()]
         if not failed:
             return f"[hvd] cell {self.number} finished on every rank in {took}: %hvd wait shows its value"
@@ -50,7 +54,8 @@ class Submitted:
                 f"{', '.join(map(str, failed))} ({what}): %hvd wait, or the next request to the ranks, shows why")
 
     def describe(self) -> str:
-        state = f"running for {time.monotonic() - self.run.started:.0f}s" if self.running() else "ended"
+        state = (f"stopped: {self.died}" if self.died else
+                 f"running for {time.monotonic() - self.run.started:.0f}s" if self.running() else "ended")
         return f"%%hvd cell {self.number} in the background ({state})"
 
 
@@ -89,12 +94,17 @@ class Feeder:
             run.output.pin(*self._outputs)
         while not self._stopping.wait(FEED_S):
             ended = all(result.ready() for result in run.results)
+            died = "" if ended else run.cluster.what_died()  # the wait stops the job and says what became of it
             try:
                 if self._outputs:
                     run.output.poll(run.results)
                 if view is not None:
                     view.collect(run.results)
-                if ended:
+                if died:
+                    self._cell.died = died
+                    if self._outputs:
+                        print(self._cell.ended(), file=self._outputs[0], flush=True)
+                elif ended:
                     if self._outputs:
                         run.finish_output()
                         print(self._cell.ended(), file=self._outputs[0], flush=True)
@@ -104,5 +114,5 @@ class Feeder:
                             view.widget.close_cell()
             except Exception:  # a front end that went away: the wait shows the rest
                 return
-            if ended:
+            if ended or died:
                 return
