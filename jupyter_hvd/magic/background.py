@@ -44,8 +44,8 @@ class Submitted:
         """What became of the cell, once every rank is done with it or part of the job died."""
         took = f"{time.monotonic() - self.run.started:.1f}s"
         if self.died:
-            return (f"[hvd] {self.died} after {took}: cell {self.number} cannot finish; %hvd wait, or the next "
-                    "request to the ranks, says what became of the job")
+            return (f"[hvd] cell {self.number} cannot finish: {self.died} ({took} into the cell). %hvd wait, or the "
+                    "next request to the ranks, stops the job and says what became of it")
         failed = [rank for rank, result in enumerate(self.run.results) if not result.successful()]
         if not failed:
             return f"[hvd] cell {self.number} finished on every rank in {took}: %hvd wait shows its value"
@@ -101,7 +101,7 @@ class Feeder:
                 if view is not None:
                     view.collect(run.results)
                 if died:
-                    self._cell.died = died
+                    self._cell.died = (loss := run.cluster.loss()) and loss.cause or died  # which hosts were lost
                     if self._outputs:
                         print(self._cell.ended(), file=self._outputs[0], flush=True)
                 elif ended:

@@ -27,7 +27,7 @@ from ..runner.networks import listen_address
 from .failures import RankError, without_runner_frames
 from .frameworks import api_module
 from .by_value import TransferError, load, pack, pack_names, unpack
-from .host_report import loss_message, lost_from
+from .host_report import lost_cause, lost_from
 from .rank_messages import OUTPUT_WAIT_S, BetweenCells
 from .rank_setup import setup_rank
 from .reaper import TAG, alive, descendants, tagged
@@ -132,6 +132,15 @@ def _background_loop() -> _BackgroundLoop:
     if _loop is None:
         _loop = _BackgroundLoop()
     return _loop
+
+
+@dataclass(frozen=True)
+class JobLoss:
+    """What of a job died: the notebook's words for it, the hosts lost (none where only ranks died), the ranks."""
+
+    cause: str
+    hosts: list[str]
+    ranks: tuple[int, ...]
 
 
 class RankCluster:
@@ -312,22 +321,28 @@ class RankCluster:
         return next((f"the ipyparallel controller's heart monitor (pid {p.pid}) died"
                      for p in self._heart if not alive(p)), "")
 
-    def raise_if_dead(self) -> None:
-        """If any part of the job died, stop the whole job and raise a RankError saying what died, or which
-        hosts were lost with their ranks."""
+    def loss(self) -> JobLoss | None:
+        """What of the job has died, as the notebook says it (naming the hosts lost with their ranks), or None if
+        nothing has. Leaves the job as it is (``raise_if_dead`` stops it)."""
         died = self.what_died()
         if not died:
-            return
+            return None
         mpiexec_alive = self._mpiexec_alive()
         dead = self._settled(self.dead_ranks()) if mpiexec_alive else (self.dead_ranks() or list(self.ranks))
         output = None if mpiexec_alive else self._output()  # read before stop() removes the logs
         lost, how = lost_from(self.ranks, dead, output, socket.gethostname(), SILENCE_S)
+        return JobLoss(lost_cause(self.ranks, lost, how) if lost else died, lost, tuple(r.rank for r in dead))
+
+    def raise_if_dead(self) -> None:
+        """If any part of the job died, stop the whole job and raise a RankError saying what died, or which
+        hosts were lost with their ranks."""
+        if (loss := self.loss()) is None:
+            return
         self.stop()
-        self.lost_hosts = lost
-        if lost:
-            raise RankError(loss_message(self.ranks, lost, how), tuple(r.rank for r in dead))
-        raise RankError(f"{died}. The job was stopped; the next %%hvd cell starts new ranks.",
-                        tuple(r.rank for r in dead))
+        self.lost_hosts = loss.hosts
+        then = ("the next %%hvd cell starts ranks on the hosts left, or says why it cannot" if loss.hosts else
+                "the next %%hvd cell starts new ranks")
+        raise RankError(f"{loss.cause}. The job was stopped; {then}.", loss.ranks)
 
     def _settled(self, dead: list[Any]) -> list[Any]:
         """The dead ranks once every other rank on the hosts of dropped remote ones has been dropped too, or

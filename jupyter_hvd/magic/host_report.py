@@ -23,10 +23,9 @@ def lost_from(ranks: Sequence[_Rank], dead: Sequence[_Rank], launcher_output: st
     return silent, f"its ranks sent no heartbeat for {silence_s:g} s"
 
 
-def loss_message(ranks: Sequence[_Rank], lost: list[str], how: str) -> str:
-    """The notebook's report of a lost host: the host and its ranks, and what became of the rest."""
+def lost_cause(ranks: Sequence[_Rank], lost: list[str], how: str) -> str:
+    """The notebook's words for lost hosts: each host and its ranks, how the loss showed, the ranks left."""
     by_host: dict[str, list[int]] = {}
     for r in ranks:
         by_host.setdefault(r.host, []).append(r.rank)
-    return (f"{describe(lost, by_host, how)}. The job was stopped; the next %%hvd cell starts ranks on the hosts "
-            "left, or says why it cannot.")
+    return describe(lost, by_host, how)

@@ -3,9 +3,11 @@ down first (it goes silent, as a machine that loses power does). Every rank on t
 within a bounded time, the loss is reported with the host and its ranks, and the next cell starts on the hosts
 left or says why it cannot."""
 import os
+import re
+import time
 
 import pytest
-from host_loss_runs import hvdrun_loss, notebook_loss
+from host_loss_runs import CELL_LOOP, hvdrun_loss, notebook_loss
 from test_kernel import Kernel
 
 from jupyter_hvd.runner.host_loss import HOST_SILENCE_S
@@ -72,3 +74,27 @@ def test_a_cell_names_the_lost_host_and_the_next_starts_on_the_hosts_left(cluste
     assert "hosts left (h1:2) have 2 slots for 4 ranks: run %%hvd -np 2 --hosts h1:2 to go on there" in out, out
     out = start(kernel, "%%hvd -np 2 --hosts h1:2 --framework none")
     assert hosts_of(out) == ["h1", "h1"], out
+
+
+def test_a_host_lost_while_a_cell_runs_in_the_background_is_said_under_it_and_at_the_wait(cluster, kernel):
+    kernel.execute("%load_ext jupyter_hvd")
+    start(kernel, "%%hvd -np 4 --hosts h1:2,h2:2 --framework none")
+    kernel.execute(CELL_LOOP.replace("%%hvd", "%%hvd --noblock", 1))
+    background = kernel.last_id
+    try:
+        for _ in range(600):  # the notebook runs cells meanwhile
+            if kernel.shown_under(background).count("looping") == 4:
+                break
+            kernel.execute("import time; time.sleep(0.2)")
+        began = time.monotonic()
+        cluster.kill_host("h2", False)
+        while "cannot finish" not in kernel.shown_under(background) and time.monotonic() < began + 60 + MARGIN_S:
+            kernel.execute("import time; time.sleep(0.2)")
+        said = time.monotonic() - began
+        shown = kernel.shown_under(background)
+        print(f"\n--noblock, h2's processes killed: said under the cell {said:.1f} s after")
+        assert re.search(r"\[hvd\] cell \d+ cannot finish: lost host h2 \(ranks 2, 3\)", shown), shown
+        reply, out = kernel.execute("%hvd wait", timeout=120)
+        assert reply["status"] == "error" and "lost host h2 (ranks 2, 3)" in out, out
+    finally:
+        cluster.revive("h2")
