@@ -2,6 +2,7 @@
 show under it as they come, and its value and failure where it is waited for (%hvd wait, or the next request to
 the ranks)."""
 import re
+import threading
 
 import pytest
 
@@ -33,7 +34,7 @@ def until_shown(kernel, msg_id: str, lines: list[str]) -> str:
         if all(line in (shown := kernel.shown_under(msg_id)) for line in lines):
             return shown
         kernel.execute("import time; time.sleep(0.2)")
-    raise AssertionError(f"never shown under the cell: {lines}; shown: {shown!r}")
+    raise AssertionError(f"never shown under the cell: {lines}; shown, at the end: {shown[-2000:]!r}")
 
 
 def test_the_notebook_runs_cells_while_the_ranks_run_one_in_the_background(kernel, tmp_path):
@@ -159,6 +160,41 @@ def test_interrupting_the_wait_interrupts_the_ranks_and_keeps_them(kernel):
     reply, out = kernel.execute("%%hvd\nprint('after', hvd.rank())")
     assert reply["status"] == "ok" and "[rank 1] after 1" in out and "[hvd] started" not in out, out
     assert rank_pids(kernel.execute("%hvd status")[1]) == pids and len(pids) == 2  # the same processes
+
+
+TICKS = "%%hvd --noblock\nimport time\nfor i in range(600):\n    print('tick', i, flush=True)\n    time.sleep(0.1)"
+
+
+def test_interrupting_the_idle_notebook_interrupts_the_background_cell_and_keeps_the_ranks(kernel):
+    pids = rank_pids(kernel.execute("%hvd status")[1])
+    kernel.execute(TICKS)
+    background = kernel.last_id
+    until_shown(kernel, background, ["[rank 0] tick 1", "[rank 1] tick 1"])
+    kernel.km.interrupt_kernel()  # no cell runs: the stop button of an idle notebook
+    shown = until_shown(kernel, background, ["stopped after"])
+    assert re.search(r"\[hvd\] cell \d+ stopped after [\d.]+s: the kernel was interrupted while no cell ran, which "
+                     r"sent SIGINT to its ranks", shown), shown
+    reply, out = kernel.execute("%hvd wait")
+    assert reply["status"] == "error" and "sent SIGINT to ranks 0, 1" in out and "KeyboardInterrupt" in out, out
+    reply, out = kernel.execute("%%hvd\nprint('stopped at', i)")
+    assert reply["status"] == "ok" and "[rank 1] stopped at" in out, out
+    assert rank_pids(kernel.execute("%hvd status")[1]) == pids  # the same processes, their variables kept
+
+
+def test_interrupting_a_notebook_cell_leaves_the_background_cell_running(kernel):
+    kernel.execute(TICKS)
+    background = kernel.last_id
+    until_shown(kernel, background, ["[rank 1] tick 1"])
+    timer = threading.Timer(1.0, kernel.km.interrupt_kernel)
+    timer.start()
+    reply, out = kernel.execute("import time\ntime.sleep(30)")
+    timer.join()
+    assert reply["status"] == "error" and "KeyboardInterrupt" in out, out
+    reply, out = kernel.execute("%hvd status")
+    assert "in the background (running for" in out, out
+    kernel.km.interrupt_kernel()  # now idle: the background cell's turn
+    until_shown(kernel, background, ["stopped after"])
+    assert kernel.execute("%hvd wait")[0]["status"] == "error"
 
 
 def test_a_rank_that_dies_in_the_background_is_said_under_the_cell_and_at_the_wait(kernel):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,9 @@ class Submitted:
         failed = [rank for rank, result in enumerate(self.run.results) if not result.successful()]
         if not failed:
             return f"[hvd] cell {self.number} finished on every rank in {took}: %hvd wait shows its value"
+        if self.run.why_interrupted:
+            return (f"[hvd] cell {self.number} stopped after {took}: {self.run.why_interrupted}, which sent SIGINT "
+                    "to its ranks: %hvd wait, or the next request to the ranks, shows where each stopped")
         what = getattr(self.run.results[failed[0]].exception(), "ename", "an error")
         return (f"[hvd] cell {self.number} failed after {took} on rank{'s' * (len(failed) > 1)} "
                 f"{', '.join(map(str, failed))} ({what}): %hvd wait, or the next request to the ranks, shows why")
@@ -116,3 +120,34 @@ class Feeder:
                 return
             if ended or died:
                 return
+
+
+class IdleInterrupt:
+    """The kernel's interrupt while no cell runs (an idle notebook's stop button) interrupts the background cell,
+    as it would the cell in the foreground; while a cell runs, it interrupts that cell only, as before.
+
+    ipykernel ignores SIGINT between requests: it installs, after each, the handler it found before it
+    (``Kernel.saved_sigint_handler``), which ``hold`` replaces with ``on_interrupt`` until ``release``.
+    """
+
+    def __init__(self, shell: Any, on_interrupt: Callable[[], None]) -> None:
+        kernel = getattr(shell, "kernel", None)
+        self._kernel = kernel if hasattr(kernel, "saved_sigint_handler") else None
+        self._on_interrupt = on_interrupt
+        self._idle: Any = None  # the kernel's own handler between requests, while held
+
+    def hold(self) -> None:
+        """From the next request's end on (call it while a request runs)."""
+        if self._kernel is not None and self._idle is None:
+            self._idle = self._kernel.saved_sigint_handler
+            self._kernel.saved_sigint_handler = self._handle
+
+    def release(self) -> None:
+        """From the next request's end on, the kernel's own handler again."""
+        if self._idle is not None:
+            if self._kernel.saved_sigint_handler == self._handle:
+                self._kernel.saved_sigint_handler = self._idle
+            self._idle = None
+
+    def _handle(self, _signum: int, _frame: Any) -> None:
+        self._on_interrupt()

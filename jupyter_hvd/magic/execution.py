@@ -56,7 +56,7 @@ class CellRun:
                     handled += 1
                     if self.interrupted_at is not None:  # a second interrupt: stop waiting for the ranks
                         self._give_up("interrupted twice")
-                    self._interrupt("the kernel was interrupted")
+                    self.interrupt("the kernel was interrupted")
         self.finish_output()
         errors = {rank: r.exception() for rank, r in enumerate(self.results) if r.exception() is not None}
         if any(isinstance(e, EngineError) for e in errors.values()):
@@ -86,14 +86,15 @@ class CellRun:
                 self.first_failure_at = self.first_failure_at or now
         if self.interrupted_at is None:
             if self.timeout is not None and now > self.started + self.timeout + TIMEOUT_GRACE_S:
-                self._interrupt(f"the cell exceeded --timeout {self.timeout:g}s")
+                self.interrupt(f"the cell exceeded --timeout {self.timeout:g}s")
             elif self.first_failure_at is not None and now > self.first_failure_at + FAILURE_GRACE_S:
-                self._interrupt(f"ranks still running {FAILURE_GRACE_S:g}s after rank {self.failed_order[0]} failed")
+                self.interrupt(f"ranks still running {FAILURE_GRACE_S:g}s after rank {self.failed_order[0]} failed")
         elif now > self.interrupted_at + INTERRUPT_GRACE_S:
             self._give_up(f"{self.why_interrupted}, and ranks ignored SIGINT for {INTERRUPT_GRACE_S:g}s")
         wait_a_little(self.results)
 
-    def _interrupt(self, why: str) -> None:
+    def interrupt(self, why: str) -> None:
+        """Send SIGINT to the ranks (escalated in ``wait``: a failure, stop after INTERRUPT_GRACE_S)."""
         self.signalled = self.cluster.signal_ranks(signal.SIGINT)
         self.interrupted_at = time.monotonic()
         self.why_interrupted = why

@@ -17,7 +17,7 @@ from ..runner.host_loss import hosts_left
 from ..runner.launch import LaunchSpec, check_placement, parse_export, placement
 from ..runner.slurm import allocation
 from .cluster import LaunchConfig, RankCluster
-from .background import Feeder, Submitted, cell_outputs
+from .background import Feeder, IdleInterrupt, Submitted, cell_outputs
 from .execution import CellRun
 from .failures import RankError
 from .frameworks import FRAMEWORKS, default_framework, other_framework_note, unavailable_reason
@@ -41,6 +41,7 @@ class HvdMagics(Magics):
         self._noted_for: RankCluster | None = None  # the job told that a cell imports the other framework
         self._lost_hosts: set[str] = set()  # hosts lost with an earlier job, left out of the next one
         self.background: Submitted | None = None  # a --noblock cell whose end is not shown yet
+        self._idle_interrupt = IdleInterrupt(shell, self._interrupt_background)
         self.job = JobChannel(self)  # the JupyterLab job panel's comm target, when in a kernel
         self.job.register(shell)
 
@@ -117,7 +118,14 @@ class HvdMagics(Magics):
         if outputs or view is not None:
             submitted.feeder = Feeder(submitted, outputs, self.shell.kernel.get_parent() if outputs else None)
         self.background = submitted
+        self._idle_interrupt.hold()
         return None
+
+    def _interrupt_background(self) -> None:
+        """The kernel was interrupted while no cell ran: interrupt the background cell's ranks."""
+        submitted = self.background
+        if submitted is not None and submitted.running() and not submitted.died:
+            submitted.run.interrupt("the kernel was interrupted while no cell ran")
 
     def wait_background(self) -> Any:
         """Show the end of the cell running in the background, if any, here: its output, its failure (raised),
@@ -125,6 +133,7 @@ class HvdMagics(Magics):
         submitted, self.background = self.background, None
         if submitted is None:
             return None
+        self._idle_interrupt.release()
         submitted.stop_feeding()
         if submitted.run.cluster is not self.cluster:  # stopped with its ranks (a crash, %hvd stop)
             print(f"[hvd] {submitted.describe()} was stopped with the ranks")
@@ -223,6 +232,7 @@ class HvdMagics(Magics):
     def stop_ranks(self) -> None:
         """Stop the ranks and every process started for them."""
         if self.background is not None:
+            self._idle_interrupt.release()
             self.background.stop_feeding()
             if self.background.running():
                 print(f"[hvd] stopping {self.background.describe()}")
