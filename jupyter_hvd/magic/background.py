@@ -10,11 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .cluster import HOST_SETTLE_S
 from .execution import CellRun
 from .monitor_display import MonitorDisplay
 
 FEED_S = 0.1  # how often the ranks' output and monitor batches are taken
-STOP_WAIT_S = 5.0
+STOP_WAIT_S = HOST_SETTLE_S + 5.0  # a feed takes milliseconds, telling which hosts were lost up to HOST_SETTLE_S
 
 
 @dataclass
@@ -88,7 +89,7 @@ class Feeder:
 
     def stop(self) -> None:
         self._stopping.set()
-        self._thread.join(STOP_WAIT_S)  # a feed takes milliseconds; a wedged front end's comm must not hang us
+        self._thread.join(STOP_WAIT_S)  # a wedged front end's comm must not hang us
 
     def _feed(self) -> None:
         run, view = self._run, self._run.monitor
