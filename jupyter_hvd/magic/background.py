@@ -101,10 +101,7 @@ class Feeder:
             ended = all(result.ready() for result in run.results)
             died = "" if ended else run.cluster.what_died()  # the wait stops the job and says what became of it
             try:
-                if self._outputs:
-                    run.output.poll(run.results)
-                if view is not None:
-                    view.collect(run.results)
+                run.show_arrived(output=bool(self._outputs))  # else the output waits for the wait
                 if died:
                     self._cell.died = (loss := run.cluster.loss()) and loss.cause or died  # which hosts were lost
                     if self._outputs:

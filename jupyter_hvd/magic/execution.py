@@ -72,10 +72,16 @@ class CellRun:
             raise RankError(f"{self.why_interrupted}; the ranks had finished the cell")
         return [arrived(r.get()) for r in self.results]
 
-    def _step(self) -> None:
-        self.output.poll(self.results)
+    def show_arrived(self, output: bool = True) -> None:
+        """Show what the ranks sent since the last call: their output (unless ``output`` is False) and their
+        monitor batches."""
+        if output:
+            self.output.poll(self.results)
         if self.monitor is not None:
             self.monitor.collect(self.results)
+
+    def _step(self) -> None:
+        self.show_arrived()
         if self.cluster.what_died():
             self.output.flush()
             self.cluster.raise_if_dead()
