@@ -33,12 +33,12 @@ def hvdrun_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "jupyter_hvd.runner.hvdrun", *args]
 
 
-def run_hvdrun(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run hvdrun to completion and capture its output."""
+def run_hvdrun(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run hvdrun to completion, its standard input ``stdin`` (else empty), and capture its output."""
     return subprocess.run(
         hvdrun_argv(*args),
         env=env or clean_env(),
-        stdin=subprocess.DEVNULL,
+        input=stdin or "",
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,

@@ -18,6 +18,7 @@ from jupyter_hvd.runner.host_loss import job_failure, ranks_by_host
 from jupyter_hvd.runner.launch import (START_TIMEOUT_S, START_TIMEOUT_VAR, LaunchSpec, default_forward,
                                       mpiexec_command, parse_export, placement)
 from jupyter_hvd.runner.slurm import allocation
+from jupyter_hvd.runner.stdin_program import from_stdin
 from jupyter_hvd.runner.session_folder import session_folder
 
 EXIT_USAGE = 2
@@ -320,6 +321,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
+    try:
+        command = from_stdin(command, sys.stdin.buffer, sys.stdin.isatty())
+    except ValueError as exc:
+        parser.error(str(exc))
     command = rank_command(args, command)
     with session_folder() as session_dir:
         try:
