@@ -261,3 +261,23 @@ def test_horovod_torch_script_runs_with_only_its_import_changed(tmp_path):
     out = run_ranks(2, [str(script)], timeout=150, env=dict(ENV, PYTHONPATH=str(ROOT))).stdout
     assert "rank 0 of 2 done" in out and "rank 1 of 2 done" in out, out[-3000:]
     assert float(re.search(r"accuracy ([0-9.]+)", out).group(1)) > 0.8, out[-3000:]
+
+
+FAILS_IN_BACKWARD = """
+import torch
+import jupyter_hvd.torch as hvd
+hvd.init()
+model = torch.nn.Linear(4, 2)
+opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+model(torch.ones(3, 4)).sum().backward()
+model(torch.ones(3, 4)).sum().backward()  # a second pass before step(): the hooks raise
+"""
+
+
+def test_a_script_that_fails_in_backward_ends_with_its_traceback_alone():
+    """The ranks' in-flight allreduces were held to the end by the optimizer's hooks, and nanobind printed a
+    report of 'leaked' handles, types and functions after each traceback."""
+    out = run_ranks(2, ["-c", FAILS_IN_BACKWARD], timeout=120, env=ENV, check=False)
+    assert out.returncode != 0
+    assert out.stdout.count("AssertionError: Gradients were computed more than") == 2, out.stdout[-3000:]
+    assert "leaked" not in out.stdout, out.stdout[-3000:]

@@ -14,6 +14,7 @@ parameters again (a step cut short may have updated some ranks only) and, where 
 every rank the first rank's parameters and optimizer state.
 """
 import warnings
+import weakref
 from contextlib import contextmanager
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -180,27 +181,38 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return handle, ctxs
 
     def _make_hook(self, p: torch.Tensor) -> Any:
+        # The parameter keeps its hook, and the optimizer its parameters: a hook that held the optimizer would
+        # make a cycle that only a collection frees, so an optimizer dropped mid-step (an exception in backward,
+        # a cell that makes a new one) kept its handles to the end, and nanobind reported them leaked at exit.
+        owner = weakref.ref(self)
+
         def hook(_: torch.Tensor) -> None:
-            self._check_run()
-            if p in self._handles and self._handles[p][0] is not None and self._allreduce_delay[p] <= 0:
-                raise AssertionError("Gradients were computed more than backward_passes_per_step times before call "
-                                     "to step(). Increase backward_passes_per_step to accumulate gradients locally.")
-            handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
-                if self._groups is not None:
-                    group = self._p_to_group[p]
-                    self._group_counts[group] += 1
-                    if self._group_counts[group] == len(group):
-                        self._handles[group] = self._grouped_allreduce_grad_async(group)
-                        for gp in group:
-                            self._handles.pop(gp, None)
-                        self._group_counts[group] = 0
-                        return
-                else:
-                    handle, ctx = self._allreduce_grad_async(p)
-            self._handles[p] = (handle, ctx)
+            if (optimizer := owner()) is not None:
+                optimizer._gradient_ready(p)
         return hook
+
+    def _gradient_ready(self, p: torch.Tensor) -> None:
+        """``p``'s gradient is accumulated: start its allreduce (its group's, once the group's last is ready),
+        or count the pass toward backward_passes_per_step."""
+        self._check_run()
+        if p in self._handles and self._handles[p][0] is not None and self._allreduce_delay[p] <= 0:
+            raise AssertionError("Gradients were computed more than backward_passes_per_step times before call "
+                                 "to step(). Increase backward_passes_per_step to accumulate gradients locally.")
+        handle, ctx = None, None
+        self._allreduce_delay[p] -= 1
+        if self._allreduce_delay[p] == 0:
+            if self._groups is not None:
+                group = self._p_to_group[p]
+                self._group_counts[group] += 1
+                if self._group_counts[group] == len(group):
+                    self._handles[group] = self._grouped_allreduce_grad_async(group)
+                    for gp in group:
+                        self._handles.pop(gp, None)
+                    self._group_counts[group] = 0
+                    return
+            else:
+                handle, ctx = self._allreduce_grad_async(p)
+        self._handles[p] = (handle, ctx)
 
     def synchronize(self) -> None:
         """Wait for every gradient's allreduce (starting those whose hooks did not run) and write the results

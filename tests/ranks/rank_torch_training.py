@@ -1,7 +1,9 @@
 """Training with jupyter_hvd.torch: N ranks with batch b reach the parameters one process reaches with batch N*b
 (plain, fp16 compression, gradient accumulation, groups), identical on every rank; SyncBatchNorm; the monitor."""
 import contextlib
+import gc
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -134,6 +136,28 @@ def test_unused_parameter_clip_and_too_many_passes():
         with pytest.raises(AssertionError, match="backward_passes_per_step"):
             model["used"](x).sum().backward()
         opt.synchronize()
+
+
+def test_an_optimizer_dropped_in_the_middle_of_a_step_is_freed_at_once():
+    """Its gradient hooks stay on the parameters, and held it in a cycle that only a collection freed, with
+    its allreduces' handles; a new optimizer over the model then trains as usual."""
+    model = cnn(1)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+    _, (x, y) = batch(0)
+    F.cross_entropy(model(x), y).backward()  # the hooks start the allreduces
+    dropped = weakref.ref(opt)
+    gc.disable()
+    try:
+        del opt
+        assert dropped() is None
+    finally:
+        gc.enable()
+    hvd.barrier()  # after the dropped allreduces: their names are free again (as in Horovod, not before)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    assert same_on_every_rank(flat(model))
 
 
 def test_what_the_optimizer_had_before_it_was_wrapped_stays_with_it():
