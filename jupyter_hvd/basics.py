@@ -4,7 +4,7 @@ import importlib.util
 import os
 import sys
 import warnings
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from . import _C
 from .errors import raise_for_status
@@ -15,6 +15,7 @@ from .runner.launch import BTL_VAR, LONE_PROCESS_BTL, launched_size, started_by_
 
 _atexit_registered = False
 _engine_runs = 0  # how many times init() has started the engine in this process
+_drains: list[Callable[[], None]] = []  # frontends' waits for the collectives they queued (MXNet's)
 # Set by init() for the processes a rank starts: "<the rank's pid> <PMIX_NAMESPACE> <topology ...>".
 RANK_PROCESS_VAR = "JUPYTER_HVD_RANK_PROCESS"
 NO_MXNET_BRIDGE = ("jupyter_hvd was built without its MXNet bridge (mxnet's headers were not found at build time); "
@@ -115,11 +116,21 @@ def _started_by_rank() -> Optional[tuple[int, ...]]:
     return tuple(map(int, topology))
 
 
+def drain_before_shutdown(wait: Callable[[], None]) -> None:
+    """Have shutdown() call ``wait`` first, which returns once what a frontend has queued for the engine outside
+    it has run (or it stopped waiting): every frontend's hvd.shutdown(), and the one at exit."""
+    if wait not in _drains:
+        _drains.append(wait)
+
+
 def shutdown() -> None:
-    """Stop the engine (job-wide, as in Horovod); init() may be called again afterwards."""
+    """Stop the engine (job-wide, as in Horovod) once the frontends' queued collectives have run (see
+    drain_before_shutdown); init() may be called again afterwards."""
     from . import process_sets as ps
 
     if _C.is_initialized():
+        for wait in _drains:
+            wait()
         _C.shutdown()
         ps.on_shutdown()
         release_orphans(all_done=True)

@@ -1,8 +1,9 @@
-"""shutdown() for MXNet: what MXNet has already queued runs before the engine stops.
+"""What MXNet has already queued runs before the engine stops (hvd.shutdown(), and at exit).
 
 Collectives on NDArrays run inside MXNet's asynchronous engine, so right after a training loop the
 last steps may still be queued; stopping the engine under them would fail those steps (each rank's
-parameters left wherever its queue stopped, and an MXNetError at the next read or at exit).
+parameters left wherever its queue stopped, and an MXNetError at the next read, or at exit, where
+MXNet's own exit handler printed one on every rank of a script that ended on ``trainer.step()``).
 """
 import threading
 
@@ -21,11 +22,11 @@ def _wait_all() -> None:
         pass
 
 
-def shutdown() -> None:
-    """Stop the engine (job-wide, as in Horovod) once MXNet has run what was queued before the call,
-    or after DRAIN_TIMEOUT_S; init() may be called again afterwards."""
-    if basics.is_initialized():
-        waiter = threading.Thread(target=_wait_all, name="jupyter_hvd-drain", daemon=True)
-        waiter.start()
-        waiter.join(DRAIN_TIMEOUT_S)
-    basics.shutdown()
+def wait_for_queued() -> None:
+    """Return once MXNet has run what was queued before the call, or after DRAIN_TIMEOUT_S."""
+    waiter = threading.Thread(target=_wait_all, name="jupyter_hvd-drain", daemon=True)
+    waiter.start()
+    waiter.join(DRAIN_TIMEOUT_S)
+
+
+basics.drain_before_shutdown(wait_for_queued)

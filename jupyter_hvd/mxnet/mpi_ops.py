@@ -18,7 +18,7 @@ from .. import ops as core
 # (``from horovod.mxnet.mpi_ops import allreduce_, size``).
 from ..basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,  # noqa: F401
                       gloo_enabled, init, is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
-                      mpi_threads_supported, nccl_built, rank, rocm_built, size)
+                      mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size)
 from ..dtypes import dtype_code
 from ..errors import HorovodInternalError
 from ..naming import op_names, prefixed_name
@@ -27,8 +27,7 @@ from ..other_framework import other_framework_hint
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set, set_id  # noqa: F401
 from ..timeline import start_timeline, stop_timeline  # noqa: F401 (re-exported)
-from . import bridge
-from .drain import shutdown  # noqa: F401 (re-exported)
+from . import bridge, drain  # noqa: F401 (drain: shutdown() first runs what MXNet queued)
 
 NDArray = mx.nd.NDArray
 

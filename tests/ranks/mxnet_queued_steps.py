@@ -1,9 +1,12 @@
-"""Training steps still queued in MXNet when hvd.shutdown() is called: they must all run, on every rank.
+"""Training steps still queued in MXNet when hvd.shutdown() is called, or when the script ends without
+calling it: they must all run, on every rank.
 
-    python tests/ranks/mxnet_queued_steps.py STEPS
+    python tests/ranks/mxnet_queued_steps.py STEPS [at-exit]
 
-Prints 'checksum RANK VALUE' of the parameters after shutdown; the ranks' values must agree.
+Prints 'checksum RANK VALUE' of the parameters after shutdown (with at-exit: at exit, after the engine's
+own shutdown and before MXNet's); the ranks' values must agree.
 """
+import atexit
 import sys
 
 import mxnet as mx
@@ -11,6 +14,17 @@ from mxnet import autograd, gluon
 
 import jupyter_hvd.mxnet as hvd
 
+at_exit = sys.argv[2:] == ["at-exit"]
+
+
+def checksum() -> None:
+    mx.nd.waitall()  # raises if any of them failed
+    print("checksum", rank, float(sum(p.data().abs().sum().asscalar() for p in net.collect_params().values())),
+          flush=True)
+
+
+if at_exit:
+    atexit.register(checksum)  # registered after MXNet's exit handler and before init()'s: runs between them
 hvd.init()
 rank = hvd.rank()
 mx.random.seed(rank)
@@ -24,7 +38,6 @@ for _ in range(int(sys.argv[1])):
         loss = (net(x) ** 2).mean()
     loss.backward()
     trainer.step(32)
-hvd.shutdown()  # steps are still queued here
-mx.nd.waitall()  # raises if any of them failed
-print("checksum", rank, float(sum(p.data().abs().sum().asscalar() for p in net.collect_params().values())),
-      flush=True)
+if not at_exit:
+    hvd.shutdown()  # steps are still queued here
+    checksum()
