@@ -87,6 +87,23 @@ def test_timeline_of_a_job_shorter_than_the_forwarding_period_is_written(tmp_pat
     assert any(e["pid"] == 0 and e["name"] == "ALLREDUCE" for e in events), events
 
 
+UNEVEN = ("import numpy as np, jupyter_hvd as hvd\nhvd.init()\n"
+          "for step in range(5 if hvd.rank() == 0 else 3):  # rank 1 has less data\n"
+          "    hvd.allreduce(np.ones(3), name='grad')\n"
+          "print('rank', hvd.rank(), 'done')\n")
+
+
+def test_a_rank_that_ends_first_fails_its_peers_ops_saying_why_and_what_to_do(tmp_path):
+    """Horovod's message lists the causes; ours said only 'rank 1 shut the engine down'."""
+    script = tmp_path / "uneven.py"
+    script.write_text(UNEVEN)
+    out = run_ranks(2, [str(script)], check=False).stdout
+    assert "rank 1 done" in out and "rank 0 done" not in out, out
+    assert ("EngineShutdownError: rank 1 shut the engine down (hvd.shutdown(), or the end of its program) before "
+            "every rank had submitted this operation; where ranks run different numbers of collectives (uneven "
+            "data), end each rank's loop with hvd.join()") in out, out
+
+
 def test_one_rank_job_and_an_op_before_init(tmp_path):
     script = tmp_path / "solo.py"
     script.write_text(

@@ -55,6 +55,11 @@ void Engine::finish_stop() {
     std::lock_guard<std::mutex> g(mu_);
     s = stop_status_;
   }
+  // What a shutdown leaves pending, some rank never submitted: it runs a collective its peers did not.
+  if (s.code == Status::Code::Shutdown)
+    s.message += " (hvd.shutdown(), or the end of its program) before every rank had submitted this operation; "
+                 "where ranks run different numbers of collectives (uneven data), end each rank's loop with "
+                 "hvd.join()";
   // The table is emptied before the engine says it stopped: from then on remove_process_set works on it from
   // the caller's thread.
   for (auto& kv : table_) fail(kv.second, s);
