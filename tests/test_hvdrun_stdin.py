@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 
 import pytest
-from hvdrun_cli import run_hvdrun
+from hvdrun_cli import PRINT_RANK, clean_env, hvdrun_argv, rank_lines, run_hvdrun
 
 from jupyter_hvd.runner.stdin_program import MAX_PROGRAM_BYTES, from_stdin, stdin_position
 
@@ -80,3 +81,12 @@ def test_a_program_too_long_for_the_command_line_is_refused_with_why() -> None:
     result = run_hvdrun("-np", "2", sys.executable, "-", stdin=program)
     assert result.returncode == 2
     assert "bytes, more than" in result.stderr and "save it to a file" in result.stderr
+
+
+def test_a_job_started_with_standard_input_closed_runs_and_shows_its_output() -> None:
+    """hvdrun raised AttributeError reading the closed input; before that, the job's output pipes took fd 0 and
+    the ranks' lines were lost."""
+    result = subprocess.run(hvdrun_argv("-np", "2", sys.executable, "-c", PRINT_RANK), env=clean_env(),
+                            preexec_fn=lambda: os.close(0), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert rank_lines(result.stdout) == ["rank 0 2", "rank 1 2"], result.stderr

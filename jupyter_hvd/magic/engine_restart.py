@@ -17,9 +17,9 @@ REASON = "the engine is restarting after a failed cell"
 AGREE_NAME = "jupyter_hvd.restart.process_sets"
 
 
-def restart_engine(core: ModuleType, api: ModuleType) -> None:
-    """Stop the engine (``api.shutdown``: MXNet's first runs what it queued) and start it again with the
-    user's process sets; ``core`` is ``jupyter_hvd``, ``api`` the module bound to ``hvd``."""
+def restart_engine(core: ModuleType) -> None:
+    """Stop the engine (``shutdown`` first runs what a frontend queued: MXNet's steps) and start it again with
+    the user's process sets; ``core`` is ``jupyter_hvd``."""
     from jupyter_hvd import process_sets
 
     kept = process_sets.registered_sets()
@@ -27,7 +27,7 @@ def restart_engine(core: ModuleType, api: ModuleType) -> None:
         # Collectives still queued (MXNet's included) then fail at once rather than wait for peers that
         # will never submit them, and none of them can run under the new engine with a stale name.
         core.abort(REASON)
-    api.shutdown()
+    core.shutdown()
     core.init()
     held = core.allgather_object([s.ranks for s in kept], name=AGREE_NAME)
     if any(ranks != held[0] for ranks in held):

@@ -31,7 +31,7 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
     """
     __tracebackhide__ = True  # keep this wrapper out of the traceback the notebook shows
     if reinit and STATE.engine is not None:
-        restart_engine(STATE.engine, STATE.api)
+        restart_engine(STATE.engine)
     rank = rank_place().rank
     if place is not None:
         follow_notebook(place)

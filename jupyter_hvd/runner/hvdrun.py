@@ -321,10 +321,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
-    try:
-        command = from_stdin(command, sys.stdin.buffer, sys.stdin.isatty())
-    except ValueError as exc:
-        parser.error(str(exc))
+    if sys.stdin is None:  # started with standard input closed: the job's pipes would take fd 0, losing output
+        os.open(os.devnull, os.O_RDONLY)  # the lowest free descriptor: 0
+    else:
+        try:
+            command = from_stdin(command, sys.stdin.buffer, sys.stdin.isatty())
+        except ValueError as exc:
+            parser.error(str(exc))
     command = rank_command(args, command)
     with session_folder() as session_dir:
         try:

@@ -16,7 +16,7 @@ def test_process_sets_come_back_in_their_order_and_work():
     tail = hvd.add_process_set(range(1, n))
     assert hvd.remove_process_set(dropped)
     hvd.abort("a cell failed")
-    restart_engine(hvd, hvd)
+    restart_engine(hvd)
     assert (pair.process_set_id, tail.process_set_id, dropped.process_set_id) == (1, 2, None)
     for s in (pair, tail):
         if s.included():
@@ -38,7 +38,7 @@ def test_a_set_that_init_bound_follows_its_registration_through_the_restart():
     first = process_sets.registered_sets()[0]
     assert hvd.remove_process_set(first)
     hvd.abort("a cell failed")
-    restart_engine(hvd, hvd)
+    restart_engine(hvd)
     assert bound.process_set_id == made_again.process_set_id == 1  # registered again, under a new id
     if bound.included():
         np.testing.assert_array_equal(hvd.allreduce(np.ones(2), op=hvd.Sum, process_set=bound), np.full(2, 2.0))
@@ -49,7 +49,7 @@ def test_a_set_that_init_bound_follows_its_registration_through_the_restart():
 def test_a_handle_from_before_the_restart_raises_instead_of_waiting():
     held = hvd.allreduce_async(np.ones(2), name="left.in.flight" if hvd.rank() == 0 else "never.sent.by.rank.0")
     hvd.abort("a cell failed")
-    restart_engine(hvd, hvd)
+    restart_engine(hvd)
     with pytest.raises(hvd.EngineAbortedError, match="a cell failed"):
         held.wait(timeout=10)
     total = hvd.allreduce_async(np.ones(2), op=hvd.Sum, name="left.in.flight").wait(timeout=10)
@@ -61,7 +61,7 @@ def test_ranks_that_disagree_about_the_sets_register_none_again(capsys):
     if hvd.rank() == 1:  # as if rank 1 had failed inside add_process_set: the case the agreement is for
         del process_sets._registered[kept.process_set_id]
         kept.process_set_id = None
-    restart_engine(hvd, hvd)
+    restart_engine(hvd)
     assert kept.process_set_id is None and process_sets.registered_sets() == []
     said = capsys.readouterr().err
     if hvd.rank() == 0:
@@ -85,7 +85,7 @@ def test_an_mxnet_collective_still_queued_fails_instead_of_running_under_the_new
             b = mx.nd.dot(b, a)
         hvd_mx.allreduce_(b)
     began = time.monotonic()
-    restart_engine(hvd, hvd_mx)
+    restart_engine(hvd)
     assert time.monotonic() - began < 30
     total = hvd_mx.allreduce_(mx.nd.ones((2,)) * hvd.rank(), op=hvd.Sum)
     np.testing.assert_array_equal(total.asnumpy(), np.full(2, sum(range(hvd.size())), np.float32))

@@ -224,7 +224,7 @@ def a_step_apart_then_on(net, trainer, update_alone) -> tuple:
         loss.backward()
         update_alone()
     mx.nd.waitall()
-    restart_engine(jupyter_hvd, hvd)
+    restart_engine(jupyter_hvd)
     before = tuple(hvd.broadcast(mx.nd.array(a), 0, name=f"check.before.{i}").asnumpy()
                    for i, a in enumerate((flat(net), states(trainer, net))))
     with runtime_warnings() as told:
@@ -331,7 +331,7 @@ def test_seeded_failures_cut_a_distributed_optimizers_steps_short_anywhere(seed)
             updater(list(range(k)), [p.grad() for p in trainer._params[:k]], [p.data() for p in trainer._params[:k]])
             updater.optimizer = wrapper
         mx.nd.waitall()
-        restart_engine(jupyter_hvd, hvd)
+        restart_engine(jupyter_hvd)
         w0 = hvd.broadcast(mx.nd.array(flat(net)), 0, name=f"check.w0.{seed}.{round_}").asnumpy()
         with runtime_warnings() as told:
             _, (x, y) = batch(10 * round_ + 9)

@@ -58,7 +58,7 @@ class Pair:
 
 def failed_cell() -> None:
     """What %%hvd does at the start of the cell after a failed one, on every rank."""
-    restart_engine(jupyter_hvd, hvd)
+    restart_engine(jupyter_hvd)
 
 
 def test_the_cell_that_builds_the_optimizer_runs_again():

@@ -136,7 +136,7 @@ def test_a_failure_restores_the_last_commit_and_the_next_run_goes_on_from_it(fai
     assert (state.epoch, state.batch) == (1, 1)  # the last commit: batch 1 of epoch 1 done
     assert state.sampler.processed_num == 2 * PER_RANK * hvd.size()  # batches 0 and 1 on every rank, not 2
     if failure is an_abort:
-        restart_engine(jupyter_hvd, hvd)
+        restart_engine(jupyter_hvd)
     with runtime_warnings() as told:
         train(state)
     assert not told, told
@@ -157,7 +157,7 @@ def test_failures_at_steps_drawn_from_a_seed_each_resumed_end_where_one_run_does
             train(state, fail_after=fail_after, failure=failure)
         left -= fail_after - 1  # the failed step is undone
         if failure is an_abort:
-            restart_engine(jupyter_hvd, hvd)
+            restart_engine(jupyter_hvd)
     train(state)
     check(state)
 
