@@ -455,6 +455,27 @@ def test_a_cell_awaits_at_its_top_level_as_in_a_notebook(ip, started, capsys):
     assert run(ip, capsys, f"{HEAD}\nbackground.cancel()\nawait asyncio.sleep(0)\nbackground.cancelled()")[0].result
 
 
+def test_an_interrupt_while_a_task_of_the_cell_computes_stops_the_cell_not_the_task(ip, started, capsys):
+    """Python raises KeyboardInterrupt in whatever code runs when SIGINT comes: here, nearly always a step of a
+    task that computes for 0.2 s at a time, which that ended (rarely, in the test above too)."""
+    result, out = run(ip, capsys, f"{HEAD}\nimport asyncio, time\n"
+                                  "async def compute():\n    while True:\n        until = time.monotonic() + 0.2\n"
+                                  "        while time.monotonic() < until:\n            pass\n"
+                                  "        await asyncio.sleep(0.001)\n"
+                                  "busy = asyncio.create_task(compute())\nawait asyncio.sleep(0)\nbusy.done()")
+    assert result.success and result.result is False, out
+    timer = threading.Timer(1.5, _thread.interrupt_main)
+    timer.start()
+    result, out = run(ip, capsys, f"{HEAD}\ntry:\n    await asyncio.sleep(60)\nfinally:\n"
+                                  "    print('finally', hvd.rank(), flush=True)")
+    timer.join()
+    assert not result.success and "the kernel was interrupted" in out and "[rank 1] finally 1" in out, out
+    assert "KeyboardInterrupt" in out, out
+    result, out = run(ip, capsys, f"{HEAD}\nawait asyncio.sleep(0)\nbusy.done()")
+    assert result.success and result.result is False, out
+    assert run(ip, capsys, f"{HEAD}\nbusy.cancel()\nawait asyncio.sleep(0.3)\nbusy.cancelled()")[0].result
+
+
 def test_an_interrupt_that_lands_in_a_finalizer_is_not_lost(ip, started, capsys, monkeypatch):
     """A KeyboardInterrupt raised inside a finalizer is printed and dropped by Python; the magic's own
     SIGINT handler only counts, so the interrupt still stops the cell."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
@@ -27,7 +29,7 @@ def run_awaited(coroutine: Coroutine[Any, Any, Any]) -> Any:
     engine_loop = asyncio._get_running_loop()
     task = _loop.create_task(coroutine)
     try:
-        with _ours_running(engine_loop):
+        with _ours_running(engine_loop), _interrupts_reach(task):
             return _loop.run_until_complete(task)
     except BaseException:
         task.cancel()
@@ -36,6 +38,38 @@ def run_awaited(coroutine: Coroutine[Any, Any, Any]) -> Any:
         raise
     finally:
         _keep_tasks_going(engine_loop)
+
+
+@contextlib.contextmanager
+def _interrupts_reach(cell: asyncio.Task) -> Iterator[None]:
+    """An interrupt (SIGINT) stops the cell's task, never another: Python raises KeyboardInterrupt in whatever
+    code runs when it comes, which may be a step of a task the cell started (that task then ended with it,
+    while the cell's went on to be cancelled). Then the cell's task is cancelled instead, and the interrupt
+    is raised from the cell once that has run its finally blocks."""
+    handler = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(handler):
+        yield
+        return
+    deferred = False
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        nonlocal deferred
+        running = asyncio.current_task(_loop)
+        if running is None or running is cell:
+            handler(signum, frame)
+            return
+        deferred = True
+        cell.cancel()
+
+    signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    except asyncio.CancelledError:
+        if not deferred:
+            raise
+        raise KeyboardInterrupt from None
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 @contextlib.contextmanager
