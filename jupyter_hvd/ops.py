@@ -353,7 +353,9 @@ def grouped_reducescatter(tensors: Sequence[Any], op: Optional[int] = None, name
 
 
 def barrier(process_set: ProcessSet = global_process_set) -> None:
-    """Return once every rank of ``process_set`` has called barrier()."""
+    """Return once every rank of ``process_set`` has called barrier(). Each rank's ops are negotiated in the
+    order it submitted them, so the set's ops that every rank submitted before the barrier have run by then,
+    and their names can be used again (a dropped optimizer's allreduces, say)."""
     arr = np.zeros(0, dtype=np.uint8)
     enqueue(BARRIER, "barrier", [arr], [None], [None], process_set, [lambda _: None], wait=True)
 

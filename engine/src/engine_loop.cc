@@ -180,7 +180,7 @@ void Engine::submit(std::vector<TensorEntry> fresh) {
     } else {
       int32_t id = cache_.lookup(q);
       if (id >= 0) {
-        batch.cached.push_back({id, std::move(data)});
+        batch.cached.push_back({id, static_cast<uint32_t>(batch.requests.size()), std::move(data)});
         metrics_.cached_requests += 1;
       } else {
         batch.requests.push_back(q);
@@ -219,14 +219,21 @@ void Engine::dispatch(Message& m) {
                                           std::to_string(b.requests.size()) + " new and " +
                                           std::to_string(b.cached.size()) + " cached requests");
       int64_t now = now_us();
-      for (auto& q : b.requests) {
-        q.rank = m.source;  // a request speaks for the rank that sent it
-        coordinator_->add(std::move(q), now);
-      }
-      for (auto& c : b.cached)
+      size_t full = 0;  // the full requests added so far: both kinds go in the order the rank submitted them
+      auto add_full = [&](size_t until) {
+        for (; full < until; ++full) {
+          Request& q = b.requests[full];
+          q.rank = m.source;  // a request speaks for the rank that sent it
+          coordinator_->add(std::move(q), now);
+        }
+      };
+      for (auto& c : b.cached) {
+        add_full(c.after);
         if (!coordinator_->add_cached(m.source, c.id, std::move(c.data), now))
           throw std::runtime_error("rank " + std::to_string(m.source) + " sent an unknown response-cache id " +
                                    std::to_string(c.id));
+      }
+      add_full(b.requests.size());
       return;
     }
     case kResponses: {

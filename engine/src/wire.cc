@@ -9,7 +9,7 @@ namespace {
 // The fewest bytes each item can take, for checking a count against the bytes left.
 constexpr size_t kMinString = sizeof(uint32_t);
 constexpr size_t kMinRequest = sizeof(int32_t) + sizeof(OpSpec) + 3 * sizeof(uint32_t);
-constexpr size_t kMinCached = sizeof(int32_t) + sizeof(uint32_t);
+constexpr size_t kMinCached = sizeof(int32_t) + 2 * sizeof(uint32_t);
 constexpr size_t kMinResponse = sizeof(Response::Kind) + sizeof(OpSpec) + 6 * sizeof(uint32_t);
 constexpr size_t kMinEvent = sizeof(int32_t) + sizeof(Phase) + 2 * kMinString + 3 * sizeof(int64_t);
 
@@ -115,6 +115,7 @@ std::vector<char> encode_batch(const RequestBatch& b) {
   w.put_count(b.cached.size());
   for (const auto& c : b.cached) {
     w.put(c.id);
+    w.put(c.after);
     w.put_vector(c.data);
   }
   return std::move(w.bytes());
@@ -126,8 +127,12 @@ RequestBatch decode_batch(const char* data, size_t size) {
   b.requests.resize(rd.get_count(kMinRequest));
   for (auto& r : b.requests) r = decode_request(rd);
   b.cached.resize(rd.get_count(kMinCached));
+  uint32_t after = 0;
   for (auto& c : b.cached) {
     c.id = rd.get<int32_t>();
+    c.after = rd.get<uint32_t>();
+    if (c.after < after || c.after > b.requests.size()) Reader::fail("cached requests out of order");
+    after = c.after;
     c.data = rd.get_vector<char>();
   }
   rd.finish();

@@ -89,14 +89,18 @@ class Reader {
   const char* end_;
 };
 
-// A repeat of a request the response cache knows, by its id, with its carried input (Request::data).
+// A repeat of a request the response cache knows, by its id, with its carried input (Request::data);
+// `after`: how many of its batch's full requests the rank submitted before it.
 struct CachedRequest {
   int32_t id = -1;
+  uint32_t after = 0;
   std::vector<char> data;
-  bool operator==(const CachedRequest& o) const { return id == o.id && data == o.data; }
+  bool operator==(const CachedRequest& o) const { return id == o.id && after == o.after && data == o.data; }
 };
 
-// A rank's batch for the coordinator: full requests for new names, cache ids for repeats.
+// A rank's batch for the coordinator: full requests for new names, cache ids for repeats; the coordinator
+// takes them in the order the rank submitted them (CachedRequest::after), so that an op a rank submitted
+// first is never ready after one it submitted later (a barrier before the allreduces that came before it).
 struct RequestBatch {
   std::vector<Request> requests;
   std::vector<CachedRequest> cached;

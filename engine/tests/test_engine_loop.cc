@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "in_process_job.h"
@@ -87,6 +88,35 @@ TEST_CASE("names that repeat take the response cache and still agree") {
     CHECK(o1 == o0);
   }
   CHECK(job[1].metrics().cached_requests >= 1);
+}
+
+TEST_CASE("a rank's cached and new requests are negotiated in the order it submitted them") {
+  // A worker sends repeats by cache id and new names in full, in one batch when its engine thread takes
+  // both at once; the coordinator took the new ones first, so a barrier (new) was ready, and returned,
+  // before the cached allreduces submitted before it had run.
+  Config config = quick_config();
+  config.carry_bytes = 0;  // every response through the data plane, which records them
+  InProcessJob job(2, config);
+  for (int i = 0; i < 3; ++i) CHECK(pair_allreduce(job, 0, 1, "w", 0));
+  REQUIRE(job[1].metrics().cached_requests >= 1);  // "w" goes by cache id now
+  std::vector<float> x0(2, 1.0f), x1(2, 1.0f), w0(2, 1.0f), w1(2, 1.0f), o[4];
+  auto entry = [&o](const char* name, std::vector<float>& x, int k) {
+    TensorEntry e = allreduce(name, x, &o[k]);
+    if (name[0] == 'x') e.request.spec.reduce = ReduceOp::Max;  // not fused with "w"
+    return e;
+  };
+  auto h0 = job[0].enqueue(entry("w", w0, 0));
+  auto g0 = job[0].enqueue(entry("x", x0, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 0's requests are in: rank 1's complete both
+  std::vector<TensorEntry> both;
+  both.push_back(entry("w", w1, 2));  // submitted together, so they reach the coordinator in one batch
+  both.push_back(entry("x", x1, 3));
+  auto hs = job[1].enqueue(std::move(both));
+  for (const auto& h : {h0, g0, hs[0], hs[1]}) CHECK(finish(h).ok());
+  const auto ran = job.data_plane(1).ran();
+  REQUIRE(ran.size() >= 2);
+  CHECK(ran[ran.size() - 2] == std::vector<std::string>{"w"});
+  CHECK(ran.back() == std::vector<std::string>{"x"});
 }
 
 TEST_CASE("removed process sets leave the response cache to the names that come after them") {

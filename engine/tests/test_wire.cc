@@ -17,7 +17,7 @@ TEST_CASE("batch_round_trip") {
   r.spec.prescale = 0.25;
   r.data = {'a', '\0', 'b'};
   b.requests = {r};
-  b.cached = {{4, {}}, {9, {'x', 'y'}}};
+  b.cached = {{4, 0, {}}, {9, 1, {'x', 'y'}}};
   auto bytes = encode_batch(b);
   auto d = decode_batch(bytes.data(), bytes.size());
   REQUIRE(d.requests.size() == 1);
@@ -25,6 +25,12 @@ TEST_CASE("batch_round_trip") {
   CHECK(d.requests[0].rank == 3);
   CHECK(d.requests[0].data == r.data);
   CHECK(d.cached == b.cached);
+  b.cached = {{4, 1, {}}, {9, 0, {}}};  // out of the order they were submitted in
+  auto backwards = encode_batch(b);
+  CHECK_THROWS_AS(decode_batch(backwards.data(), backwards.size()), WireError);
+  b.cached = {{4, 2, {}}};  // after more full requests than the batch has
+  auto past = encode_batch(b);
+  CHECK_THROWS_AS(decode_batch(past.data(), past.size()), WireError);
 }
 
 TEST_CASE("responses_round_trip_and_truncation_throws") {

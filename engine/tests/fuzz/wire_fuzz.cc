@@ -120,9 +120,9 @@ std::vector<Case> cases() {
     full.requests = {request(1, "layer.0/weight", {7, 3}, OpType::Allreduce), request(2, "ü層", {}, OpType::Barrier),
                      request(3, "", {0, 5, 1}, OpType::Alltoall)};
     full.requests[0].data.assign(84, 'd');
-    full.cached = {{4, {}}, {9, {'a', 'b', 'c', 'd'}}, {-1, {}}};
+    full.cached = {{4, 0, {}}, {9, 2, {'a', 'b', 'c', 'd'}}, {-1, 3, {}}};
     RequestBatch cached_only;
-    cached_only.cached = {{0, {}}};
+    cached_only.cached = {{0, 0, {}}};
     out.push_back({"decode_batch",
                    [](const Bytes& b) {
                      RequestBatch d = decode_batch(b.data(), b.size());
