@@ -11,6 +11,7 @@ import psutil
 from cluster_info import REPO, ClusterInfo
 from hvdrun_cli import hvdrun_argv
 from listening import tree
+from multirank import failure_text
 
 JOB_TIMEOUT_S = 240
 
@@ -62,8 +63,8 @@ def rank_tests(cluster: ClusterInfo, hosts: str, *modules: str, flags: tuple[str
     result = run_job(cluster, "-np", str(np_), *place, *flags, "-x", "JHVD_EXPECT_HOSTS", sys.executable, "-m",
                      "pytest", "-q", "-x", "--color=no", "-p", "no:cacheprovider", *select,
                      *(f"tests/ranks/{m}" for m in modules), JHVD_EXPECT_HOSTS=expect, **env)
-    assert result.returncode == 0, result.stdout[-6000:]
-    assert result.stdout.count(" passed") >= np_, result.stdout[-4000:]
+    assert result.returncode == 0, failure_text(result.stdout)
+    assert result.stdout.count(" passed") >= np_, failure_text(result.stdout, 4000)
     return result.stdout
 
 
