@@ -420,6 +420,18 @@ def test_kernel_interrupt_signals_the_ranks(ip, started, capsys):
     assert run(ip, capsys, f"{HEAD}\nhvd.rank()")[0].result == 0
 
 
+def interrupt_an_awaiting_cell(ip, capsys) -> str:
+    """Interrupt the kernel 1.5 s into a cell that awaits for a minute; the cell must stop, each rank running
+    its finally block. Returns what the cell showed."""
+    timer = threading.Timer(1.5, _thread.interrupt_main)
+    timer.start()
+    result, out = run(ip, capsys, f"{HEAD}\ntry:\n    await asyncio.sleep(60)\nfinally:\n"
+                                  "    print('finally', hvd.rank(), flush=True)")
+    timer.join()
+    assert not result.success and "the kernel was interrupted" in out and "[rank 1] finally 1" in out, out
+    return out
+
+
 def test_a_cell_awaits_at_its_top_level_as_in_a_notebook(ip, started, capsys):
     """Top-level await, as a kernel and %%px run it: the value, tasks going on in later awaiting cells, a
     failure and an interrupt that cancel the cell's coroutine (its finally runs), and the cell after."""
@@ -444,12 +456,7 @@ def test_a_cell_awaits_at_its_top_level_as_in_a_notebook(ip, started, capsys):
     result, out = run(ip, capsys, f"{HEAD}\nif hvd.rank() == 1:\n    raise ValueError('in an awaiting cell')\n"
                                   "await asyncio.sleep(60)")
     assert not result.success and "rank 1 raised ValueError: in an awaiting cell" in out, out
-    timer = threading.Timer(1.5, _thread.interrupt_main)
-    timer.start()
-    result, out = run(ip, capsys, f"{HEAD}\ntry:\n    await asyncio.sleep(60)\nfinally:\n"
-                                  "    print('finally', hvd.rank(), flush=True)")
-    timer.join()
-    assert not result.success and "the kernel was interrupted" in out and "[rank 1] finally 1" in out, out
+    interrupt_an_awaiting_cell(ip, capsys)
     result, out = run(ip, capsys, f"{HEAD}\nawait asyncio.sleep(0)\nhvd.rank(), background.done()")
     assert result.success and result.result == (0, False), out
     assert run(ip, capsys, f"{HEAD}\nbackground.cancel()\nawait asyncio.sleep(0)\nbackground.cancelled()")[0].result
@@ -464,12 +471,7 @@ def test_an_interrupt_while_a_task_of_the_cell_computes_stops_the_cell_not_the_t
                                   "        await asyncio.sleep(0.001)\n"
                                   "busy = asyncio.create_task(compute())\nawait asyncio.sleep(0)\nbusy.done()")
     assert result.success and result.result is False, out
-    timer = threading.Timer(1.5, _thread.interrupt_main)
-    timer.start()
-    result, out = run(ip, capsys, f"{HEAD}\ntry:\n    await asyncio.sleep(60)\nfinally:\n"
-                                  "    print('finally', hvd.rank(), flush=True)")
-    timer.join()
-    assert not result.success and "the kernel was interrupted" in out and "[rank 1] finally 1" in out, out
+    out = interrupt_an_awaiting_cell(ip, capsys)
     assert "KeyboardInterrupt" in out, out
     result, out = run(ip, capsys, f"{HEAD}\nawait asyncio.sleep(0)\nbusy.done()")
     assert result.success and result.result is False, out
