@@ -5,7 +5,9 @@ torch's current stream); see ``mpi_ops`` for the ops and their gradients, ``opti
 """
 from ..basics import abort, check_running, metrics
 from ..errors import EngineAbortedError, EngineShutdownError, HorovodInternalError, TensorMismatchError
+from ..extensions import check_extension, gpu_available
 from ..gpu import GpuUnavailableError, gpu_status
+from ..groups import split_list
 from .. import monitor
 from ..monitor.samples import monitor_step
 from ..timeline import drain_events
@@ -32,12 +34,13 @@ __all__ = [
     "SyncBatchNorm", "TensorMismatchError", "abort", "add_process_set", "allgather", "allgather_async",
     "allgather_object", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "alltoall",
     "alltoall_async", "barrier", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
-    "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters", "ccl_built", "check_running",
-    "cross_rank", "cross_size", "cuda_built", "ddl_built", "drain_events", "elastic", "global_process_set",
-    "gloo_built", "gloo_enabled", "gpu_status", "grouped_allgather", "grouped_allgather_async", "grouped_allreduce",
+    "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters", "ccl_built", "check_extension",
+    "check_running", "cross_rank", "cross_size", "cuda_built", "ddl_built", "drain_events", "elastic",
+    "global_process_set", "gloo_built", "gloo_enabled", "gpu_available", "gpu_status", "grouped_allgather",
+    "grouped_allgather_async", "grouped_allreduce",
     "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_", "grouped_reducescatter",
     "grouped_reducescatter_async", "init", "is_initialized", "join", "local_rank", "local_size", "metrics",
     "monitor", "monitor_step", "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "poll", "rank",
     "reducescatter", "reducescatter_async", "remove_process_set", "rocm_built", "shutdown", "size",
-    "sparse_allreduce_async", "start_timeline", "stop_timeline", "synchronize",
+    "sparse_allreduce_async", "split_list", "start_timeline", "stop_timeline", "synchronize",
 ]
