@@ -17,7 +17,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include "auto_names.h"
 #include "contracts.h"
@@ -170,14 +169,21 @@ NB_MODULE(_C, m) {
         return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(h.output.data(), {n}, self);
       }, nb::rv_policy::reference_internal);
   nb::class_<jhvd::HandleGroup>(m, "HandleGroup")
-      // Not yet: the caller gives up its core for a moment. A script that polls in a loop would otherwise
-      // keep the engine thread, which shares its core where ranks are bound one core each, from running
-      // until the scheduler took the core away (a 4-byte allreduce then took milliseconds).
+      // Not yet: the first unfinished handle steps the engine itself or gives up the core for a moment
+      // (Handle::poll_step). A script that polls in a loop would otherwise keep the engine thread, which
+      // shares its core where ranks are bound one core each, from running until the scheduler took the
+      // core away (a 4-byte allreduce then took milliseconds).
       .def("poll", [](const jhvd::HandleGroup& g) {
-        if (std::all_of(g.handles.begin(), g.handles.end(), [](const auto& h) { return h->poll(); })) return true;
-        nb::gil_scoped_release nogil;
-        std::this_thread::yield();
-        return false;
+        const auto done = [&g] {
+          return std::all_of(g.handles.begin(), g.handles.end(), [](const auto& h) { return h->poll(); });
+        };
+        if (done()) return true;
+        {
+          nb::gil_scoped_release nogil;
+          const auto open = std::find_if(g.handles.begin(), g.handles.end(), [](const auto& h) { return !h->poll(); });
+          if (open != g.handles.end()) (*open)->poll_step();
+        }
+        return done();
       })
       // The group's status code once every handle is done (0: all succeeded; `status` has the failure),
       // or None when `timeout_s` passed first: one call on a blocking op's usual path.

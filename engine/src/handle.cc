@@ -49,6 +49,14 @@ void Handle::complete(Status s) {
 
 bool Handle::poll() const { return done_.load(std::memory_order_acquire); }
 
+bool Handle::poll_step() const {
+  if (poll()) return true;
+  if (spin_us_ > 0 && progress_ && progress_->lone() && progress_->try_step() != Progress::Stepped::NotRun)
+    return poll();
+  std::this_thread::yield();
+  return poll();
+}
+
 bool Handle::wait_for(std::chrono::microseconds timeout) const {
   if (poll()) return true;
   // While its operation is the engine's only one, a waiter runs the engine's steps itself, for up to its

@@ -126,3 +126,30 @@ TEST_CASE("a_waiter_of_one_of_many_operations_neither_steps_nor_counts_as_drivin
   CHECK_FALSE(waiter_stepped);
   CHECK_FALSE(seen_driven);
 }
+
+TEST_CASE("a_poll_of_a_lone_operation_runs_one_step_itself_and_otherwise_only_yields") {
+  // A loop of polls needs no engine thread for its lone operation, but steps only where waiters may
+  // (a spin time) and only for the engine's only operation.
+  Handle* h = nullptr;
+  int steps = 0;
+  auto progress = std::make_shared<hvd::Progress>([&](bool by_waiter) {
+    CHECK(by_waiter);
+    if (++steps == 3) h->complete(Status::Ok());
+    return true;
+  });
+  Handle handle(2000, progress);
+  h = &handle;
+  CHECK_FALSE(handle.poll_step());
+  CHECK_FALSE(handle.poll_step());
+  CHECK(handle.poll_step());
+  CHECK(steps == 3);
+  CHECK(handle.poll_step());
+  CHECK(steps == 3);  // done: no more steps
+  CHECK_FALSE(progress->driven());
+
+  Handle no_spin(0, progress), of_many(2000, progress);
+  CHECK_FALSE(no_spin.poll_step());
+  progress->set_lone(false);
+  CHECK_FALSE(of_many.poll_step());
+  CHECK(steps == 3);
+}
