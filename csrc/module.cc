@@ -141,11 +141,11 @@ nb::dict metrics_dict(const hvd::Metrics& m) {
 namespace jhvd {
 
 // Holds the registry lock while enqueueing, so a concurrent shutdown cannot free the engine meanwhile.
-HandleGroup enqueue_entries(std::vector<hvd::TensorEntry> group) {
+HandleGroup enqueue_entries(std::vector<hvd::TensorEntry> group, bool caller_waits) {
   std::lock_guard<std::mutex> g(g_mu);
   check_not_helper();
   if (!g_engine) throw nb::value_error(kNotInitialized);
-  return {g_engine->enqueue(std::move(group))};
+  return {g_engine->enqueue(std::move(group), caller_waits)};
 }
 
 }  // namespace jhvd

@@ -30,6 +30,6 @@ void check_reduce(const std::vector<int>& codes, hvd::ReduceOp op, double presca
 
 // Enqueues a group on the process-wide engine (all or none of it). Throws hvd::InvalidArgument for
 // bad requests and std::runtime_error when no engine is running.
-HandleGroup enqueue_entries(std::vector<hvd::TensorEntry> group);
+HandleGroup enqueue_entries(std::vector<hvd::TensorEntry> group, bool caller_waits = false);
 
 }  // namespace jhvd

@@ -145,10 +145,11 @@ void bind_submit(nb::module_& m) {
   // One operation on each array of `arrays` (host arrays, or device tensors: all one or all the other), queued
   // together under `names` (None: numbered); `outputs` holds where each result goes (None: the engine
   // allocates it). `what` names the call in errors. Checks the dtypes, then the reduction, then the names, so
-  // a call refused by those takes no automatic name; then the engine's own checks.
+  // a call refused by those takes no automatic name; then the engine's own checks. `waits`: the caller waits
+  // for the group at once (a blocking call; see Engine::enqueue).
   m.def("submit", [](int op, const std::string& what, nb::list arrays, nb::list outputs, nb::list names, int set_id,
                      int reduce, int root_rank, nb::handle prescale_arg, nb::handle postscale_arg,
-                     std::vector<int64_t> splits) {
+                     std::vector<int64_t> splits, bool waits) {
     if (!g_rules) throw std::runtime_error("submit: set_python_rules was not called");
     const PythonRules& r = *g_rules;
     const size_t n = arrays.size();
@@ -179,9 +180,9 @@ void bind_submit(nb::module_& m) {
       group.push_back(host_entry(tensor_spec, std::move(named[i]), arrays[i], outputs[i]));
       group.back().splits = splits;
     }
-    return enqueue_entries(std::move(group));
+    return enqueue_entries(std::move(group), waits);
   }, "op"_a, "what"_a, "arrays"_a, "outputs"_a, "names"_a, "set_id"_a, "reduce"_a, "root_rank"_a, "prescale"_a.none(),
-     "postscale"_a.none(), "splits"_a);
+     "postscale"_a.none(), "splits"_a, "waits"_a = false);
 }
 
 }  // namespace jhvd

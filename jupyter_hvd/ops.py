@@ -51,7 +51,7 @@ def enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names:
     names, and the engine entries, are _C.submit's (csrc/submit.cc), with this package's rules below."""
     pid = set_id(process_set)
     release_orphans()
-    natives = _C.submit(op, kind, arrs, outs, names, pid, reduce, root_rank, prescale, postscale, splits)
+    natives = _C.submit(op, kind, arrs, outs, names, pid, reduce, root_rank, prescale, postscale, splits, wait)
     if wait:
         return wait_for_result(natives, (arrs, outs), finishes, group)
     return Handle(natives, (arrs, outs), finishes, group)

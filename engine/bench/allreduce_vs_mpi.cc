@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
         e.input = bufs[i].data();
         e.output = bufs[i].data();
       }
-      auto handles = engine.enqueue(std::move(group));
+      auto handles = engine.enqueue(std::move(group), /*caller_waits=*/true);
       for (auto it = handles.rbegin(); it != handles.rend(); ++it)
         while (!(*it)->wait_for(std::chrono::milliseconds(50))) {
         }

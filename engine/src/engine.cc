@@ -73,7 +73,13 @@ Engine::Engine(EngineWiring wiring, Config config)
       << (config_.stall_check ? std::to_string(static_cast<int>(config_.stall_check_s)) + " s" : "off");
     log::write(log::Level::Info, o.str());
   }
-  progress_ = std::make_shared<Progress>([this](bool by_waiter) { return step(by_waiter); });
+  progress_ = std::make_shared<Progress>([this](bool by_waiter) { return step(by_waiter); }, [this] {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      woken_ = true;
+    }
+    cv_.notify_all();
+  });
   last_work_us_ = now_us();
   // The thread is named and placed before the engine is handed out: waiters may run every step of a
   // job's first operations before the engine thread itself is scheduled.

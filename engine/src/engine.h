@@ -59,7 +59,9 @@ class Engine {
 
   // Queues operations; each handle completes on the engine thread. A group's entries reach the engine
   // thread at once, so they negotiate and fuse together; when one of them is invalid, none is queued.
-  std::vector<std::shared_ptr<Handle>> enqueue(std::vector<TensorEntry> group);
+  // `caller_waits`: the caller waits for the results at once (a blocking call), so a lone operation's
+  // waiter runs its steps and the engine thread is not woken for it (Handle::defer_wake).
+  std::vector<std::shared_ptr<Handle>> enqueue(std::vector<TensorEntry> group, bool caller_waits = false);
   std::shared_ptr<Handle> enqueue(TensorEntry entry);
   // Stops every rank's engine: pending and later operations fail with `reason`.
   void abort(const std::string& reason);
@@ -159,6 +161,7 @@ class Engine {
   CoreContention contention_;            // of the engine thread's core
   bool contended_ = false;               // as the engine thread last sampled it
   std::atomic<bool> in_flight_{false};   // after the last step: see idle()
+  bool woken_ = false;                   // under mu_: a waiter handed its operation back (Progress::wake)
 
   std::mutex timeline_mu_;
   std::unique_ptr<TraceWriter> writer_;  // rank 0

@@ -88,8 +88,9 @@ void Engine::idle(int64_t& next_poll_us) {
   next_poll_us = std::min(2 * poll_us, cap);
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait_for(lk, std::chrono::microseconds(poll_us), [this] {
-    return !queue_.empty() || !sets_to_remove_.empty() || (stop_requested_ && state_ == State::Running);
+    return woken_ || !queue_.empty() || !sets_to_remove_.empty() || (stop_requested_ && state_ == State::Running);
   });
+  woken_ = false;
 }
 
 bool Engine::work() {

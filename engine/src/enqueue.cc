@@ -26,7 +26,7 @@ std::shared_ptr<Handle> Engine::enqueue(TensorEntry entry) {
   return enqueue(std::move(one))[0];
 }
 
-std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> group) {
+std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> group, bool caller_waits) {
   int device = -1;
   std::shared_ptr<const ProcessSet> set;
   for (const auto& e : group) {
@@ -73,9 +73,14 @@ std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> gr
                                       std::to_string(topo_.rank) +
                                       "; names must be unique until their operation completes");
   }
+  // A blocking call's lone operation: its waiter runs the steps (Handle::wait_for), so waking the engine
+  // thread (a system call, and a thread that then contends for the step) only slows it down.
+  const bool deferred = caller_waits && handles.size() == 1 && wait_spin_us_ > 0 && gpu_device_.load() < 0 &&
+                        progress_->lone() && !in_flight_.load(std::memory_order_relaxed);
+  if (deferred) handles[0]->defer_wake();
   for (auto& e : group) queue_.push_back(std::move(e));
   lk.unlock();
-  cv_.notify_all();
+  if (!deferred) cv_.notify_all();
   return handles;
 }
 

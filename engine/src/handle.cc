@@ -57,6 +57,10 @@ bool Handle::poll_step() const {
   return poll();
 }
 
+void Handle::hand_back() const {
+  if (progress_ && wake_deferred_.exchange(false, std::memory_order_relaxed)) progress_->wake();
+}
+
 bool Handle::wait_for(std::chrono::microseconds timeout) const {
   if (poll()) return true;
   // While its operation is the engine's only one, a waiter runs the engine's steps itself, for up to its
@@ -71,6 +75,7 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
     if (spent >= (drive ? spin : poll_only)) break;
     if (!drive) {
       driving.reset();
+      hand_back();
       std::this_thread::yield();
       continue;
     }
@@ -84,6 +89,7 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
   }
   driving.reset();
   if (poll()) return true;
+  hand_back();
   const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
   std::unique_lock<std::mutex> lk(mu_);
   return cv_.wait_for(lk, std::max(timeout - spent, std::chrono::microseconds(0)),

@@ -54,6 +54,9 @@ class Handle {
   bool poll_step() const;
   // Waits up to `timeout` (working for up to the handle's spin time first); true when done.
   bool wait_for(std::chrono::microseconds timeout) const;
+  // The enqueue left the engine thread asleep, as the caller waits at once and runs the lone operation's
+  // steps itself: its waiter wakes the engine thread if it stops doing so before the operation is done.
+  void defer_wake() { wake_deferred_.store(true, std::memory_order_relaxed); }
   Status status() const;
 
   // Engine-allocated results; read them only after completion.
@@ -66,8 +69,12 @@ class Handle {
   int device = -1;
 
  private:
+  // Wakes the engine thread once, if the enqueue deferred that to this handle's waiter.
+  void hand_back() const;
+
   const int64_t spin_us_;
   const std::shared_ptr<Progress> progress_;
+  mutable std::atomic<bool> wake_deferred_{false};
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::atomic<bool> done_{false};  // set under mu_, so a waiter on cv_ cannot miss it; read without it

@@ -14,8 +14,17 @@ bool Progress::step() {
 }
 
 void Progress::detach() {
-  std::lock_guard<std::mutex> g(mu_);
-  step_ = nullptr;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    step_ = nullptr;
+  }
+  std::lock_guard<std::mutex> g(wake_mu_);
+  wake_ = nullptr;
+}
+
+void Progress::wake() {
+  std::lock_guard<std::mutex> g(wake_mu_);
+  if (wake_) wake_();
 }
 
 }  // namespace hvd

@@ -13,8 +13,9 @@ namespace hvd {
 class Progress {
  public:
   // `step(by_waiter)` runs one pass of the engine's loop and returns whether it did any work; it may
-  // refuse a waiter (GPU work stays on the engine thread).
-  explicit Progress(std::function<bool(bool)> step) : step_(std::move(step)) {}
+  // refuse a waiter (GPU work stays on the engine thread). `wake` rouses the engine thread from its sleep.
+  explicit Progress(std::function<bool(bool)> step, std::function<void()> wake = {})
+      : step_(std::move(step)), wake_(std::move(wake)) {}
 
   // What a waiter's step did: ran and did work, ran and found nothing, or did not run (another thread is
   // running one, or the engine is gone or refused the waiter).
@@ -24,8 +25,10 @@ class Progress {
   // The engine thread's step; false when it did no work, or another thread is running one (the engine
   // thread then idles instead of queueing for the lock behind a waiter that does the same work).
   bool step();
-  // No step runs once this returns (the engine is stopping for good).
+  // No step runs, and wake() does nothing, once this returns (the engine is stopping for good).
   void detach();
+  // Rouses the engine thread, for a waiter that leaves an operation whose enqueue did not (Handle::defer_wake).
+  void wake();
 
   // A waiter drives the engine while it holds a Driving; the engine thread need not spin meanwhile, and
   // MPI does not yield the core inside the collectives that start then (mpi_yield.h).
@@ -50,6 +53,8 @@ class Progress {
  private:
   std::mutex mu_;
   std::function<bool(bool)> step_;  // empty once detached
+  std::mutex wake_mu_;              // not mu_: a step may hold that for a whole collective
+  std::function<void()> wake_;      // empty once detached
   std::atomic<int> drivers_{0};
   std::atomic<bool> lone_{true};
 };

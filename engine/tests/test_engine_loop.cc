@@ -310,3 +310,36 @@ TEST_CASE("a_joined_rank_stands_in_for_the_others_allreduces_until_all_have_join
   for (const auto& h : {h0, h1, h2}) CHECK(finish(h).ok());
   CHECK(o2 == std::vector<float>(3, 9.0f));
 }
+
+TEST_CASE("a_blocking_calls_lone_operation_completes_whether_its_waiter_runs_it_hands_it_back_or_never_waits") {
+  // enqueue(..., caller_waits) leaves the engine thread asleep for a lone operation (Handle::defer_wake).
+  Config config = quick_config();
+  config.spin_us = 300;  // waiters run the steps where the host has a core per rank
+  InProcessJob job(2, config);
+  auto blocking = [&job](int rank, const std::string& name, std::vector<float>& x, std::vector<float>* out) {
+    std::vector<TensorEntry> one;
+    one.push_back(allreduce(name, x, out));
+    return job[rank].enqueue(std::move(one), /*caller_waits=*/true)[0];
+  };
+  for (int step = 0; step < 20; ++step) {  // both callers wait at once
+    std::vector<float> x0(2, 1.0f), x1(2, 3.0f), o0, o1;
+    std::thread peer([&] {
+      auto h1 = blocking(1, "w", x1, &o1);
+      CHECK(h1->wait_for(std::chrono::seconds(60)));
+    });
+    auto h0 = blocking(0, "w", x0, &o0);
+    CHECK(h0->wait_for(std::chrono::seconds(60)));
+    peer.join();
+    CHECK(o0 == std::vector<float>(2, 4.0f));
+    CHECK(o1 == o0);
+  }
+  // Rank 1's waiter gives up before its peer comes (it hands the operation back to the engine thread), and
+  // rank 0's caller never waits: the engine threads finish both.
+  std::vector<float> x0(2, 1.0f), x1(2, 3.0f), o0, o1;
+  auto h1 = blocking(1, "late", x1, &o1);
+  CHECK_FALSE(h1->wait_for(std::chrono::milliseconds(5)));
+  auto h0 = blocking(0, "late", x0, &o0);
+  CHECK(finish(h0).ok());
+  CHECK(finish(h1).ok());
+  CHECK(o1 == std::vector<float>(2, 4.0f));
+}

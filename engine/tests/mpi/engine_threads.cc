@@ -53,7 +53,8 @@ hvd::TensorEntry entry(hvd::OpType op, const std::string& name, std::vector<int6
 
 // One thread's share of a round: an allreduce (fused with the other threads'), an allgather of rows that
 // differ per rank, a broadcast, an alltoall and a reducescatter on the global set; an allreduce on the
-// single-member `set` where this rank is in it.
+// single-member `set` where this rank is in it; then a blocking call's allreduce (its waiter runs it, or hands
+// it back to the engine thread when the other threads' operations are in flight).
 void work(hvd::Engine& engine, int thread, int round, int32_t set, bool in_set) {
   const std::string tag = std::to_string(thread) + "." + std::to_string(round % 5);  // names repeat: cache hits
   const int n = g_size;
@@ -96,6 +97,12 @@ void work(hvd::Engine& engine, int thread, int round, int32_t set, bool in_set) 
     expect(finish(sh).ok(), "set allreduce failed: " + sh->status().message);
     for (float v : ssum) expect(v == me, "set allreduce value");  // the set has this rank alone
   }
+  std::vector<float> one(1, me);
+  std::vector<hvd::TensorEntry> blocking;
+  blocking.push_back(entry(hvd::OpType::Allreduce, "blocking." + tag, {1}, one.data(), one.data()));
+  auto bh = engine.enqueue(std::move(blocking), /*caller_waits=*/true)[0];
+  expect(finish(bh).ok(), "blocking allreduce failed: " + bh->status().message);
+  expect(one[0] == total, "blocking allreduce value " + std::to_string(one[0]));
 }
 
 hvd::Config config(int life) {
