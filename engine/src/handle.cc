@@ -1,7 +1,6 @@
 #include "handle.h"
 
 #include <algorithm>
-#include <optional>
 #include <thread>
 
 namespace hvd {
@@ -57,8 +56,8 @@ bool Handle::poll_step() const {
   return poll();
 }
 
-void Handle::hand_back() const {
-  if (progress_ && wake_deferred_.exchange(false, std::memory_order_relaxed)) progress_->wake();
+void Handle::hand_back(bool drove) const {
+  if (progress_ && (wake_deferred_.exchange(false, std::memory_order_relaxed) || drove)) progress_->wake();
 }
 
 bool Handle::wait_for(std::chrono::microseconds timeout) const {
@@ -68,18 +67,17 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
   const auto spin = std::min(timeout, std::chrono::microseconds(spin_us_));
   const auto poll_only = std::min(spin, std::chrono::microseconds(kPollUs));
   const auto start = std::chrono::steady_clock::now();
-  std::optional<Progress::Driving> driving;  // held while this waiter drives, not taken per step
+  Progress::Driving driving(progress_.get());  // on while this waiter drives, not turned on per step
   while (!poll()) {
     const auto spent = std::chrono::steady_clock::now() - start;
     const bool drive = progress_ && progress_->lone();
     if (spent >= (drive ? spin : poll_only)) break;
     if (!drive) {
-      driving.reset();
-      hand_back();
+      hand_back(driving.stop());
       std::this_thread::yield();
       continue;
     }
-    if (!driving) driving.emplace(*progress_);
+    driving.start();
     // After a step that found nothing to do, a pause, not a yield: yielding hands the core to any other
     // runnable thread for a whole time slice, which on a busy host is far longer than a reply takes. But
     // when another thread holds the step (the engine thread, in a collective), yield: it may need this core.
@@ -87,9 +85,9 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
     if (did == Progress::Stepped::Idle) cpu_relax();
     else if (did == Progress::Stepped::NotRun) std::this_thread::yield();
   }
-  driving.reset();
+  const bool drove = driving.stop();
   if (poll()) return true;
-  hand_back();
+  hand_back(drove);
   const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
   std::unique_lock<std::mutex> lk(mu_);
   return cv_.wait_for(lk, std::max(timeout - spent, std::chrono::microseconds(0)),

@@ -69,8 +69,9 @@ class Handle {
   int device = -1;
 
  private:
-  // Wakes the engine thread once, if the enqueue deferred that to this handle's waiter.
-  void hand_back() const;
+  // For a waiter that stops running the steps before the operation is done: wakes the engine thread, which
+  // sleeps while a waiter drives (`drove`) or was not woken by the enqueue (deferred; once).
+  void hand_back(bool drove) const;
 
   const int64_t spin_us_;
   const std::shared_ptr<Progress> progress_;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <utility>
 
 namespace hvd {
 
@@ -30,17 +31,27 @@ class Progress {
   // Rouses the engine thread, for a waiter that leaves an operation whose enqueue did not (Handle::defer_wake).
   void wake();
 
-  // A waiter drives the engine while it holds a Driving; the engine thread need not spin meanwhile, and
-  // MPI does not yield the core inside the collectives that start then (mpi_yield.h).
+  // A waiter drives the engine while its Driving is on (and until it goes); the engine thread need not spin
+  // meanwhile, and MPI does not yield the core inside the collectives that start then (mpi_yield.h).
   class Driving {
    public:
-    explicit Driving(Progress& p) : p_(p) { p_.drivers_.fetch_add(1, std::memory_order_relaxed); }
-    ~Driving() { p_.drivers_.fetch_sub(1, std::memory_order_relaxed); }
+    explicit Driving(Progress* p) : p_(p) {}
+    ~Driving() { stop(); }
     Driving(const Driving&) = delete;
     Driving& operator=(const Driving&) = delete;
+    void start() {
+      if (!on_) p_->drivers_.fetch_add(1, std::memory_order_relaxed);
+      on_ = true;
+    }
+    // Whether it was on.
+    bool stop() {
+      if (on_) p_->drivers_.fetch_sub(1, std::memory_order_relaxed);
+      return std::exchange(on_, false);
+    }
 
    private:
-    Progress& p_;
+    Progress* p_;
+    bool on_ = false;
   };
   bool driven() const { return drivers_.load(std::memory_order_relaxed) > 0; }
 

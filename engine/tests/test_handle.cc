@@ -154,9 +154,9 @@ TEST_CASE("a_poll_of_a_lone_operation_runs_one_step_itself_and_otherwise_only_yi
   CHECK(steps == 3);
 }
 
-TEST_CASE("a_waiter_wakes_the_engine_thread_once_when_it_leaves_an_operation_whose_enqueue_did_not") {
-  // A blocking call's enqueue leaves the engine thread asleep (Handle::defer_wake): the waiter runs the
-  // steps, and rouses the engine thread if it stops before the operation is done, once.
+TEST_CASE("a_waiter_that_stops_running_the_steps_before_its_operation_is_done_wakes_the_engine_thread") {
+  // The engine thread sleeps while a waiter drives, and a blocking call's enqueue does not wake it
+  // (Handle::defer_wake): a waiter that leaves an unfinished operation wakes it, so it takes over at once.
   int wakes = 0, steps = 0;
   Handle* finish_on_second = nullptr;
   auto progress = std::make_shared<hvd::Progress>(
@@ -166,31 +166,33 @@ TEST_CASE("a_waiter_wakes_the_engine_thread_once_when_it_leaves_an_operation_who
       },
       [&] { ++wakes; });
 
-  Handle driven(100000, progress);  // the waiter runs it to the end: nothing to hand back
+  Handle driven(100000, progress);  // the waiter runs it to the end: nothing to hand over
   driven.defer_wake();
   finish_on_second = &driven;
   CHECK(driven.wait_for(seconds(5)));
   CHECK(wakes == 0);
   finish_on_second = nullptr;
 
-  Handle spun(200, progress);  // its spin ends first
+  Handle spun(200, progress);  // its spin ends while it drives: one wake, deferred or not
   spun.defer_wake();
   CHECK_FALSE(spun.wait_for(milliseconds(2)));
   CHECK(wakes == 1);
-  CHECK_FALSE(spun.wait_for(milliseconds(1)));
-  CHECK(wakes == 1);  // once
+  CHECK_FALSE(spun.wait_for(milliseconds(2)));  // it drove again
+  CHECK(wakes == 2);
 
-  progress->set_lone(false);  // another operation came: the waiter does not drive, so it wakes at once
+  progress->set_lone(false);  // another operation came: the waiter does not drive
   Handle of_many(100000, progress);
-  of_many.defer_wake();
+  of_many.defer_wake();  // but the enqueue did not wake the engine thread: the waiter does, once
   CHECK_FALSE(of_many.wait_for(milliseconds(1)));
-  CHECK(wakes == 2);
+  CHECK(wakes == 3);
+  CHECK_FALSE(of_many.wait_for(milliseconds(1)));
+  CHECK(wakes == 3);
 
-  Handle woke_by_enqueue(100000, progress);  // not deferred: the enqueue woke the engine thread itself
+  Handle woke_by_enqueue(100000, progress);  // neither drove nor deferred: the engine thread is at work
   CHECK_FALSE(woke_by_enqueue.wait_for(milliseconds(1)));
-  CHECK(wakes == 2);
+  CHECK(wakes == 3);
 
   progress->detach();  // the engine is gone: a late waiter's wake reaches nothing
   progress->wake();
-  CHECK(wakes == 2);
+  CHECK(wakes == 3);
 }
