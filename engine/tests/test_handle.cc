@@ -27,6 +27,15 @@ bool wait_while_completed_after(Handle& h, microseconds delay, microseconds time
   return done;
 }
 
+// A Progress whose steps must be a waiter's, the `n`-th of which completes `*target`; `*steps` counts them.
+std::shared_ptr<hvd::Progress> completing_on_step(int n, Handle** target, int* steps) {
+  return std::make_shared<hvd::Progress>([=](bool by_waiter) {
+    CHECK(by_waiter);
+    if (++*steps == n) (*target)->complete(Status::Ok());
+    return true;
+  });
+}
+
 }  // namespace
 
 TEST_CASE("handle_wait_sees_a_completion_during_its_spin") {
@@ -67,11 +76,7 @@ TEST_CASE("a_waiter_runs_the_steps_that_complete_its_own_operation") {
   // No engine thread here: only the waiter's own steps can complete the handle.
   Handle* h = nullptr;
   int steps = 0;
-  auto progress = std::make_shared<hvd::Progress>([&](bool by_waiter) {
-    CHECK(by_waiter);
-    if (++steps == 3) h->complete(Status::Ok());
-    return true;
-  });
+  auto progress = completing_on_step(3, &h, &steps);
   Handle handle(seconds(5).count() * 1000000, progress);
   h = &handle;
   CHECK(handle.wait_for(seconds(5)));
@@ -132,11 +137,7 @@ TEST_CASE("a_poll_of_a_lone_operation_runs_one_step_itself_and_otherwise_only_yi
   // (a spin time) and only for the engine's only operation.
   Handle* h = nullptr;
   int steps = 0;
-  auto progress = std::make_shared<hvd::Progress>([&](bool by_waiter) {
-    CHECK(by_waiter);
-    if (++steps == 3) h->complete(Status::Ok());
-    return true;
-  });
+  auto progress = completing_on_step(3, &h, &steps);
   Handle handle(2000, progress);
   h = &handle;
   CHECK_FALSE(handle.poll_step());
