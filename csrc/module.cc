@@ -174,16 +174,16 @@ NB_MODULE(_C, m) {
       // shares its core where ranks are bound one core each, from running until the scheduler took the
       // core away (a 4-byte allreduce then took milliseconds).
       .def("poll", [](const jhvd::HandleGroup& g) {
-        const auto done = [&g] {
-          return std::all_of(g.handles.begin(), g.handles.end(), [](const auto& h) { return h->poll(); });
+        const auto open = [&g](auto from) {
+          return std::find_if(from, g.handles.end(), [](const auto& h) { return !h->poll(); });
         };
-        if (done()) return true;
+        auto first = open(g.handles.begin());
+        if (first == g.handles.end()) return true;
         {
           nb::gil_scoped_release nogil;
-          const auto open = std::find_if(g.handles.begin(), g.handles.end(), [](const auto& h) { return !h->poll(); });
-          if (open != g.handles.end()) (*open)->poll_step();
+          (*first)->poll_step();
         }
-        return done();
+        return open(first) == g.handles.end();
       })
       // The group's status code once every handle is done (0: all succeeded; `status` has the failure),
       // or None when `timeout_s` passed first: one call on a blocking op's usual path.
