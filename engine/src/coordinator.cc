@@ -214,7 +214,7 @@ std::vector<Response> Coordinator::take_ready() {
     const Request& a = rs.front();
     Response r;
     r.spec = a.spec;
-    r.names = {key.name};
+    r.names.push_back(std::move(node.key().name));  // the extracted entry's: no copy
     std::string err = validate(rs, *ranks);
     if (err.empty() && rs.size() < ranks->size()) err = stand_in(r, rs, *ranks);
     if (a.spec.op == OpType::Join) {

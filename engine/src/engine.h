@@ -151,6 +151,7 @@ class Engine {
 
   // Whoever runs a step only (see progress.h).
   std::unordered_map<TensorKey, TensorEntry, TensorKeyHash> table_;
+  TensorKey probe_;  // execute()'s key to look up in table_, reused
   std::vector<Response> exec_queue_;
   bool final_received_ = false;
   int64_t drain_deadline_us_ = 0;

@@ -329,7 +329,9 @@ void Engine::execute(const Response& r) {
   std::vector<TensorEntry> stand_ins;
   stand_ins.reserve(r.stand_in_counts.size());  // es points into it
   for (size_t i = 0; i < r.names.size(); ++i) {
-    auto it = table_.find(TensorKey{r.spec.process_set, r.names[i]});
+    probe_.process_set = r.spec.process_set;
+    probe_.name.assign(r.names[i]);  // into the memory it had: no allocation per tensor
+    auto it = table_.find(probe_);
     if (it == table_.end()) {
       // This rank has joined (Coordinator::add): it stands in, and an error is the submitters' alone.
       if (!joined(r.spec.process_set)) {
@@ -406,7 +408,8 @@ Status Engine::run(const Response& r, std::vector<TensorEntry*>& entries, const 
   int64_t total = 0;
   for (auto* e : entries) total += e->request.num_bytes();
   if (mpi_yield_) update_mpi_yield(total);
-  const std::string name = label(r);
+  const std::string fused = r.names.size() > 1 ? label(r) : std::string();  // one tensor's label is its name
+  const std::string& name = r.names.size() > 1 ? fused : r.names[0];
   // One span of this response: a timeline event and the phase's time in the metrics.
   auto span = [&](Phase p, const char* op, int64_t start, int64_t end) {
     record(p, name, op, start, total, end);

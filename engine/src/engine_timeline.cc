@@ -28,15 +28,7 @@ void Engine::stop_timeline() {
 }
 
 void Engine::record(Phase p, const std::string& name, const char* op, int64_t start, int64_t bytes, int64_t end) {
-  Event e;
-  e.rank = topo_.rank;
-  e.phase = p;
-  e.name = name;
-  e.op = op;
-  e.start_us = start;
-  e.dur_us = (end < 0 ? now_us() : end) - start;
-  e.bytes = bytes;
-  events_.push(std::move(e));
+  events_.push(topo_.rank, p, name, op, start, (end < 0 ? now_us() : end) - start, bytes);
 }
 
 void Engine::forward_timeline() {

@@ -60,8 +60,9 @@ std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> gr
     return handles;
   }
   for (size_t i = 0; i < group.size(); ++i) {
-    const TensorKey key = group[i].request.key();
-    if (live_names_.insert(key).second) continue;
+    auto [live, fresh] = live_names_.insert(group[i].request.key());
+    if (fresh) continue;
+    const TensorKey key = *live;  // a copy: the erasures below may remove it
     bool twice = false;
     for (size_t j = 0; j < i; ++j) {
       twice |= group[j].request.key() == key;

@@ -4,11 +4,18 @@
 
 namespace hvd {
 
-void EventLog::push(Event e) {
+void EventLog::push(int32_t rank, Phase phase, const std::string& name, const char* op, int64_t start_us,
+                    int64_t dur_us, int64_t bytes) {
   std::lock_guard<std::mutex> g(mu_);
-  e.seq = next_;
-  slots_[next_ % slots_.size()] = std::move(e);
-  ++next_;
+  Event& e = slots_[next_ % slots_.size()];
+  e.seq = next_++;
+  e.rank = rank;
+  e.phase = phase;
+  e.name.assign(name);
+  e.op.assign(op);
+  e.start_us = start_us;
+  e.dur_us = dur_us;
+  e.bytes = bytes;
 }
 
 std::vector<Event> EventLog::drain(uint64_t since, size_t max, uint64_t* dropped) const {

@@ -39,7 +39,10 @@ class EventLog {
  public:
   explicit EventLog(size_t capacity) : slots_(capacity) {}
 
-  void push(Event e);
+  // Writes the next event into its slot, whose strings keep their memory: a stream of events with names of
+  // like length allocates nothing.
+  void push(int32_t rank, Phase phase, const std::string& name, const char* op, int64_t start_us, int64_t dur_us,
+            int64_t bytes);
   // Events with seq >= `since`, at most `max`; `dropped` counts those overwritten before read.
   std::vector<Event> drain(uint64_t since, size_t max, uint64_t* dropped) const;
   uint64_t next_seq() const;

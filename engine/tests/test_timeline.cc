@@ -26,7 +26,7 @@ static Event ev(int rank, const std::string& name, Phase p = Phase::Collective) 
 
 TEST_CASE("event_log_drains_by_sequence_and_counts_overwritten") {
   EventLog log(4);
-  for (int i = 0; i < 6; ++i) log.push(ev(0, "t" + std::to_string(i)));
+  for (int i = 0; i < 6; ++i) log.push(0, Phase::Collective, "t" + std::to_string(i), "allreduce", 1000, 5, 0);
   uint64_t dropped = 0;
   auto es = log.drain(0, 100, &dropped);
   REQUIRE(es.size() == 4);
