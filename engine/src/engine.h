@@ -151,8 +151,13 @@ class Engine {
 
   // Whoever runs a step only (see progress.h).
   std::unordered_map<TensorKey, TensorEntry, TensorKeyHash> table_;
-  TensorKey probe_;  // execute()'s key to look up in table_, reused
+  // execute()'s key to look up in table_, and its lists of the tensors found, reused
+  TensorKey probe_;
+  std::vector<std::unordered_map<TensorKey, TensorEntry, TensorKeyHash>::iterator> found_;
+  std::vector<TensorEntry*> entries_;
   std::vector<Response> exec_queue_;
+  std::vector<Response> running_;  // the step's responses, taken from exec_queue_
+  std::vector<std::vector<size_t>> per_rank_;  // distribute()'s lists, reused
   bool final_received_ = false;
   int64_t drain_deadline_us_ = 0;
   int64_t last_periodic_us_ = 0;

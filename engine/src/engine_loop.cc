@@ -127,10 +127,10 @@ bool Engine::work() {
     int64_t at = now_us();
     record(Phase::Cycle, "cycle", "cycle", at, 0, at);
   }
-  std::vector<Response> batch;
-  batch.swap(exec_queue_);
-  for (const Response& r : batch) execute(r);
-  worked |= !batch.empty();
+  running_.swap(exec_queue_);  // both keep their memory: a step of one response allocates no list
+  for (const Response& r : running_) execute(r);
+  worked |= !running_.empty();
+  running_.clear();
   if (!removals.empty()) {  // after this cycle's responses: they may still be of the sets removed
     remove_sets(removals);
     {
@@ -280,8 +280,10 @@ void Engine::coordinate(bool got_requests) {
 
 void Engine::distribute(std::vector<Response> responses) {
   // Each rank gets the responses of its process sets, in order; ranks with the same list (all of them,
-  // when every set is the global one) share one encoding.
-  std::vector<std::vector<size_t>> per_rank(topo_.size);
+  // when every set is the global one) share one encoding, which the last of them takes.
+  auto& per_rank = per_rank_;  // the lists keep their memory from one round to the next
+  per_rank.resize(topo_.size);
+  for (auto& list : per_rank) list.clear();
   for (size_t i = 0; i < responses.size(); ++i) {
     auto set = sets_.get(responses[i].spec.process_set);
     if (!set) continue;  // removed: its members failed their part when they removed it
@@ -293,7 +295,8 @@ void Engine::distribute(std::vector<Response> responses) {
     if (bytes.empty() || per_rank[k] != per_rank[k - 1]) {
       bytes = encode_responses(responses, per_rank[k]);
     }
-    transport_->send(k, kResponses, bytes);
+    if (k + 1 < topo_.size && per_rank[k + 1] == per_rank[k]) transport_->send(k, kResponses, bytes);
+    else transport_->send(k, kResponses, std::move(bytes));  // leaves it empty: the next list encodes anew
   }
   for (size_t i : per_rank[0]) exec_queue_.push_back(std::move(responses[i]));
 }
@@ -324,8 +327,10 @@ TensorEntry Engine::stand_in(const Response& r, size_t i) const {
 }
 
 void Engine::execute(const Response& r) {
-  std::vector<decltype(table_)::iterator> found;
-  std::vector<TensorEntry*> es;
+  auto& found = found_;  // lists that keep their memory from one response to the next
+  auto& es = entries_;
+  found.clear();
+  es.clear();
   std::vector<TensorEntry> stand_ins;
   stand_ins.reserve(r.stand_in_counts.size());  // es points into it
   for (size_t i = 0; i < r.names.size(); ++i) {
@@ -410,9 +415,11 @@ Status Engine::run(const Response& r, std::vector<TensorEntry*>& entries, const 
   if (mpi_yield_) update_mpi_yield(total);
   const std::string fused = r.names.size() > 1 ? label(r) : std::string();  // one tensor's label is its name
   const std::string& name = r.names.size() > 1 ? fused : r.names[0];
-  // One span of this response: a timeline event and the phase's time in the metrics.
-  auto span = [&](Phase p, const char* op, int64_t start, int64_t end) {
-    record(p, name, op, start, total, end);
+  // One span of this response: a timeline event and the phase's time in the metrics. It captures two
+  // pointers, which std::function holds without allocating.
+  const std::pair<const std::string&, int64_t> of{name, total};
+  auto span = [this, &of](Phase p, const char* op, int64_t start, int64_t end) {
+    record(p, of.first, op, start, of.second, end);
     int64_t d = end - start;
     if (p == Phase::MemcpyIn) metrics_.memcpy_in_us += d;
     if (p == Phase::Collective) metrics_.collective_us += d;

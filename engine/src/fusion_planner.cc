@@ -12,6 +12,7 @@ bool fusable(const Response& a, const Response& b) {
 
 std::vector<Response> plan_fusion(std::vector<Response> ready, const std::vector<int64_t>& bytes,
                                   int64_t threshold, int64_t max_tensor) {
+  if (ready.size() < 2) return ready;  // nothing to fuse with
   auto small = [&](size_t i) { return bytes[i] <= max_tensor; };
   std::vector<Response> out;
   out.reserve(ready.size());
