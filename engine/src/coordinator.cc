@@ -53,6 +53,8 @@ void Coordinator::add(Request r, int64_t now_us) {
   if (it == pending_.end()) {
     it = pending_.emplace(std::move(key), Pending{}).first;
     it->second.first_seen_us = now_us;
+    const std::vector<int>* ranks = members(r.spec.process_set);
+    it->second.requests.reserve(ranks ? ranks->size() : 1);  // one allocation for every member's request
   }
   it->second.requests.push_back(std::move(r));
   check_ready(it->first, it->second);
@@ -201,9 +203,9 @@ std::vector<Response> Coordinator::take_ready() {
   recheck_waiting_for_set();  // tensors that waited for their process set may be ready now
 
   std::vector<Response> singles;
-  std::vector<int64_t> bytes;
+  std::vector<int64_t>& bytes = ready_sizes_;  // keeps its memory from one round to the next
   singles.reserve(ready_.size());
-  bytes.reserve(ready_.size());
+  bytes.clear();
   for (const auto& key : ready_) {
     auto node = pending_.extract(key);
     const std::vector<int>* ranks = members(key.process_set);

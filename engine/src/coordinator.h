@@ -92,6 +92,7 @@ class Coordinator {
   ResponseCache cache_;
   std::unordered_map<TensorKey, Pending, TensorKeyHash> pending_;
   std::vector<TensorKey> ready_;
+  std::vector<int64_t> ready_sizes_;  // take_ready()'s bytes of each ready tensor
   std::vector<TensorKey> waiting_for_set_;  // tensors whose process set is not yet known
   std::unordered_map<int32_t, std::vector<int32_t>> joined_;  // each set's joined members, in order of joining
   std::unordered_set<int32_t> removed_sets_;
