@@ -127,10 +127,12 @@ bool Engine::work() {
     int64_t at = now_us();
     record(Phase::Cycle, "cycle", "cycle", at, 0, at);
   }
-  running_.swap(exec_queue_);  // both keep their memory: a step of one response allocates no list
+  // Both lists keep their memory: a step of one response allocates none. Cleared first: what an error
+  // left of the last step's responses is not run again.
+  running_.clear();
+  running_.swap(exec_queue_);
   for (const Response& r : running_) execute(r);
   worked |= !running_.empty();
-  running_.clear();
   if (!removals.empty()) {  // after this cycle's responses: they may still be of the sets removed
     remove_sets(removals);
     {
