@@ -36,6 +36,20 @@ TEST_CASE("event_log_drains_by_sequence_and_counts_overwritten") {
   REQUIRE(log.drain(6, 100, &dropped).empty());
   CHECK(dropped == 0);
   CHECK(log.drain(4, 1, &dropped).size() == 1);
+  // A slot written again holds only the new event, whatever the length of the one before.
+  log.push(1, Phase::Negotiate, std::string(40, 'x'), "broadcast", 7, 8, 9);
+  for (int i = 0; i < 3; ++i) log.push(0, Phase::Collective, "s" + std::to_string(i), "allreduce", 1000, 5, 0);
+  log.push(2, Phase::Queue, "y", "ab", 10, 11, 12);
+  es = log.drain(10, 100, &dropped);
+  REQUIRE(es.size() == 1);
+  CHECK(es[0].seq == 10);
+  CHECK(es[0].rank == 2);
+  CHECK(es[0].phase == Phase::Queue);
+  CHECK(es[0].name == "y");
+  CHECK(es[0].op == "ab");
+  CHECK(es[0].start_us == 10);
+  CHECK(es[0].dur_us == 11);
+  CHECK(es[0].bytes == 12);
 }
 
 static std::string slurp(const std::string& path) {
