@@ -7,7 +7,9 @@ Cases (every rank runs each; rank 0 prints one JSON line per case and a table at
                 per-call time, against mpi4py's ``Allreduce`` of the same buffer. With it, where the time goes, from
                 the engine's own metrics: its mean negotiation (enqueue to execution: the request to rank 0 and
                 the response back) and collective time per operation on each rank, and the rest of the mean call
-                (the Python layer and handing the result to the caller). Then the same started with
+                (the Python layer and handing the result to the caller); named ``tiny``, then with a name of
+                20 characters (longer than a string holds in itself, so each copy allocates) and unnamed (a new
+                automatic name each call, negotiated in full). Then the short-named one started with
                 ``allreduce_async`` and polled with ``hvd.poll`` in a busy loop until done, as a script that does
                 other work between polls would.
   mxnet_4B      the same through ``jupyter_hvd.mxnet`` (pushed to MXNet's engine, then ``wait_to_read``),
@@ -82,9 +84,12 @@ def worker(calls: int) -> None:
             print(json.dumps({"np": n, **row}), flush=True)
 
     x, y = np.ones(1, np.float32), np.empty(1, np.float32)
-    t, phases = engine_phases(hvd, comm, lambda: alternate(
-        comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": lambda: hvd.allreduce(x, name="tiny")}, calls))
-    emit({"case": "numpy_4B", "mpi": stats(t["mpi"]), "hvd": stats(t["hvd"]), "engine": phases})
+    # A short name (kept in the string itself), one copied onto the heap, and the automatic one.
+    for variant, name in ((None, "tiny"), ("a 20-character name", "metrics/train/loss20"), ("unnamed", None)):
+        t, phases = engine_phases(hvd, comm, lambda: alternate(
+            comm, {"mpi": lambda: comm.Allreduce(x, y), "hvd": lambda n=name: hvd.allreduce(x, name=n)}, calls))
+        emit({"case": "numpy_4B", **({"after": variant} if variant else {}), "mpi": stats(t["mpi"]),
+              "hvd": stats(t["hvd"]), "engine": phases})
 
     def polled():
         h = hvd.allreduce_async(x, name="tiny.polled")
