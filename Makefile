@@ -118,8 +118,13 @@ asan-build: setup doctest
 	rm -rf $$site/jupyter_hvd && cp -r jupyter_hvd $$site/ && cp $(ASAN)/cmake/csrc/_C.*.so $$site/jupyter_hvd/ && \
 	$(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > $$site/dev-venv.pth
 
+# LeakSanitizer's own tracer now and then crashes at exit after every test has passed ("Tracer caught
+# signal 11", a known sanitizer flake, not a leak): the C++ tests then run once more, so that their leak
+# check completes; a test that fails, or a leak, still fails the target.
 test-asan: asan-build
-	$(ASAN)/cmake/engine/engine_tests > $(ASAN)/engine_tests.log 2>&1 || (cat $(ASAN)/engine_tests.log; exit 1)
+	$(ASAN)/cmake/engine/engine_tests > $(ASAN)/engine_tests.log 2>&1 || \
+		(grep -q "Tracer caught signal" $(ASAN)/engine_tests.log && grep -q "Status: SUCCESS" $(ASAN)/engine_tests.log && \
+		 $(ASAN)/cmake/engine/engine_tests > $(ASAN)/engine_tests.log 2>&1) || (cat $(ASAN)/engine_tests.log; exit 1)
 	$(ASAN)/cmake/engine/engine_wire_fuzz
 	LSAN_OPTIONS=exitcode=0 UCX_MEM_EVENTS=no timeout 900 $(VENV)/bin/hvdrun -np 2 $(ASAN)/cmake/engine/engine_threads \
 		> $(ASAN)/engine_threads.log 2>&1 || (cat $(ASAN)/engine_threads.log; exit 1)
