@@ -291,12 +291,10 @@ void Engine::distribute(std::vector<Response> responses) {
     if (!set) continue;  // removed: its members failed their part when they removed it
     for (int k : set->ranks) per_rank[k].push_back(i);
   }
-  std::vector<char> bytes;
+  std::vector<char> bytes;  // kept only while the next rank's list is the same
   for (int k = 1; k < topo_.size; ++k) {
     if (per_rank[k].empty()) continue;
-    if (bytes.empty() || per_rank[k] != per_rank[k - 1]) {
-      bytes = encode_responses(responses, per_rank[k]);
-    }
+    if (bytes.empty()) bytes = encode_responses(responses, per_rank[k]);
     if (k + 1 < topo_.size && per_rank[k + 1] == per_rank[k]) transport_->send(k, kResponses, bytes);
     else transport_->send(k, kResponses, std::move(bytes));  // leaves it empty: the next list encodes anew
   }
