@@ -9,7 +9,9 @@ Cases, each rank with one compute thread (OMP_NUM_THREADS=1):
               ratios of the two, and the scaling efficiency against one plain torch process (no library) run in
               the same round. The "no communication" row runs plain torch on every rank at once, each training
               on its own: what the machine itself allows at that rank count (the ranks share its memory bandwidth
-              and caches), the ceiling for any data-parallel library's efficiency there. --channels-last
+              and caches), the ceiling for any data-parallel library's efficiency there. For each row of
+              ours, per rank: the time a step waited in synchronize() and its engine thread's CPU time per
+              step (where the rest of a step goes besides the model). --channels-last
               trains every case with the model and its input in torch.channels_last (NHWC) memory format.
   op_latency  a 4-byte CPU tensor allreduce, one at a time, at np=2: jupyter_hvd.torch's allreduce_, the core's
               on a numpy array, and MPI_Allreduce of the same 4 bytes (mpi4py), in the same job.
@@ -66,24 +68,49 @@ def train_worker(impl: str, steps: int, port: int, channels_last: bool) -> None:
     x, y = torch.rand(BATCH, 1, 28, 28, generator=g), torch.randint(0, 10, (BATCH,), generator=g)
     x = x.to(memory_format=layout)
 
+    waited = [0.0]
+
     def step():
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
-        opt.step()
+        if impl != "jupyter_hvd":
+            return opt.step()
+        start = time.perf_counter()  # Horovod's pattern for a loop that synchronizes itself
+        opt.synchronize()
+        waited[0] += time.perf_counter() - start
+        with opt.skip_synchronize():
+            opt.step()
 
     for _ in range(5):
         step()
     comm.Barrier()
+    waited[0], engine_start = 0.0, engine_cpu_s()
     start = time.perf_counter()
     for _ in range(steps):
         step()
     elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
+    # Where a step's time goes besides the model: each rank's wait for its gradients' allreduces (for the
+    # slower rank's backward, then the last ones' communication) and its engine thread's CPU time.
+    cost = comm.gather({"sync_wait_ms": waited[0] / steps * 1e3,
+                        "engine_cpu_ms": (engine_cpu_s() - engine_start) / steps * 1e3}, root=0)
     if rank == 0:
-        print(json.dumps({"samples_per_s": size * steps * BATCH / elapsed}), flush=True)
+        per_rank = {k: [round(c[k], 2) for c in cost] for k in cost[0]} if impl == "jupyter_hvd" else {}
+        print(json.dumps({"samples_per_s": size * steps * BATCH / elapsed, **per_rank}), flush=True)
     if impl == "jupyter_hvd":
         hvd.shutdown()
     elif impl == "ddp":
         dist.destroy_process_group()
+
+
+def engine_cpu_s() -> float:
+    """CPU seconds the engine thread ("hvd-engine") of this process has run; 0 where it cannot be read."""
+    for task in Path("/proc/self/task").glob("*"):
+        try:
+            if (task / "comm").read_text().strip() == "hvd-engine":
+                return int((task / "schedstat").read_text().split()[0]) / 1e9
+        except OSError:
+            continue
+    return 0.0
 
 
 def latency_worker(iters: int) -> None:
@@ -166,6 +193,7 @@ def main() -> None:
         args.repeat, args.steps = 1, 20
 
     rates: dict = {}
+    costs: dict = {}  # (jupyter_hvd variant, np) -> each round's per-rank sync wait and engine CPU
     for r in range(args.repeat):
         layout = ["--channels-last"] if args.channels_last else []
         rates.setdefault("plain", []).append(launch(1, ["--worker", "plain", "--steps", str(args.steps), *layout]))
@@ -175,7 +203,10 @@ def main() -> None:
                 worker, env = VARIANTS[name]
                 run = ["--worker", worker, "--steps", str(args.steps), "--port", str(free_port())]
                 run += layout
-                rates.setdefault((name, np_), []).append(launch(np_, run, env)["samples_per_s"])
+                result = launch(np_, run, env)
+                rates.setdefault((name, np_), []).append(result["samples_per_s"])
+                if "sync_wait_ms" in result:
+                    costs.setdefault((name, np_), []).append(result)
     plain = [x["samples_per_s"] for x in rates["plain"]]
     print(f"{'case':<12}{'np':>4}{'impl':>20}{'samples/s':>12}{'efficiency':>12}{'vs DDP':>9}")
     print(f"{'cnn_train':<12}{1:>4}{'plain torch':>20}{statistics.median(plain):>12.0f}")
@@ -188,7 +219,12 @@ def main() -> None:
         for name, v in runs.items():
             print(f"{'cnn_train':<12}{np_:>4}{name:>20}{statistics.median(v):>12.0f}{eff[name]:>12.1%}"
                   f"{ratio[name]:>9.2f}")
-        print(json.dumps({"case": "cnn_train", "np": np_, "plain_1rank_samples_per_s": round(statistics.median(plain)),
+        cost = {name: {k: [round(statistics.median(c[k][i] for c in costs[name, np_]), 2) for i in range(np_)]
+                       for k in ("sync_wait_ms", "engine_cpu_ms")} for name in VARIANTS if (name, np_) in costs}
+        for name, c in cost.items():
+            print(f"{'':<16}{name} per step, by rank: waits in synchronize {c['sync_wait_ms']} ms, "
+                  f"engine thread CPU {c['engine_cpu_ms']} ms")
+        print(json.dumps({"case": "cnn_train", "np": np_, "per_rank_ms": cost, "plain_1rank_samples_per_s": round(statistics.median(plain)),
                           "samples_per_s": {n: round(statistics.median(v)) for n, v in runs.items()},
                           "scaling_efficiency": {n: round(v, 3) for n, v in eff.items()},
                           "ratio_vs_ddp": {n: round(v, 3) for n, v in ratio.items()},
