@@ -62,28 +62,37 @@ void Handle::hand_back(bool drove) const {
 
 bool Handle::wait_for(std::chrono::microseconds timeout) const {
   if (poll()) return true;
-  // While its operation is the engine's only one, a waiter runs the engine's steps itself, for up to its
-  // spin time; otherwise it polls briefly, as the engine thread is at work anyway.
+  // A waiter runs the engine's steps itself, for up to its spin time, whatever else is in flight: the engine
+  // thread then sleeps, and the results need no hand-off from it, which on a rank's own core would wait for
+  // this thread to give the core up. While another thread holds the step (the engine thread, in a
+  // collective), the waiter yields, and past kPollUs of that it sleeps: a waiter that kept yielding would
+  // take turns on the core that collective needs.
   const auto spin = std::min(timeout, std::chrono::microseconds(spin_us_));
   const auto poll_only = std::min(spin, std::chrono::microseconds(kPollUs));
   const auto start = std::chrono::steady_clock::now();
+  auto shut_out_since = start;  // while the step is another thread's
+  bool shut_out = false;
   Progress::Driving driving(progress_.get());  // on while this waiter drives, not turned on per step
   while (!poll()) {
-    const auto spent = std::chrono::steady_clock::now() - start;
-    const bool drive = progress_ && progress_->lone();
-    if (spent >= (drive ? spin : poll_only)) break;
-    if (!drive) {
-      hand_back(driving.stop());
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start >= spin || (shut_out && now - shut_out_since >= poll_only)) break;
+    if (!progress_) {
+      if (now - start >= poll_only) break;
       std::this_thread::yield();
       continue;
     }
     driving.start();
     // After a step that found nothing to do, a pause, not a yield: yielding hands the core to any other
-    // runnable thread for a whole time slice, which on a busy host is far longer than a reply takes. But
-    // when another thread holds the step (the engine thread, in a collective), yield: it may need this core.
+    // runnable thread for a whole time slice, which on a busy host is far longer than a reply takes.
     const Progress::Stepped did = progress_->try_step();
-    if (did == Progress::Stepped::Idle) cpu_relax();
-    else if (did == Progress::Stepped::NotRun) std::this_thread::yield();
+    if (did != Progress::Stepped::NotRun) {
+      shut_out = false;
+      if (did == Progress::Stepped::Idle) cpu_relax();
+      continue;
+    }
+    if (!shut_out) shut_out_since = now;
+    shut_out = true;
+    std::this_thread::yield();
   }
   const bool drove = driving.stop();
   if (poll()) return true;

@@ -56,8 +56,8 @@ class Progress {
   bool driven() const { return drivers_.load(std::memory_order_relaxed) > 0; }
 
   // Whether the engine had at most one operation in flight after its last step. Only a lone operation's
-  // waiter drives: with many in flight the engine thread is busy with them anyway, and a second busy thread
-  // per rank takes a core the ranks' collectives need (see benchmarks/allreduce_bench.py's ResNet-50 step).
+  // poll runs a step (Handle::poll_step): a loop that polls one of many would run steps for all of them
+  // between its own work. A waiter runs them whatever is in flight (Handle::wait_for).
   bool lone() const { return lone_.load(std::memory_order_relaxed); }
   void set_lone(bool lone) { lone_.store(lone, std::memory_order_relaxed); }
 

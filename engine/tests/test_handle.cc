@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -111,25 +112,45 @@ TEST_CASE("steps_never_overlap_and_stop_once_detached") {
   CHECK(ran == before);
 }
 
-TEST_CASE("a_waiter_of_one_of_many_operations_neither_steps_nor_counts_as_driving") {
-  // Several operations in flight: the engine thread works on them, so the waiter sleeps instead of
-  // driving, and MPI may yield the core inside their collectives meanwhile (mpi_yield.h).
-  std::atomic<bool> waiter_stepped{false}, seen_driven{false};
-  auto progress = std::make_shared<hvd::Progress>([&](bool by_waiter) {
-    waiter_stepped = waiter_stepped || by_waiter;
-    return false;
-  });
+TEST_CASE("a_waiter_of_one_of_many_operations_runs_the_steps_too") {
+  // Several operations in flight: the waiter still runs the steps (the engine thread sleeps meanwhile), and
+  // counts as driving, so MPI does not yield the core inside their collectives (mpi_yield.h).
+  Handle* h = nullptr;
+  int steps = 0;
+  auto progress = completing_on_step(3, &h, &steps);
   progress->set_lone(false);
   Handle handle(seconds(5).count() * 1000000, progress);
+  h = &handle;
+  CHECK(handle.wait_for(seconds(5)));
+  CHECK(steps == 3);
+  CHECK_FALSE(progress->driven());
+}
+
+TEST_CASE("a_waiter_shut_out_of_the_step_sleeps_instead_of_taking_turns_on_the_core") {
+  // Another thread (the engine thread, in a long collective) holds the step: the waiter yields briefly,
+  // then sleeps until the operation completes, even with a spin time far longer than the collective. Its
+  // CPU time tells which: a waiter that kept yielding would run for most of the 200 ms, on any machine.
+  std::atomic<bool> holding{false};
+  auto progress = std::make_shared<hvd::Progress>([&](bool by_waiter) {
+    CHECK_FALSE(by_waiter);
+    holding = true;
+    std::this_thread::sleep_for(milliseconds(200));
+    return true;
+  });
+  Handle handle(seconds(5).count() * 1000000, progress);
   std::thread engine([&] {
-    const auto until = std::chrono::steady_clock::now() + milliseconds(20);
-    while (std::chrono::steady_clock::now() < until) seen_driven = seen_driven || progress->driven();
+    progress->step();
     handle.complete(Status::Ok());
   });
+  while (!holding) std::this_thread::yield();
+  timespec before{}, after{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &before);
   CHECK(handle.wait_for(seconds(5)));
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &after);
   engine.join();
-  CHECK_FALSE(waiter_stepped);
-  CHECK_FALSE(seen_driven);
+  const double cpu_ms = (after.tv_sec - before.tv_sec) * 1e3 + (after.tv_nsec - before.tv_nsec) / 1e6;
+  CHECK(cpu_ms < 50);
+  CHECK_FALSE(progress->driven());
 }
 
 TEST_CASE("a_poll_of_a_lone_operation_runs_one_step_itself_and_otherwise_only_yields") {
@@ -181,15 +202,14 @@ TEST_CASE("a_waiter_that_stops_running_the_steps_before_its_operation_is_done_wa
   CHECK_FALSE(spun.wait_for(milliseconds(2)));  // it drove again
   CHECK(wakes == 2);
 
-  progress->set_lone(false);  // another operation came: the waiter does not drive
-  Handle of_many(100000, progress);
-  of_many.defer_wake();  // but the enqueue did not wake the engine thread: the waiter does, once
-  CHECK_FALSE(of_many.wait_for(milliseconds(1)));
+  Handle no_spin(0, progress);  // a waiter with no spin time does not drive
+  no_spin.defer_wake();  // but the enqueue did not wake the engine thread: the waiter does, once
+  CHECK_FALSE(no_spin.wait_for(milliseconds(1)));
   CHECK(wakes == 3);
-  CHECK_FALSE(of_many.wait_for(milliseconds(1)));
+  CHECK_FALSE(no_spin.wait_for(milliseconds(1)));
   CHECK(wakes == 3);
 
-  Handle woke_by_enqueue(100000, progress);  // neither drove nor deferred: the engine thread is at work
+  Handle woke_by_enqueue(0, progress);  // neither drove nor deferred: the engine thread is at work
   CHECK_FALSE(woke_by_enqueue.wait_for(milliseconds(1)));
   CHECK(wakes == 3);
 
