@@ -76,7 +76,7 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
   while (!poll()) {
     const auto now = std::chrono::steady_clock::now();
     if (now - start >= spin || (shut_out && now - shut_out_since >= poll_only)) break;
-    if (!progress_) {
+    if (!progress_ || progress_->refuses_waiters()) {  // the engine thread does the work
       if (now - start >= poll_only) break;
       std::this_thread::yield();
       continue;

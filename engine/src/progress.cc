@@ -3,6 +3,7 @@
 namespace hvd {
 
 Progress::Stepped Progress::try_step() {
+  if (refuses_waiters()) return Stepped::NotRun;
   std::unique_lock<std::mutex> lk(mu_, std::try_to_lock);
   if (!lk.owns_lock() || !step_) return Stepped::NotRun;
   return step_(true) ? Stepped::Worked : Stepped::Idle;

@@ -21,7 +21,7 @@ class Progress {
   // What a waiter's step did: ran and did work, ran and found nothing, or did not run (another thread is
   // running one, or the engine is gone or refused the waiter).
   enum class Stepped { Worked, Idle, NotRun };
-  // A waiter's step: runs one unless another thread is running one or the engine is gone.
+  // A waiter's step: runs one unless another thread is running one, the engine refuses waiters, or it is gone.
   Stepped try_step();
   // The engine thread's step; false when it did no work, or another thread is running one (the engine
   // thread then idles instead of queueing for the lock behind a waiter that does the same work).
@@ -61,6 +61,11 @@ class Progress {
   bool lone() const { return lone_.load(std::memory_order_relaxed); }
   void set_lone(bool lone) { lone_.store(lone, std::memory_order_relaxed); }
 
+  // From here on the engine runs every step on its own thread (its GPU work stays there): a waiter's step
+  // does not run, and a waiter only polls briefly, then sleeps, without counting as driving.
+  void refuse_waiters() { refused_.store(true, std::memory_order_relaxed); }
+  bool refuses_waiters() const { return refused_.load(std::memory_order_relaxed); }
+
  private:
   std::mutex mu_;
   std::function<bool(bool)> step_;  // empty once detached
@@ -68,6 +73,7 @@ class Progress {
   std::function<void()> wake_;      // empty once detached
   std::atomic<int> drivers_{0};
   std::atomic<bool> lone_{true};
+  std::atomic<bool> refused_{false};
 };
 
 }  // namespace hvd

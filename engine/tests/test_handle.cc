@@ -126,6 +126,31 @@ TEST_CASE("a_waiter_of_one_of_many_operations_runs_the_steps_too") {
   CHECK_FALSE(progress->driven());
 }
 
+TEST_CASE("a_waiter_of_an_engine_that_refuses_waiters_neither_steps_nor_counts_as_driving") {
+  // An engine with GPU work runs every step on its own thread: the waiter sleeps instead of driving, so
+  // the engine thread keeps polling as it does when no one drives.
+  std::atomic<bool> waiter_stepped{false}, seen_driven{false};
+  auto progress = std::make_shared<hvd::Progress>([&](bool by_waiter) {
+    waiter_stepped = waiter_stepped || by_waiter;
+    return false;
+  });
+  progress->refuse_waiters();
+  Handle handle(seconds(5).count() * 1000000, progress);
+  std::thread engine([&] {
+    const auto until = std::chrono::steady_clock::now() + milliseconds(20);
+    while (std::chrono::steady_clock::now() < until) seen_driven = seen_driven || progress->driven();
+    handle.complete(Status::Ok());
+  });
+  CHECK(handle.wait_for(seconds(5)));
+  engine.join();
+  CHECK_FALSE(waiter_stepped);
+  CHECK_FALSE(seen_driven);
+  CHECK(progress->try_step() == hvd::Progress::Stepped::NotRun);
+  Handle polled(2000, progress);  // a lone operation's poll does not step either
+  CHECK_FALSE(polled.poll_step());
+  CHECK_FALSE(waiter_stepped);
+}
+
 TEST_CASE("a_waiter_shut_out_of_the_step_sleeps_instead_of_taking_turns_on_the_core") {
   // Another thread (the engine thread, in a long collective) holds the step: the waiter yields briefly,
   // then sleeps until the operation completes, even with a spin time far longer than the collective. Its
