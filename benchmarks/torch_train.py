@@ -224,7 +224,8 @@ def main() -> None:
         for name, c in cost.items():
             print(f"{'':<16}{name} per step, by rank: waits in synchronize {c['sync_wait_ms']} ms, "
                   f"engine thread CPU {c['engine_cpu_ms']} ms")
-        print(json.dumps({"case": "cnn_train", "np": np_, "per_rank_ms": cost, "plain_1rank_samples_per_s": round(statistics.median(plain)),
+        print(json.dumps({"case": "cnn_train", "np": np_, "per_rank_ms": cost,
+                          "plain_1rank_samples_per_s": round(statistics.median(plain)),
                           "samples_per_s": {n: round(statistics.median(v)) for n, v in runs.items()},
                           "scaling_efficiency": {n: round(v, 3) for n, v in eff.items()},
                           "ratio_vs_ddp": {n: round(v, 3) for n, v in ratio.items()},
