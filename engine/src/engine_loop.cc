@@ -47,8 +47,9 @@ void Engine::loop() {
   }
 }
 
-bool Engine::step(bool by_waiter) {
-  if (state_ == State::Stopped || (by_waiter && gpu_device_.load() >= 0)) return false;
+Progress::Stepped Engine::step(bool by_waiter) {
+  if (state_ == State::Stopped) return Progress::Stepped::NotRun;
+  if (by_waiter && gpu_device_.load() >= 0) return Progress::Stepped::Refused;
   try {
     if (!by_waiter) contended_ = contention_.sample(now_us());
     const bool worked = work();
@@ -56,13 +57,13 @@ bool Engine::step(bool by_waiter) {
     progress_->set_lone(table_.size() <= 1 && exec_queue_.empty());
     in_flight_.store(!table_.empty() || !exec_queue_.empty() || (coordinator_ && coordinator_->pending() > 0),
                      std::memory_order_relaxed);
-    return worked;
+    return worked ? Progress::Stepped::Worked : Progress::Stepped::Idle;
   } catch (const std::exception& e) {
     on_engine_error(e.what());
   } catch (...) {
     on_engine_error("unknown error");
   }
-  return true;
+  return Progress::Stepped::Worked;
 }
 
 // Whether MPI may yield the core inside this collective (mpi_yield.h).

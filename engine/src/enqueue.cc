@@ -41,7 +41,6 @@ std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> gr
     int claimed = -1;
     if (!gpu_device_.compare_exchange_strong(claimed, device) && claimed != device)
       for (auto& e : group) check(e, set);  // another thread claimed another device meanwhile: this throws
-    progress_->refuse_waiters();  // GPU work stays on the engine thread
   }
   std::vector<std::shared_ptr<Handle>> handles;
   handles.reserve(group.size());

@@ -50,8 +50,10 @@ bool Handle::poll() const { return done_.load(std::memory_order_acquire); }
 
 bool Handle::poll_step() const {
   if (poll()) return true;
-  if (spin_us_ > 0 && progress_ && progress_->lone() && progress_->try_step() != Progress::Stepped::NotRun)
-    return poll();
+  if (spin_us_ > 0 && progress_ && progress_->lone()) {
+    const Progress::Stepped did = progress_->try_step();
+    if (did == Progress::Stepped::Worked || did == Progress::Stepped::Idle) return poll();
+  }
   std::this_thread::yield();
   return poll();
 }
@@ -85,6 +87,10 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
     // After a step that found nothing to do, a pause, not a yield: yielding hands the core to any other
     // runnable thread for a whole time slice, which on a busy host is far longer than a reply takes.
     const Progress::Stepped did = progress_->try_step();
+    if (did == Progress::Stepped::Refused) {  // the engine thread may have seen this waiter drive, and slept
+      if (driving.stop()) progress_->wake();
+      continue;
+    }
     if (did != Progress::Stepped::NotRun) {
       shut_out = false;
       if (did == Progress::Stepped::Idle) cpu_relax();

@@ -13,15 +13,17 @@ namespace hvd {
 
 class Progress {
  public:
-  // `step(by_waiter)` runs one pass of the engine's loop and returns whether it did any work; it may
-  // refuse a waiter (GPU work stays on the engine thread). `wake` rouses the engine thread from its sleep.
-  explicit Progress(std::function<bool(bool)> step, std::function<void()> wake = {})
+  // What a step did: ran and did work, ran and found nothing, did not run (another thread is running one,
+  // or the engine is gone), or was refused: the engine runs every step on its own thread from then on (its
+  // GPU work stays there), which it tells the first waiter that asks.
+  enum class Stepped { Worked, Idle, NotRun, Refused };
+
+  // `step(by_waiter)` runs one pass of the engine's loop. `wake` rouses the engine thread from its sleep.
+  explicit Progress(std::function<Stepped(bool)> step, std::function<void()> wake = {})
       : step_(std::move(step)), wake_(std::move(wake)) {}
 
-  // What a waiter's step did: ran and did work, ran and found nothing, or did not run (another thread is
-  // running one, or the engine is gone or refused the waiter).
-  enum class Stepped { Worked, Idle, NotRun };
-  // A waiter's step: runs one unless another thread is running one, the engine refuses waiters, or it is gone.
+  // A waiter's step: runs one unless another thread is running one, the engine is gone, or it has refused
+  // a waiter (then it is not asked again).
   Stepped try_step();
   // The engine thread's step; false when it did no work, or another thread is running one (the engine
   // thread then idles instead of queueing for the lock behind a waiter that does the same work).
@@ -61,14 +63,13 @@ class Progress {
   bool lone() const { return lone_.load(std::memory_order_relaxed); }
   void set_lone(bool lone) { lone_.store(lone, std::memory_order_relaxed); }
 
-  // From here on the engine runs every step on its own thread (its GPU work stays there): a waiter's step
-  // does not run, and a waiter only polls briefly, then sleeps, without counting as driving.
-  void refuse_waiters() { refused_.store(true, std::memory_order_relaxed); }
+  // Whether the engine has refused a waiter's step: a waiter then only polls briefly, then sleeps, without
+  // counting as driving.
   bool refuses_waiters() const { return refused_.load(std::memory_order_relaxed); }
 
  private:
   std::mutex mu_;
-  std::function<bool(bool)> step_;  // empty once detached
+  std::function<Stepped(bool)> step_;  // empty once detached
   std::mutex wake_mu_;              // not mu_: a step may hold that for a whole collective
   std::function<void()> wake_;      // empty once detached
   std::atomic<int> drivers_{0};

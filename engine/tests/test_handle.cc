@@ -33,7 +33,7 @@ std::shared_ptr<hvd::Progress> completing_on_step(int n, Handle** target, int* s
   return std::make_shared<hvd::Progress>([=](bool by_waiter) {
     CHECK(by_waiter);
     if (++*steps == n) (*target)->complete(Status::Ok());
-    return true;
+    return hvd::Progress::Stepped::Worked;
   });
 }
 
@@ -92,7 +92,7 @@ TEST_CASE("steps_never_overlap_and_stop_once_detached") {
     std::this_thread::sleep_for(microseconds(200));
     --inside;
     ++ran;
-    return true;
+    return hvd::Progress::Stepped::Worked;
   });
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
@@ -126,29 +126,45 @@ TEST_CASE("a_waiter_of_one_of_many_operations_runs_the_steps_too") {
   CHECK_FALSE(progress->driven());
 }
 
-TEST_CASE("a_waiter_of_an_engine_that_refuses_waiters_neither_steps_nor_counts_as_driving") {
-  // An engine with GPU work runs every step on its own thread: the waiter sleeps instead of driving, so
-  // the engine thread keeps polling as it does when no one drives.
-  std::atomic<bool> waiter_stepped{false}, seen_driven{false};
-  auto progress = std::make_shared<hvd::Progress>([&](bool by_waiter) {
-    waiter_stepped = waiter_stepped || by_waiter;
-    return false;
-  });
-  progress->refuse_waiters();
-  Handle handle(seconds(5).count() * 1000000, progress);
-  std::thread engine([&] {
-    const auto until = std::chrono::steady_clock::now() + milliseconds(20);
-    while (std::chrono::steady_clock::now() < until) seen_driven = seen_driven || progress->driven();
-    handle.complete(Status::Ok());
-  });
-  CHECK(handle.wait_for(seconds(5)));
+TEST_CASE("an_engine_that_refuses_a_waiter_is_asked_once_then_its_waiters_neither_step_nor_count_as_driving") {
+  // An engine with GPU work runs every step on its own thread. The first waiter asks, is refused, and wakes
+  // the engine thread (which may have seen it drive and slept); every waiter after it sleeps instead of
+  // driving, so the engine thread keeps polling as it does when no one drives.
+  std::atomic<int> asked{0}, wakes{0};
+  std::atomic<bool> seen_driven{false};
+  auto progress = std::make_shared<hvd::Progress>(
+      [&](bool by_waiter) {
+        if (!by_waiter) return hvd::Progress::Stepped::Idle;
+        ++asked;
+        return hvd::Progress::Stepped::Refused;
+      },
+      [&] { ++wakes; });
+  const auto completed_later = [&](Handle& h, bool watch) {
+    return std::thread([&h, &progress, &seen_driven, watch] {
+      const auto until = std::chrono::steady_clock::now() + milliseconds(20);
+      while (std::chrono::steady_clock::now() < until)
+        if (watch && progress->driven()) seen_driven = true;
+      h.complete(Status::Ok());
+    });
+  };
+  Handle first(seconds(5).count() * 1000000, progress);
+  std::thread engine = completed_later(first, false);
+  CHECK(first.wait_for(seconds(5)));
   engine.join();
-  CHECK_FALSE(waiter_stepped);
+  CHECK(asked == 1);
+  CHECK(wakes == 1);
+  CHECK(progress->refuses_waiters());
+
+  Handle second(seconds(5).count() * 1000000, progress);
+  engine = completed_later(second, true);
+  CHECK(second.wait_for(seconds(5)));
+  engine.join();
   CHECK_FALSE(seen_driven);
-  CHECK(progress->try_step() == hvd::Progress::Stepped::NotRun);
+  CHECK(progress->try_step() == hvd::Progress::Stepped::Refused);
   Handle polled(2000, progress);  // a lone operation's poll does not step either
   CHECK_FALSE(polled.poll_step());
-  CHECK_FALSE(waiter_stepped);
+  CHECK(asked == 1);
+  CHECK(wakes == 1);
 }
 
 TEST_CASE("a_waiter_shut_out_of_the_step_sleeps_instead_of_taking_turns_on_the_core") {
@@ -160,7 +176,7 @@ TEST_CASE("a_waiter_shut_out_of_the_step_sleeps_instead_of_taking_turns_on_the_c
     CHECK_FALSE(by_waiter);
     holding = true;
     std::this_thread::sleep_for(milliseconds(200));
-    return true;
+    return hvd::Progress::Stepped::Worked;
   });
   Handle handle(seconds(5).count() * 1000000, progress);
   std::thread engine([&] {
@@ -209,7 +225,7 @@ TEST_CASE("a_waiter_that_stops_running_the_steps_before_its_operation_is_done_wa
   auto progress = std::make_shared<hvd::Progress>(
       [&](bool) {
         if (++steps == 2 && finish_on_second) finish_on_second->complete(Status::Ok());
-        return true;
+        return hvd::Progress::Stepped::Worked;
       },
       [&] { ++wakes; });
 
