@@ -19,13 +19,14 @@ from .process_sets import ProcessSet, global_process_set
 
 def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
                      process_set: ProcessSet = global_process_set) -> Any:
-    """Return ``root_rank``'s ``obj`` on every rank."""
+    """Return ``root_rank``'s ``obj`` on every rank: on the root, ``obj`` itself (as Horovod), elsewhere a copy."""
     name = name or f"broadcast_object.{process_set.process_set_id}"
-    payload = _pickler.dumps(obj) if rank() == root_rank else b""
+    root = rank() == root_rank
+    payload = _pickler.dumps(obj) if root else b""
     length = broadcast(np.array([len(payload)], dtype=np.int64), root_rank, f"{name}.len", process_set)
     buf = np.frombuffer(payload, dtype=np.uint8) if payload else np.zeros(int(length[0]), dtype=np.uint8)
     data = broadcast(buf, root_rank, f"{name}.data", process_set)
-    return pickle.loads(data.tobytes())
+    return obj if root else pickle.loads(data.tobytes())
 
 
 def allgather_object(obj: Any, name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> list:

@@ -5,7 +5,7 @@ wait for it. allreduce, allgather, broadcast, alltoall and reducescatter (and th
 autograd functions with Horovod's gradients. CPU tensors are read and written in their own memory; CUDA
 tensors go to the engine's NCCL path, ordered after the work queued on torch's current stream.
 """
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -58,8 +58,9 @@ def poll(handle: Handle) -> bool:
     return handle.poll()
 
 
-def _as_tensors(result: Any, like: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    return [to_torch(r, t) for r, t in zip(result, like)]
+def _as_tensors(result: Any, like: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, ...]:
+    """A group's results, as a tuple: what Horovod's synchronize() returns for a grouped operation."""
+    return tuple(to_torch(r, t) for r, t in zip(result, like))
 
 
 # allreduce
@@ -79,7 +80,7 @@ def _allreduce(tensors: Sequence[torch.Tensor], in_place: bool, group: bool, kin
         outs, results = arrays, list(tensors)
     else:
         outs = results = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in arrays]
-    finish = (lambda _: results) if group else (lambda _: results[0])
+    finish = (lambda _: tuple(results)) if group else (lambda _: results[0])
     name = prefixed_name("allreduce", name)
     started = core.enqueue(core.ALLREDUCE, kind, arrays, outs, group_names(name, len(arrays)) if group else [name],
                            process_set, (None,) * len(arrays), group=group, reduce=op, prescale=prescale,
@@ -156,8 +157,8 @@ def grouped_allreduce_async_(tensors: Sequence[torch.Tensor], average: Optional[
 
 def grouped_allreduce_(tensors: Sequence[torch.Tensor], average: Optional[bool] = None,
                        name: Optional[str] = None, op: Optional[int] = None, prescale_factor: float = 1.0,
-                       postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> list:
-    """Reduce a list of tensors in place, as one group; returns them (not differentiable)."""
+                       postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> tuple:
+    """Reduce a list of tensors in place, as one group; returns them, as a tuple (not differentiable)."""
     return _allreduce(list(tensors), True, True, "grouped_allreduce_", name, resolve_op(average, op),
                       prescale_factor, postscale_factor, process_set, wait=True)
 
@@ -169,8 +170,8 @@ class HorovodGroupedAllreduce(torch.autograd.Function):
     def forward(ctx: Any, name: Optional[str], op: int, prescale_factor: float, postscale_factor: float,
                 process_set: ProcessSet, *tensors: torch.Tensor) -> tuple:
         ctx.args = (op, prescale_factor, postscale_factor, process_set)
-        return tuple(_allreduce(tensors, False, True, "grouped_allreduce", name, op, prescale_factor,
-                                postscale_factor, process_set, wait=True))
+        return _allreduce(tensors, False, True, "grouped_allreduce", name, op, prescale_factor, postscale_factor,
+                          process_set, wait=True)
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
@@ -210,12 +211,22 @@ class _Sparse:
         return torch.sparse_coo_tensor(indices.t(), values, self._like.shape).coalesce()
 
 
+class SparseHandle(Handle):
+    """A sparse allreduce in flight. Callable, as Horovod's is (``handle()`` waits and returns the result),
+    and taken by synchronize() and poll() as every other handle."""
+
+    __slots__ = ()
+
+    def __call__(self) -> torch.Tensor:
+        return self.wait()
+
+
 def sparse_allreduce_async(tensor: torch.Tensor, name: Optional[str], op: int,
-                           process_set: ProcessSet = global_process_set) -> Handle:
+                           process_set: ProcessSet = global_process_set) -> SparseHandle:
     """Start reducing a sparse COO tensor by allgathering its indices and values (Sum or Average)."""
     if op not in (Sum, Average):
         raise ValueError("sparse_allreduce_async supports op=hvd.Sum or hvd.Average")
-    return Handle(_Sparse(tensor, name, op, process_set), lambda r: r)
+    return SparseHandle(_Sparse(tensor, name, op, process_set), lambda r: r)
 
 
 # allgather
@@ -283,7 +294,7 @@ class HorovodGroupedAllgather(torch.autograd.Function):
     def forward(ctx: Any, name: Optional[str], process_set: ProcessSet, *tensors: torch.Tensor) -> tuple:
         ctx.rows = [t.shape[0] if t.dim() else 0 for t in tensors]
         ctx.process_set = process_set
-        return tuple(_allgather(tensors, True, name, process_set, wait=True))
+        return _allgather(tensors, True, name, process_set, wait=True)
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
@@ -292,12 +303,13 @@ class HorovodGroupedAllgather(torch.autograd.Function):
 
 
 def grouped_allgather(tensors: Sequence[torch.Tensor], name: Optional[str] = None,
-                      process_set: ProcessSet = global_process_set) -> list:
-    """Allgather a list of tensors as one group; differentiable."""
+                      process_set: ProcessSet = global_process_set) -> tuple:
+    """Allgather a list of tensors as one group; differentiable. A tuple, as Horovod's (whose grouped_allreduce
+    and grouped_reducescatter return lists)."""
     if not tensors:
-        return []
+        return ()
     check_tensors(tensors, "grouped_allgather")
-    return list(recording.call(HorovodGroupedAllgather, name, process_set, *tensors))
+    return tuple(recording.call(HorovodGroupedAllgather, name, process_set, *tensors))
 
 
 # broadcast
@@ -382,7 +394,10 @@ def _alltoall(tensor: torch.Tensor, splits: Any, name: Optional[str], process_se
 
     def finish(r: Tuple[Any, np.ndarray]) -> Tuple[torch.Tensor, torch.Tensor]:
         out, received = r
-        return to_torch(out, tensor), torch.from_numpy(received)
+        received = torch.from_numpy(received)
+        if isinstance(splits, torch.Tensor) and not splits.is_cpu:  # on the splits' device, as Horovod's
+            received = received.to(splits.device)
+        return to_torch(out, tensor), received
 
     return finish(started) if wait else Handle(started, finish)
 
@@ -491,8 +506,7 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
     def forward(ctx: Any, name: Optional[str], op: int, process_set: ProcessSet, prescale_factor: float,
                 postscale_factor: float, *tensors: torch.Tensor) -> tuple:
         ctx.args = (op, prescale_factor * postscale_factor, process_set)
-        return tuple(_reducescatter(tensors, True, name, op, process_set, prescale_factor, postscale_factor,
-                                    wait=True))
+        return _reducescatter(tensors, True, name, op, process_set, prescale_factor, postscale_factor, wait=True)
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple:

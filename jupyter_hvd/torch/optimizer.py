@@ -347,6 +347,8 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
                       DeprecationWarning)
         if groups is None:
             groups = num_groups
+    if backward_passes_per_step <= 0:
+        raise ValueError("backward_passes_per_step must be > 0")
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"DistributedOptimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}"
                         f"{other_framework_hint(optimizer, __package__)}")

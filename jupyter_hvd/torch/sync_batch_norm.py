@@ -36,7 +36,10 @@ class SyncBatchNorm(_BatchNorm):
             return self._run_bn(input, factor)
         return self._sync_forward(input, factor)
 
-    def _sync_forward(self, x: torch.Tensor, factor: float) -> torch.Tensor:
+    def _sync_forward(self, input: torch.Tensor, factor: float) -> torch.Tensor:
+        # float16 and bfloat16 (autocast's input) in float32, as torch's own batch norm kernels do: sums and
+        # counts of a large batch overflow float16; the output comes back in the input's dtype.
+        x = input.float() if input.dtype in (torch.float16, torch.bfloat16) else input
         dims = [0] + list(range(2, x.dim()))
         shape = [1, -1] + [1] * (x.dim() - 2)
         local = torch.cat([x.sum(dims), x.new_tensor([x.numel() // x.size(1)])])
@@ -53,4 +56,4 @@ class SyncBatchNorm(_BatchNorm):
                 n = float(count)
                 self.running_mean.mul_(1 - factor).add_(mean.detach(), alpha=factor)
                 self.running_var.mul_(1 - factor).add_(var.detach() * (n / max(n - 1, 1)), alpha=factor)
-        return y
+        return y.to(input.dtype)

@@ -57,6 +57,9 @@ def test_optimizer_arguments():
         hvd.DistributedOptimizer(opt, model.named_parameters(), groups=[[model.weight, model.weight]])
     with pytest.raises(NotImplementedError, match="Adasum"):
         hvd.DistributedOptimizer(opt, model.named_parameters(), op=hvd.Adasum)
+    for passes in (0, -1):  # Horovod's check: such an optimizer would start no allreduce from its hooks
+        with pytest.raises(ValueError, match="backward_passes_per_step must be > 0"):
+            hvd.DistributedOptimizer(opt, model.named_parameters(), backward_passes_per_step=passes)
 
 
 def test_zero_grad_between_backward_and_step_is_an_error():

@@ -46,10 +46,14 @@ def test_allreduce_every_op_set_and_form(sets, dtype):
         assert same is x
         assert_equal(x, want, dtype)
         ys = [tensor(data(me, np_dtype(dtype), (3, 5), seed, high), dtype) for _ in range(3)]
-        for out in hvd.grouped_allreduce(ys, op=op, process_set=ps):
+        outs = hvd.grouped_allreduce(ys, op=op, process_set=ps)
+        assert type(outs) is list  # Horovod's: a list here, a tuple from grouped_allreduce_ and synchronize()
+        for out in outs:
             assert_equal(out, want, dtype)
+        outs = hvd.synchronize(hvd.grouped_allreduce_async(ys, op=op, process_set=ps, name=f"ga{si}.{op}"))
+        assert type(outs) is tuple and len(outs) == len(ys)
         outs = hvd.grouped_allreduce_(ys, op=op, process_set=ps, name=f"g{si}.{op}")
-        assert all(o is y for o, y in zip(outs, ys))
+        assert type(outs) is tuple and all(o is y for o, y in zip(outs, ys))
         for y in ys:
             assert_equal(y, want, dtype)
 
@@ -113,7 +117,10 @@ def test_allgather_broadcast_alltoall_reducescatter(sets, dtype):
         want = np.concatenate([data(r, dt, (rows[i], 2), si) for i, r in enumerate(ps.ranks)])
         assert_equal(hvd.allgather(tensor(mine, dtype), process_set=ps), want, dtype)
         gathered = hvd.grouped_allgather([tensor(mine, dtype)] * 2, process_set=ps, name=f"gg{si}")
-        assert len(gathered) == 2 and all(torch.equal(g, tensor(want, dtype)) for g in gathered)
+        assert type(gathered) is tuple and len(gathered) == 2  # as Horovod's
+        assert all(torch.equal(g, tensor(want, dtype)) for g in gathered)
+        gathered = hvd.synchronize(hvd.grouped_allgather_async([tensor(mine, dtype)] * 2, process_set=ps))
+        assert type(gathered) is tuple and all(torch.equal(g, tensor(want, dtype)) for g in gathered)
         root = ps.ranks[-1]
         assert_equal(hvd.broadcast(tensor(data(me, dt, (2, 3), si), dtype), root, process_set=ps),
                      data(root, dt, (2, 3), si), dtype)
@@ -130,7 +137,9 @@ def test_allgather_broadcast_alltoall_reducescatter(sets, dtype):
         full = stacked(ps.ranks, dt, (2 * ps.size() + 1, 3), si).sum(0)
         x = tensor(data(me, dt, (2 * ps.size() + 1, 3), si), dtype)
         assert_equal(hvd.reducescatter(x, op=hvd.Sum, process_set=ps), own_rows(full, ps).astype(dt), dtype)
-        for got in hvd.grouped_reducescatter([x, x], op=hvd.Sum, process_set=ps):
+        outs = hvd.grouped_reducescatter([x, x], op=hvd.Sum, process_set=ps)
+        assert type(outs) is list  # as Horovod's; its synchronize() gives a tuple
+        for got in outs + list(hvd.synchronize(hvd.grouped_reducescatter_async([x], op=hvd.Sum, process_set=ps))):
             assert_equal(got, own_rows(full, ps).astype(dt), dtype)
 
 
@@ -160,7 +169,10 @@ def test_a_joined_rank_stands_in_for_allreduces_and_gathers_raise():
 
 
 def test_objects_parameters_and_optimizer_state():
-    assert hvd.broadcast_object({"r": hvd.rank()}, root_rank=0) == {"r": 0}
+    mine = {"r": hvd.rank()}
+    got = hvd.broadcast_object(mine, root_rank=0)
+    assert got == {"r": 0}
+    assert (got is mine) == (hvd.rank() == 0)  # the root's own object, as Horovod's: `model = broadcast_object(model)`
     assert hvd.allgather_object(hvd.rank()) == list(range(hvd.size()))
     torch.manual_seed(hvd.rank())
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
@@ -270,3 +282,5 @@ def test_sparse_allreduce():
         want[r % 5] += 1.0
         want[(r + 1) % 5] += 2.0
     assert torch.equal(got, want)
+    handle = hvd.sparse_allreduce_async(t, name="sparse.called", op=hvd.Average)
+    assert torch.equal(handle().to_dense(), want / n)  # Horovod's handle is a function that returns the result

@@ -239,6 +239,24 @@ def test_the_amp_pattern_with_a_grad_scaler_skips_the_same_steps_as_one_process(
     torch.testing.assert_close(flat(model), flat(ref), rtol=0, atol=2e-3)
 
 
+def test_sync_batch_norm_of_half_precision_input_keeps_its_statistics_in_float32():
+    """autocast hands BatchNorm float16: a rank's count past 65504 (here 80,000 per channel) was inf in float16,
+    and every output NaN. Torch's own batch norm keeps statistics in float32 too; the output is float16."""
+    torch.manual_seed(6)
+    x_all = torch.randn(2 * hvd.size(), 3, 200, 200) * 3 + 2
+    shard = slice(hvd.rank() * 2, (hvd.rank() + 1) * 2)
+    for dtype in (torch.float16, torch.bfloat16):
+        sync = hvd.SyncBatchNorm(3)
+        x = x_all[shard].to(dtype).requires_grad_()
+        out = sync(x)
+        assert out.dtype == dtype
+        ref = torch.nn.functional.batch_norm(x_all.to(dtype).float(), None, None, None, None, True, 0.0, sync.eps)
+        torch.testing.assert_close(out.float(), ref[shard], rtol=0.02, atol=0.02)
+        assert torch.isfinite(sync.running_mean).all() and torch.isfinite(sync.running_var).all()
+        out.float().sum().backward()
+        assert x.grad.dtype == dtype and torch.isfinite(x.grad.float()).all()
+
+
 def test_sync_batch_norm_matches_batch_norm_on_the_whole_batch():
     torch.manual_seed(5)
     x_all = torch.randn(PER_RANK * hvd.size(), 3, 4, 4) * 3 + 2
