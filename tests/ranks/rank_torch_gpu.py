@@ -35,6 +35,8 @@ def test_every_collective_matches_the_cpu_result():
     out, received = hvd.alltoall(x.to(DEVICE), splits=splits)
     want, want_received = hvd.alltoall(x, splits=splits)
     assert out.device == DEVICE and torch.equal(out.cpu(), want) and torch.equal(received, want_received)
+    _, received = hvd.alltoall(x.to(DEVICE), splits=splits.to(DEVICE))  # on the splits' device, as Horovod's
+    assert received.device == DEVICE and torch.equal(received.cpu(), want_received)
 
 
 def test_gradients_on_the_gpu():
