@@ -391,9 +391,16 @@ class Runner:
             raise StormFailure(f"{what}: returned {type(x).__name__}, not a numpy array")
         return x
 
+    def _group_type(self, op: Op) -> type:
+        """What a group's result is: a list from the numpy API; horovod.torch's types through the torch one,
+        tuples from grouped_allgather, grouped_allreduce_ and synchronize(), lists from the others."""
+        if self.torch is None:
+            return list
+        return tuple if op.mode in ("async", "dropped") or op.in_place or op.api == "allgather" else list
+
     def _check(self, op: Op, result: Any, passed: list) -> None:
         results = result if op.group else [result]
-        if op.group and (not isinstance(result, list) or len(result) != len(op.tensors)):
+        if op.group and (type(result) is not self._group_type(op) or len(result) != len(op.tensors)):
             raise StormFailure(f"a group of {len(op.tensors)} returned {type(result).__name__} "
                                f"of length {len(result) if hasattr(result, '__len__') else '?'}")
         me, n = op.ranks.index(self.rank), len(op.ranks)
