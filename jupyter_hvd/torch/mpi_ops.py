@@ -309,7 +309,7 @@ def grouped_allgather(tensors: Sequence[torch.Tensor], name: Optional[str] = Non
     if not tensors:
         return ()
     check_tensors(tensors, "grouped_allgather")
-    return tuple(recording.call(HorovodGroupedAllgather, name, process_set, *tensors))
+    return recording.call(HorovodGroupedAllgather, name, process_set, *tensors)
 
 
 # broadcast
