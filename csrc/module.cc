@@ -216,10 +216,12 @@ NB_MODULE(_C, m) {
     nb::gil_scoped_release nogil;
     e.reset();
   });
-  m.def("become_helper", [](int rank, int size, int local_rank, int local_size, int cross_rank, int cross_size) {
+  m.def("become_helper", [](int rank, int size, int local_rank, int local_size, int cross_rank, int cross_size,
+                            int homogeneous) {  // an int, as topology() gives it
     std::lock_guard<std::mutex> g(g_mu);
-    if (!g_engine) g_helper_of = hvd::Topology{rank, size, local_rank, local_size, cross_rank, cross_size};
-  }, "rank"_a, "size"_a, "local_rank"_a, "local_size"_a, "cross_rank"_a, "cross_size"_a);
+    if (!g_engine)
+      g_helper_of = hvd::Topology{rank, size, local_rank, local_size, cross_rank, cross_size, homogeneous != 0};
+  }, "rank"_a, "size"_a, "local_rank"_a, "local_size"_a, "cross_rank"_a, "cross_size"_a, "homogeneous"_a);
   m.def("is_initialized", [] {
     std::lock_guard<std::mutex> g(g_mu);
     return static_cast<bool>(g_engine) || g_helper_of.has_value();
@@ -231,7 +233,8 @@ NB_MODULE(_C, m) {
       if (!g_helper_of && !g_engine) throw nb::value_error(kNotInitialized);
       t = g_helper_of ? *g_helper_of : g_engine->topology();
     }
-    return nb::make_tuple(t.rank, t.size, t.local_rank, t.local_size, t.cross_rank, t.cross_size);
+    return nb::make_tuple(t.rank, t.size, t.local_rank, t.local_size, t.cross_rank, t.cross_size,
+                          static_cast<int>(t.homogeneous));
   });
   m.def("abort", [](const std::string& reason) { engine().abort(reason); }, "reason"_a);
   m.def("stop_status", [] { return status_tuple(engine().stop_status()); });

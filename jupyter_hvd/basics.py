@@ -188,6 +188,11 @@ def cross_size() -> int:
     return _C.topology()[5]
 
 
+def is_homogeneous() -> bool:
+    """Whether every host runs as many of the job's ranks (the same answer on every rank)."""
+    return bool(_C.topology()[6])
+
+
 def metrics() -> dict:
     """This rank's engine counters: ops and bytes per op, time per phase, fusion and cache use."""
     return _C.metrics()

@@ -15,10 +15,12 @@ CHILD = textwrap.dedent("""
     import multiprocessing, sys
     import numpy as np
     import jupyter_hvd as hvd
+    from jupyter_hvd.basics import is_homogeneous
     hvd.init()  # at the top level, as many scripts do: 'spawn' and 'forkserver' children run it again
 
     def topology():
-        return (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size())
+        return (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size(),
+                is_homogeneous())
 
     def child(queue):
         hvd.init()
@@ -72,6 +74,7 @@ NESTED = textwrap.dedent("""
     import subprocess, sys
     import numpy as np
     import jupyter_hvd as hvd
+    from jupyter_hvd.basics import is_homogeneous
     hvd.init()
     if sys.argv[1:] == ["inner"]:
         print(f"inner size {hvd.size()} sum {hvd.allreduce(np.ones(1), op=hvd.Sum)[0]:g}", flush=True)

@@ -63,6 +63,9 @@ HOROVOD_SIGNATURES = {
     "init": [("comm", None), ("process_sets", None)],
     "start_timeline": ["file_path", ("mark_cycles", False)],
     "elastic.run": ["func"],
+    "mpi_ops.handle_average_backwards_compatibility": ["op", "average"],
+    "mpi_ops.num_rank_is_power_2": ["num_rank"],
+    "mpi_ops.gpu_available": ["ext_base_name", ("verbose", False)],
     "elastic.TorchState": [("model", None), ("optimizer", None), "kwargs"],
     "elastic.ElasticSampler": ["dataset", ("shuffle", True), ("seed", 0)],
 }
@@ -83,7 +86,8 @@ SUBMODULES = {
         "grouped_allgather grouped_allgather_async broadcast broadcast_async broadcast_ broadcast_async_ alltoall "
         "alltoall_async reducescatter reducescatter_async grouped_reducescatter grouped_reducescatter_async join "
         "barrier poll synchronize HorovodAllreduce HorovodAllgather HorovodBroadcast HorovodAlltoall "
-        "HorovodReducescatter").split(),
+        "HorovodReducescatter is_homogeneous handle_average_backwards_compatibility gpu_available "
+        "num_rank_is_power_2").split(),
     "functions": ["allgather_object", "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters"],
     "compression": ["Compression", "Compressor", "NoneCompressor", "FP16Compressor"],
     "optimizer": ["DistributedOptimizer", "_DistributedOptimizer"],
@@ -94,6 +98,18 @@ SUBMODULES = {
 
 def test_horovods_submodules_have_its_names():
     check_submodules("jupyter_hvd.torch", SUBMODULES)
+
+
+def test_mpi_ops_helpers_answer_as_horovods():
+    from jupyter_hvd.torch import mpi_ops
+
+    assert [mpi_ops.num_rank_is_power_2(n) for n in range(9)] == [n in (1, 2, 4, 8) for n in range(9)]
+    resolve = mpi_ops.handle_average_backwards_compatibility
+    assert (resolve(None, None), resolve(hvd.Sum, None), resolve(hvd.Max, None)) == (hvd.Average, hvd.Sum, hvd.Max)
+    with pytest.warns(DeprecationWarning):
+        assert (resolve(None, True), resolve(None, False)) == (hvd.Average, hvd.Sum)
+    with pytest.raises(ValueError):
+        resolve(hvd.Sum, True)
 
 
 def test_everything_else_horovod_exports_is_here():

@@ -18,6 +18,7 @@ namespace hvd {
 
 struct Topology {
   int rank = 0, size = 1, local_rank = 0, local_size = 1, cross_rank = 0, cross_size = 1;
+  bool homogeneous = true;  // every host runs as many of the job's ranks (Horovod's is_homogeneous)
 };
 
 struct EngineWiring {

@@ -88,7 +88,8 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
     // runnable thread for a whole time slice, which on a busy host is far longer than a reply takes.
     const Progress::Stepped did = progress_->try_step();
     if (did == Progress::Stepped::Refused) {  // the engine thread may have seen this waiter drive, and slept
-      if (driving.stop()) progress_->wake();
+      driving.stop();
+      progress_->wake();
       continue;
     }
     if (did != Progress::Stepped::NotRun) {

@@ -34,6 +34,9 @@ EngineWiring mpi_wiring(MPI_Comm comm) {
   MPI_Comm_split_type(w.admin, MPI_COMM_TYPE_SHARED, t.rank, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &t.local_rank);
   MPI_Comm_size(local, &t.local_size);
+  int local_sizes[2] = {t.local_size, -t.local_size};  // the largest, and minus the smallest
+  MPI_Allreduce(MPI_IN_PLACE, local_sizes, 2, MPI_INT, MPI_MAX, w.admin);
+  t.homogeneous = local_sizes[0] == -local_sizes[1];
   w.host_cores = host_cores(local);
   MPI_Comm_split(w.admin, t.local_rank, t.rank, &cross);
   MPI_Comm_rank(cross, &t.cross_rank);

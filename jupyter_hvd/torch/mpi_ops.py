@@ -14,9 +14,10 @@ from .. import ops as core
 # horovod.torch.mpi_ops also carries the basics and process sets: code imports them from there
 # (``from horovod.torch.mpi_ops import Average, size``).
 from ..basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,  # noqa: F401
-                      gloo_enabled, init, is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
-                      mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size)
+                      gloo_enabled, init, is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
+                      mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size)
 from ..errors import HorovodInternalError  # noqa: F401 (re-exported, as Horovod's mpi_ops has it)
+from ..extensions import gpu_available  # noqa: F401 (re-exported, as Horovod's mpi_ops has it)
 from ..naming import group_names, prefixed_name
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set  # noqa: F401
@@ -24,6 +25,18 @@ from ..timeline import start_timeline, stop_timeline  # noqa: F401 (re-exported)
 from . import recording
 from .compression import Compression, Compressor
 from .tensors import check_tensors, engine_array, engine_tensor, to_torch
+
+
+def handle_average_backwards_compatibility(op: Optional[int], average: Optional[bool]) -> int:
+    """Horovod's helper: the reduce op that ``op=`` and the deprecated ``average=`` ask for, Average when
+    neither; both at once is a ValueError. It checks the op as every collective here does, so Adasum and
+    an unknown op raise at once (Horovod's passes any op through, for the collective to refuse)."""
+    return resolve_op(average, op)
+
+
+def num_rank_is_power_2(num_rank: int) -> bool:
+    """Horovod's helper: whether ``num_rank`` is a power of 2 (its Adasum needs that)."""
+    return num_rank > 0 and num_rank & (num_rank - 1) == 0
 
 
 class Handle:

@@ -53,11 +53,12 @@ def test_two_hosts_two_ranks_each_every_op_and_an_aligned_timeline(cluster):
     assert not left_behind(cluster, before)
 
 
-def test_three_hosts_one_rank_each_from_a_hostfile(cluster, tmp_path):
+def test_three_hosts_with_uneven_slots_from_a_hostfile(cluster, tmp_path):
+    """Local rank 1 is on one host only: its cross size is 1, and the job is not homogeneous."""
     before = tmp_contents(cluster)
     hostfile = tmp_path / "hosts"
-    hostfile.write_text("# one slot each\nh1 slots=1\nh2 slots=1\nh3 slots=1\n")
-    rank_tests(cluster, str(hostfile), "rank_hosts.py", JHVD_EXPECT_HOSTS="h1:1,h2:1,h3:1")
+    hostfile.write_text("# h2 takes two ranks\nh1 slots=1\nh2 slots=2\nh3 slots=1\n")
+    rank_tests(cluster, str(hostfile), "rank_hosts.py", JHVD_EXPECT_HOSTS="h1:1,h2:2,h3:1")
     assert not left_behind(cluster, before)
 
 

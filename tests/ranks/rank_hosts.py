@@ -6,6 +6,7 @@ import socket
 import numpy as np
 
 import jupyter_hvd as hvd
+from jupyter_hvd.basics import is_homogeneous
 
 
 def layout() -> list[tuple[str, int]]:
@@ -20,7 +21,9 @@ def test_every_rank_knows_its_host_and_its_place_there():
     assert hvd.size() == len(owner)
     assert socket.gethostname() == host
     assert (hvd.local_rank(), hvd.local_size()) == (local, hosts[index][1])
-    assert (hvd.cross_rank(), hvd.cross_size()) == (index, len(hosts))
+    sharing = [i for i, (_, slots) in enumerate(hosts) if slots > local]  # the hosts with a rank of this local rank
+    assert (hvd.cross_rank(), hvd.cross_size()) == (sharing.index(index), len(sharing))
+    assert is_homogeneous() == (len({slots for _, slots in hosts}) == 1)
 
 
 def test_collectives_across_hosts():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jupyter_hvd as hvd
+from jupyter_hvd.basics import is_homogeneous
 from refdata import (ALL, BF16, FLOATS, alltoall_splits, data, expected_alltoall, expected_alltoallv,
                      expected_reduce, own_rows, reduce_cases, stacked)
 
@@ -401,6 +402,7 @@ def test_topology():
     assert 0 <= hvd.rank() < hvd.size()
     assert hvd.local_size() == hvd.size() and hvd.local_rank() == hvd.rank()  # one host
     assert hvd.cross_size() == 1 and hvd.cross_rank() == 0
+    assert is_homogeneous()  # one host has every rank
     assert hvd.mpi_built() and hvd.mpi_enabled() and hvd.mpi_threads_supported()
     assert not hvd.gloo_built() and hvd.nccl_built() <= hvd.cuda_built()  # True only on GPU hosts
 
