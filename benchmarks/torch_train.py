@@ -9,10 +9,14 @@ Cases, each rank with one compute thread (OMP_NUM_THREADS=1):
               ratios of the two, and the scaling efficiency against one plain torch process (no library) run in
               the same round. The "no communication" row runs plain torch on every rank at once, each training
               on its own: what the machine itself allows at that rank count (the ranks share its memory bandwidth
-              and caches), the ceiling for any data-parallel library's efficiency there. For each row of
-              ours, per rank: the time a step waited in synchronize() and its engine thread's CPU time per
-              step (where the rest of a step goes besides the model). --channels-last
-              trains every case with the model and its input in torch.channels_last (NHWC) memory format.
+              and caches), the ceiling for any data-parallel library's efficiency there. "no comm. in
+              lockstep" is those runs' rate had every step lasted as long as the slowest rank's same step: the
+              ceiling for a synchronous library (each step waits for every rank's gradients) whose
+              communication cost nothing; its distance below "no communication" is the machine's own jitter in
+              compute. For each row of ours, per rank: the time a step waited in synchronize() and its
+              engine thread's CPU time per step (where the rest of a step goes besides the model).
+              --channels-last trains every case with the model and its input in torch.channels_last (NHWC)
+              memory format.
   op_latency  a 4-byte CPU tensor allreduce, one at a time, at np=2: jupyter_hvd.torch's allreduce_, the core's
               on a numpy array, and MPI_Allreduce of the same 4 bytes (mpi4py), in the same job.
 Prints a table and one JSON line per case; medians over the rounds.
@@ -86,16 +90,25 @@ def train_worker(impl: str, steps: int, port: int, channels_last: bool) -> None:
     comm.Barrier()
     waited[0], engine_start = 0.0, engine_cpu_s()
     start = time.perf_counter()
+    step_ends = []
     for _ in range(steps):
         step()
+        step_ends.append(time.perf_counter())
     elapsed = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
+    # Plain ranks train on their own. Had each step waited for the slowest rank's (as every synchronous
+    # data-parallel step does, its communication aside), a step would have taken the longest of the ranks'
+    # n-th steps: the machine's own jitter in compute sets that ceiling below the ranks' free-running one.
+    durations = comm.gather(list(map(float.__sub__, step_ends, [start] + step_ends[:-1])), root=0)
+    lockstep = {}
+    if impl == "plain" and size > 1 and rank == 0:
+        lockstep = {"lockstep_samples_per_s": size * steps * BATCH / sum(map(max, zip(*durations)))}
     # Where a step's time goes besides the model: each rank's wait for its gradients' allreduces (for the
     # slower rank's backward, then the last ones' communication) and its engine thread's CPU time.
     cost = comm.gather({"sync_wait_ms": waited[0] / steps * 1e3,
                         "engine_cpu_ms": (engine_cpu_s() - engine_start) / steps * 1e3}, root=0)
     if rank == 0:
         per_rank = {k: [round(c[k], 2) for c in cost] for k in cost[0]} if impl == "jupyter_hvd" else {}
-        print(json.dumps({"samples_per_s": size * steps * BATCH / elapsed, **per_rank}), flush=True)
+        print(json.dumps({"samples_per_s": size * steps * BATCH / elapsed, **per_rank, **lockstep}), flush=True)
     if impl == "jupyter_hvd":
         hvd.shutdown()
     elif impl == "ddp":
@@ -173,6 +186,8 @@ def launch(np_: int, args: list, env: dict | None = None, timeout: float = 600) 
 # compute threads where they fill the cores: the second row shows training without it.
 VARIANTS = {"jupyter_hvd": ("jupyter_hvd", {}), "jupyter_hvd spin 0": ("jupyter_hvd", {"JUPYTER_HVD_SPIN_US": "0"}),
             "ddp": ("ddp", {}), "no communication": ("plain", {})}
+# The "no communication" runs' steps as if each had waited for the slowest rank's (train_worker).
+LOCKSTEP = "no comm. in lockstep"
 
 
 def main() -> None:
@@ -205,19 +220,21 @@ def main() -> None:
                 run += layout
                 result = launch(np_, run, env)
                 rates.setdefault((name, np_), []).append(result["samples_per_s"])
+                if "lockstep_samples_per_s" in result:
+                    rates.setdefault((LOCKSTEP, np_), []).append(result["lockstep_samples_per_s"])
                 if "sync_wait_ms" in result:
                     costs.setdefault((name, np_), []).append(result)
     plain = [x["samples_per_s"] for x in rates["plain"]]
-    print(f"{'case':<12}{'np':>4}{'impl':>20}{'samples/s':>12}{'efficiency':>12}{'vs DDP':>9}")
-    print(f"{'cnn_train':<12}{1:>4}{'plain torch':>20}{statistics.median(plain):>12.0f}")
+    print(f"{'case':<12}{'np':>4}{'impl':>22}{'samples/s':>12}{'efficiency':>12}{'vs DDP':>9}")
+    print(f"{'cnn_train':<12}{1:>4}{'plain torch':>22}{statistics.median(plain):>12.0f}")
     for np_ in args.np:
-        runs = {name: rates[name, np_] for name in VARIANTS}
+        runs = {name: rates[name, np_] for name in (*VARIANTS, LOCKSTEP)}
         # Each round ran every variant back to back: medians of per-round ratios are the least disturbed by the
         # load changing between rounds. Efficiency: against the plain process of the same round.
         ratio = {name: statistics.median(a / b for a, b in zip(v, runs["ddp"])) for name, v in runs.items()}
         eff = {name: statistics.median(a / (np_ * b) for a, b in zip(v, plain)) for name, v in runs.items()}
         for name, v in runs.items():
-            print(f"{'cnn_train':<12}{np_:>4}{name:>20}{statistics.median(v):>12.0f}{eff[name]:>12.1%}"
+            print(f"{'cnn_train':<12}{np_:>4}{name:>22}{statistics.median(v):>12.0f}{eff[name]:>12.1%}"
                   f"{ratio[name]:>9.2f}")
         cost = {name: {k: [round(statistics.median(c[k][i] for c in costs[name, np_]), 2) for i in range(np_)]
                        for k in ("sync_wait_ms", "engine_cpu_ms")} for name in VARIANTS if (name, np_) in costs}
