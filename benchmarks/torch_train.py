@@ -98,10 +98,11 @@ def train_worker(impl: str, steps: int, port: int, channels_last: bool) -> None:
     # Plain ranks train on their own. Had each step waited for the slowest rank's (as every synchronous
     # data-parallel step does, its communication aside), a step would have taken the longest of the ranks'
     # n-th steps: the machine's own jitter in compute sets that ceiling below the ranks' free-running one.
-    durations = comm.gather(list(map(float.__sub__, step_ends, [start] + step_ends[:-1])), root=0)
     lockstep = {}
-    if impl == "plain" and size > 1 and rank == 0:
-        lockstep = {"lockstep_samples_per_s": size * steps * BATCH / sum(map(max, zip(*durations)))}
+    if impl == "plain" and size > 1:
+        durations = comm.gather([end - begin for begin, end in zip([start] + step_ends, step_ends)], root=0)
+        if rank == 0:
+            lockstep = {"lockstep_samples_per_s": size * steps * BATCH / sum(map(max, zip(*durations)))}
     # Where a step's time goes besides the model: each rank's wait for its gradients' allreduces (for the
     # slower rank's backward, then the last ones' communication) and its engine thread's CPU time.
     cost = comm.gather({"sync_wait_ms": waited[0] / steps * 1e3,

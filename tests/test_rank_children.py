@@ -74,7 +74,6 @@ NESTED = textwrap.dedent("""
     import subprocess, sys
     import numpy as np
     import jupyter_hvd as hvd
-    from jupyter_hvd.basics import is_homogeneous
     hvd.init()
     if sys.argv[1:] == ["inner"]:
         print(f"inner size {hvd.size()} sum {hvd.allreduce(np.ones(1), op=hvd.Sum)[0]:g}", flush=True)

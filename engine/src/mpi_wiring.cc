@@ -34,9 +34,15 @@ EngineWiring mpi_wiring(MPI_Comm comm) {
   MPI_Comm_split_type(w.admin, MPI_COMM_TYPE_SHARED, t.rank, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &t.local_rank);
   MPI_Comm_size(local, &t.local_size);
-  int local_sizes[2] = {t.local_size, -t.local_size};  // the largest, and minus the smallest
-  MPI_Allreduce(MPI_IN_PLACE, local_sizes, 2, MPI_INT, MPI_MAX, w.admin);
-  t.homogeneous = local_sizes[0] == -local_sizes[1];
+  // The engine's communicators outlive it (comm_pool.h), so each engine on them takes a new epoch: every
+  // rank's count of engines agrees unless some started engines on other communicators, and the largest
+  // is one none of them has used on these. The same MAX tells whether every host runs as many ranks (the
+  // largest local size, and minus the smallest).
+  int agreed[3] = {g_engines_started, t.local_size, -t.local_size};
+  MPI_Allreduce(MPI_IN_PLACE, agreed, 3, MPI_INT, MPI_MAX, w.admin);
+  const int epoch = agreed[0];
+  g_engines_started = epoch + 1;
+  t.homogeneous = agreed[1] == -agreed[2];
   w.host_cores = host_cores(local);
   MPI_Comm_split(w.admin, t.local_rank, t.rank, &cross);
   MPI_Comm_rank(cross, &t.cross_rank);
@@ -44,12 +50,6 @@ EngineWiring mpi_wiring(MPI_Comm comm) {
   const int64_t clock_offset_us = clock_offset_to_rank0(local, cross, t.local_rank);
   MPI_Comm_free(&local);
   MPI_Comm_free(&cross);
-  // The engine's communicators outlive it (comm_pool.h), so each engine on them takes a new epoch: every
-  // rank's count of engines agrees unless some started engines on other communicators, and the largest
-  // is one none of them has used on these.
-  int epoch = 0;
-  MPI_Allreduce(&g_engines_started, &epoch, 1, MPI_INT, MPI_MAX, w.admin);
-  g_engines_started = epoch + 1;
   w.transport = std::make_unique<ControlChannel>(comms.ctrl, epoch);
   // A common time origin for the trace: now on rank 0's clock, and where that is on each rank's own clock.
   int64_t origin_us = now_us();
