@@ -13,6 +13,7 @@ pytestmark = pytest.mark.timeout(180)
 
 CHILD = textwrap.dedent("""
     import multiprocessing, sys
+    from queue import Empty
     import numpy as np
     import jupyter_hvd as hvd
     from jupyter_hvd.basics import is_homogeneous
@@ -23,19 +24,34 @@ CHILD = textwrap.dedent("""
                 is_homogeneous())
 
     def child(queue):
-        hvd.init()
-        try:
+        def collective():
+            hvd.init()
             hvd.allreduce(np.ones(1), name="from.a.child")
-            queue.put((hvd.is_initialized(), topology(), "no error"))
-        except Exception as e:
-            queue.put((hvd.is_initialized(), topology(), f"{type(e).__name__}: {e}"))
+            return "no error"
+
+        answers = []
+        for ask in (collective, topology):  # each error is the answer, so that the parent never waits for one
+            try:
+                answers.append(ask())
+            except Exception as e:
+                answers.append(f"{type(e).__name__}: {e}")
+        queue.put((hvd.is_initialized(), answers[1], answers[0]))
+
+    def answer(process, queue):
+        # A child that dies before it answers (its init crashed) ends the wait at once, with its exit code.
+        while process.is_alive() or not queue.empty():
+            try:
+                return queue.get(timeout=1)
+            except Empty:
+                pass
+        return None, None, f"the child exited with {process.exitcode} before answering"
 
     if __name__ == "__main__":
         context = multiprocessing.get_context(sys.argv[1])
         queue = context.Queue()
         process = context.Process(target=child, args=(queue,))
         process.start()
-        initialized, seen, error = queue.get(timeout=60)
+        initialized, seen, error = answer(process, queue)
         process.join(60)
         print(f"rank {hvd.rank()}: child initialized={initialized} same={seen == topology()} "
               f"exit={process.exitcode} {error}", flush=True)
