@@ -382,6 +382,7 @@ def test_peer_outside_collectives_is_interrupted_after_grace(ip, started, capsys
     assert time.monotonic() - began < 15
     assert out.splitlines()[0] == "rank 1 raised KeyError: 'k'"
     assert "aborted ranks: rank 0 (KeyboardInterrupt)" in out
+    assert "ranks still running 1s after rank 1 failed: sent SIGINT to ranks 0\n" in out, out  # not rank 1, idle
     assert run(ip, capsys, f"{HEAD}\nhvd.rank()")[0].result == 0
 
 

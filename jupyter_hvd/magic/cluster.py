@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -356,11 +356,12 @@ class RankCluster:
             dead = self.dead_ranks()
         return dead
 
-    def signal_ranks(self, signum: int) -> list[int]:
-        """Send a signal to every rank process on this host; return the ranks signalled."""
+    def signal_ranks(self, signum: int, only: Collection[int] | None = None) -> list[int]:
+        """Send a signal to every rank process on this host (of the ranks ``only`` names, if given); return the
+        ranks signalled."""
         sent = []
         for r in self.ranks:
-            if r.process is not None and alive(r.process):
+            if r.process is not None and (only is None or r.rank in only) and alive(r.process):
                 try:
                     r.process.send_signal(signum)
                 except psutil.Error:  # it exited meanwhile; dead_ranks() will report it

@@ -100,8 +100,10 @@ class CellRun:
         wait_a_little(self.results)
 
     def interrupt(self, why: str) -> None:
-        """Send SIGINT to the ranks (escalated in ``wait``: a failure, stop after INTERRUPT_GRACE_S)."""
-        self.signalled = self.cluster.signal_ranks(signal.SIGINT)
+        """Send SIGINT to the ranks still running the cell (escalated in ``wait``: a failure, stop after
+        INTERRUPT_GRACE_S); those that have finished it are idle, and are not said to be signalled."""
+        running = [rank for rank, r in enumerate(self.results) if not r.ready()]
+        self.signalled = self.cluster.signal_ranks(signal.SIGINT, only=running)
         self.interrupted_at = time.monotonic()
         self.why_interrupted = why
 
