@@ -21,9 +21,12 @@ Cases (every rank runs each; rank 0 prints one JSON line per case and a table at
                 ``allreduce_async`` (out of place: into new arrays, and with ``out=`` into preallocated ones)
                 and synchronized, against mpi4py's out-of-place ``Allreduce`` into preallocated buffers,
                 tensor by tensor; the in-place forms of both too.
+  large_out     where torch is installed: a 64 MiB allreduce into a new result through ``jupyter_hvd`` (numpy)
+                and ``jupyter_hvd.torch``, against mpi4py's into a preallocated buffer, and torch's in place.
 Rounds of each side alternate, so a busy machine slows both alike.
 """
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -157,7 +160,26 @@ def worker(calls: int) -> None:
                          "hvd_in": hvd_in}, 3)
     emit({"case": "resnet50_out", "bytes": int(sum(a.nbytes for a in ins)),
           **{k: float(np.median(v)) / 1e3 for k, v in t.items()}})
+    if importlib.util.find_spec("torch") is not None:
+        emit({"case": "large_out", **large_results(comm, hvd)})
     mxhvd.shutdown()
+
+
+def large_results(comm, hvd) -> dict:
+    """A 64 MiB allreduce into a new result, through numpy and torch, against MPI's into a preallocated buffer
+    and torch's in place: each side's median time in ms."""
+    import torch
+    from mpi4py import MPI
+
+    import jupyter_hvd.torch as thvd
+
+    t = torch.ones(16 << 20)
+    a, b = t.numpy(), np.empty(16 << 20, np.float32)
+    sides = {"mpi_out": lambda: comm.Allreduce(a, b, op=MPI.SUM),
+             "numpy_out": lambda: hvd.allreduce(a, op=hvd.Sum, name="large.numpy"),
+             "torch_out": lambda: thvd.allreduce(t, op=hvd.Sum, name="large.torch"),
+             "torch_in": lambda: thvd.allreduce_(t, op=hvd.Average, name="large.torch_")}
+    return {k: float(np.median(v)) / 1e3 for k, v in alternate(comm, sides, 3).items()}
 
 
 def per_rank(values: list) -> str:
@@ -180,6 +202,11 @@ def table(rows: list) -> str:
             if "mxnet_op" in r:
                 out.append(f"{'':<6}MXNet's own 4-byte op into a new NDArray, then wait_to_read: p50 "
                            f"{r['mxnet_op']['p50_us']:.1f} us (its push, its threads and the wait, no collective)")
+        elif r["case"] == "large_out":
+            out.append(f"np={r['np']} 64 MiB into a new result: MPI into a preallocated buffer {r['mpi_out']:.1f} ms, "
+                       f"numpy {r['numpy_out']:.1f} ms ({r['numpy_out'] / r['mpi_out']:.2f}x), torch "
+                       f"{r['torch_out']:.1f} ms ({r['torch_out'] / r['mpi_out']:.2f}x); torch in place "
+                       f"{r['torch_in']:.1f} ms")
         else:
             out.append(f"np={r['np']} ResNet-50 set ({r['bytes'] / 1e6:.0f} MB): out of place MPI {r['mpi_out']:.1f} ms, "
                        f"jupyter_hvd {r['hvd_out']:.1f} ms ({r['hvd_out'] / r['mpi_out']:.2f}x), with out= "

@@ -22,6 +22,7 @@
 #include "contracts.h"
 #include "engine.h"
 #include "gpu_binding.h"
+#include "memory_advice.h"
 #include "registry.h"
 #include "submit.h"
 #ifdef JHVD_WITH_MXNET
@@ -266,6 +267,11 @@ NB_MODULE(_C, m) {
     return nb::make_tuple(out, dropped);
   }, "since"_a, "max"_a = 100000);
   m.def("metrics", [] { return metrics_dict(engine().metrics()); });
+  // For results a frontend allocates itself (torch's allreduce): as the engine's own (memory_advice.h).
+  m.attr("HUGE_PAGES_FROM") = hvd::kHugePagesFrom;
+  m.def("advise_huge_pages", [](uintptr_t address, size_t bytes) {
+    hvd::advise_huge_pages(reinterpret_cast<void*>(address), bytes);
+  }, "address"_a, "bytes"_a);
   jhvd::bind_contracts(m);
   jhvd::bind_submit(m);
   jhvd::bind_auto_names(m);

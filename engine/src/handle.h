@@ -11,19 +11,21 @@
 #include <mutex>
 #include <vector>
 
+#include "memory_advice.h"
 #include "progress.h"
 #include "status.h"
 
 namespace hvd {
 
 // An engine-allocated host result. Left uninitialised: the collective writes every byte, so zeroing it
-// first would be one more pass over the result's memory.
+// first would be one more pass over the result's memory. A large one is on huge pages (memory_advice.h).
 class HostBuffer {
  public:
   // Replaces any earlier contents with `bytes` of fresh, uninitialised memory.
   void allocate(size_t bytes) {
     data_.reset(new char[bytes]);
     size_ = bytes;
+    if (bytes >= kHugePagesFrom) advise_huge_pages(data_.get(), bytes);
   }
   char* data() const { return data_.get(); }
   size_t size() const { return size_; }

@@ -24,7 +24,7 @@ from ..process_sets import ProcessSet, add_process_set, global_process_set, remo
 from ..timeline import start_timeline, stop_timeline  # noqa: F401 (re-exported)
 from . import recording
 from .compression import Compression, Compressor
-from .tensors import check_tensors, engine_array, engine_tensor, to_torch
+from .tensors import check_tensors, engine_array, engine_tensor, new_output, to_torch
 
 
 def handle_average_backwards_compatibility(op: Optional[int], average: Optional[bool]) -> int:
@@ -92,7 +92,7 @@ def _allreduce(tensors: Sequence[torch.Tensor], in_place: bool, group: bool, kin
     if in_place:
         outs, results = arrays, list(tensors)
     else:
-        outs = results = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in arrays]
+        outs = results = [new_output(t) for t in arrays]
     finish = (lambda _: tuple(results)) if group else (lambda _: results[0])
     name = prefixed_name("allreduce", name)
     started = core.enqueue(core.ALLREDUCE, kind, arrays, outs, group_names(name, len(arrays)) if group else [name],

@@ -83,6 +83,15 @@ def _device_array(t: torch.Tensor, what: str) -> DeviceArray:
     return DeviceArray(t, t.data_ptr() if t.numel() else 0, tuple(t.shape), _numpy_dtype(t, what), device, stream)
 
 
+def new_output(t: torch.Tensor) -> torch.Tensor:
+    """A new contiguous CPU tensor like ``t`` (a contiguous CPU tensor) for the engine to write a result into;
+    a large one on huge pages, as the engine's own results (engine/src/memory_advice.h)."""
+    out = torch.empty_like(t)
+    if out.nbytes >= _C.HUGE_PAGES_FROM:
+        _C.advise_huge_pages(out.data_ptr(), out.nbytes)
+    return out
+
+
 def to_torch(result: Any, like: torch.Tensor) -> torch.Tensor:
     """An engine result (numpy array, or a CUDA tensor) as a tensor of ``like``'s dtype, without a copy."""
     if isinstance(result, torch.Tensor):

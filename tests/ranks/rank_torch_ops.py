@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 import torch
+from memory_maps import HUGE_PAGES, huge_page_advised, inner_huge_page
 from refdata import (alltoall_splits, data, expected_alltoall, expected_alltoallv, expected_reduce, own_rows,
                      reduce_cases, stacked)
 
@@ -69,6 +70,17 @@ def test_in_place_ops_write_the_tensors_own_memory():
     p = torch.nn.Parameter(torch.full((3,), float(hvd.rank())))
     hvd.broadcast_(p, root_rank=0)
     assert torch.all(p == 0) and p.requires_grad
+
+
+@pytest.mark.skipif(not HUGE_PAGES, reason="no transparent huge pages")
+def test_a_large_new_result_is_on_huge_pages():
+    """An allreduce's new result of 4 MiB and more is asked for huge pages before the engine writes it, as
+    numpy's large arrays are (torch's allocator does not ask: a result past glibc's 32 MiB mmap threshold was
+    faulted in 4 KiB at a time, which cost more than the reduction)."""
+    x = torch.full((4 << 20,), float(hvd.rank() + 1))  # 16 MiB
+    got = hvd.allreduce(x, op=hvd.Sum)
+    assert torch.all(got == hvd.size() * (hvd.size() + 1) / 2)
+    assert huge_page_advised(inner_huge_page(got.data_ptr()))
 
 
 def test_allreduce_of_any_shape_and_layout():
