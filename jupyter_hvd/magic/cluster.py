@@ -356,12 +356,11 @@ class RankCluster:
             dead = self.dead_ranks()
         return dead
 
-    def signal_ranks(self, signum: int, only: Collection[int] | None = None) -> list[int]:
-        """Send a signal to every rank process on this host (of the ranks ``only`` names, if given); return the
-        ranks signalled."""
+    def signal_ranks(self, signum: int, ranks: Collection[int]) -> list[int]:
+        """Send a signal to the processes of ``ranks`` that run on this host; return the ranks signalled."""
         sent = []
         for r in self.ranks:
-            if r.process is not None and (only is None or r.rank in only) and alive(r.process):
+            if r.process is not None and r.rank in ranks and alive(r.process):
                 try:
                     r.process.send_signal(signum)
                 except psutil.Error:  # it exited meanwhile; dead_ranks() will report it

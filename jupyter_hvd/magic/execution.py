@@ -103,7 +103,7 @@ class CellRun:
         """Send SIGINT to the ranks still running the cell (escalated in ``wait``: a failure, stop after
         INTERRUPT_GRACE_S); those that have finished it are idle, and are not said to be signalled."""
         running = [rank for rank, r in enumerate(self.results) if not r.ready()]
-        self.signalled = self.cluster.signal_ranks(signal.SIGINT, only=running)
+        self.signalled = self.cluster.signal_ranks(signal.SIGINT, running)
         self.interrupted_at = time.monotonic()
         self.why_interrupted = why
 
