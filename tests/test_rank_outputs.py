@@ -126,9 +126,15 @@ def progress_models(models, view) -> list[dict]:
     return [s["state"] for s in states if s["model_name"] == "FloatProgressModel"]
 
 
+def px_rank_outputs(outputs) -> list:
+    """%%px's outputs less its own progress bar of the cell's tasks (``%px:   0%| ...``), which it shows when
+    the cell runs longer than its progress_after_seconds (2 s): on a busy machine, for any case."""
+    return [o for o in outputs if not o.get("data", {}).get("text/plain", "").startswith("%px:")]
+
+
 @pytest.mark.parametrize("case", TABLE)
 def test_each_case_shows_every_mime_type_px_shows(cases, case):
-    px, hvd = mime_types(cases[("px", case)]), mime_types(cases[("hvd", case)])
+    px, hvd = mime_types(px_rank_outputs(cases[("px", case)])), mime_types(cases[("hvd", case)])
     assert px, f"%%px showed nothing for {case}"
     assert px <= hvd, f"{case}: %%px shows {sorted(px)}, %%hvd {sorted(hvd)}"
 
