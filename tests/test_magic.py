@@ -300,6 +300,33 @@ def test_start_timeout_is_a_clear_error_and_leaves_no_processes():
     assert slow.stopped and set(cluster_processes()) <= running
 
 
+def test_a_controller_that_stalls_before_answering_the_client_still_starts_the_job():
+    """ipyparallel's client gives a silent controller 10 s, whatever the start timeout: a busy machine (two
+    notebooks starting jobs at once on 2 cores) made a start fail with 'did not start within 120s' long before
+    that. Here the controller is stopped from the moment its connection file appears for longer than that."""
+    running = set(cluster_processes())
+    cluster = RankCluster(LaunchConfig(np=2))
+    stalled = threading.Event()
+
+    def stall_the_controller():
+        while (launcher := cluster._cluster.controller) is None or getattr(launcher, "process", None) is None:
+            time.sleep(0.001)
+        while not os.path.exists(launcher.connection_files["client"]):
+            time.sleep(0.001)
+        launcher.process.send_signal(signal.SIGSTOP)
+        stalled.set()
+        time.sleep(12)
+        launcher.process.send_signal(signal.SIGCONT)
+
+    threading.Thread(target=stall_the_controller, daemon=True).start()
+    try:
+        cluster.start()
+        assert stalled.is_set() and len(cluster.ranks) == 2
+    finally:
+        cluster.stop()
+    assert set(cluster_processes()) <= running
+
+
 def test_exception_on_rank_1_is_reported_and_next_cell_works(ip, started, capsys):
     source = f"{HEAD}\nif hvd.rank() == 1:\n    raise ValueError('bad batch on rank 1')\n'fine'"
     result, out = run(ip, capsys, source)
@@ -613,7 +640,7 @@ def test_x_sets_variables_on_the_ranks_and_a_different_set_restarts(ip, started,
 def test_restart_and_stop_leave_no_processes(ip, started, capsys):
     before = [r.pid for r in magics(ip).cluster.ranks]
     _, out = run(ip, capsys, "%hvd restart")
-    assert "restarting the ranks (--restart)" in out
+    assert "restarting the ranks (--restart): the variables they held are lost" in out
     assert set(before).isdisjoint(r.pid for r in magics(ip).cluster.ranks)
     assert cluster_processes()
     _, out = run(ip, capsys, "%hvd stop")

@@ -187,6 +187,9 @@ class RankCluster:
         try:
             self._run_until(self._cluster.start_controller(environment={**self._controller_env, **tag}), deadline,
                             "the controller")
+            # ipyparallel's own waits for the controller are shorter than a busy machine may need (its connection
+            # files 60 s, an engine's registration 5 s, the client's first request 10 s): each gets the start timeout
+            self._cluster.controller.connection_info_timeout = self.start_timeout
             spec = LaunchSpec(
                 np=self.config.np,
                 hosts=self.config.hosts,
@@ -199,11 +202,13 @@ class RankCluster:
                 mpi_args=["--stdin", "none"],
             )
             engine_file = self._cluster.controller.connection_files["engine"]
-            engines = self._cluster.start_engines(self.config.np, launch_spec=spec, engine_args=ENGINE_ARGS,
-                                                  engine_cmd=_rank_cmd(self.config.framework, engine_file,
-                                                                       self.start_timeout))
+            engines = self._cluster.start_engines(
+                self.config.np, launch_spec=spec,
+                engine_args=[*ENGINE_ARGS, f"--IPEngine.timeout={self.start_timeout:g}"],
+                engine_cmd=_rank_cmd(self.config.framework, engine_file, self.start_timeout))
             self._run_until(engines, deadline, "the engine launch")
-            self._client = self._run_until(self._cluster.connect_client(), deadline, "the client")
+            self._client = self._run_until(self._cluster.connect_client(timeout=self.start_timeout), deadline,
+                                           "the client")
             self._heart = descendants(self._cluster.controller.process)
             self._wait_registered(deadline)
             self._setup_ranks(deadline)
@@ -376,11 +381,13 @@ class RankCluster:
     # -- internals -------------------------------------------------------------------------------
 
     def _run_until(self, step: Coroutine[Any, Any, Any], deadline: float, what: str) -> Any:
-        """Run one async start step on the background loop, failing with a clear error at the deadline."""
+        """Run one async start step on the background loop, failing with a clear error at the deadline (or when
+        a wait of ipyparallel's own runs out: its message says which)."""
         try:
             return _background_loop().run(step, max(0.0, deadline - time.monotonic()))
-        except TimeoutError:
-            raise self._start_error(f"{what} did not start within {self.start_timeout:g}s", self._output()) from None
+        except TimeoutError as exc:
+            why = f": {exc}" if str(exc) else f" within {self.start_timeout:g}s"
+            raise self._start_error(f"{what} did not start{why}", self._output()) from None
 
     def _wait_registered(self, deadline: float) -> None:
         while len(self._client.ids) < self.config.np:

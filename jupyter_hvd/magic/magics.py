@@ -249,7 +249,7 @@ class HvdMagics(Magics):
         if self.cluster is not None:
             reason = "--restart" if restart else self._restart_reason(config)
             if reason:
-                print(f"[hvd] restarting the ranks ({reason})")
+                print(f"[hvd] restarting the ranks ({reason}): the variables they held are lost")
                 self.stop_ranks()
         if self.cluster is None:
             self.launch = config
