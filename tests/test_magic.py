@@ -290,14 +290,16 @@ def test_a_bad_flag_is_one_clear_message_and_the_ranks_keep_running(ip, started,
     assert run(ip, capsys, f"{HEAD}\nhvd.rank()")[0].result == 0
 
 
-def test_start_timeout_is_a_clear_error_and_leaves_no_processes():
-    running = set(cluster_processes())  # the module's own ranks may be up
+def test_start_timeout_is_a_clear_error_leaves_no_processes_and_is_kept(ip, started, capsys):
     # Shorter than the controller takes to write its connection file, so it runs out with mpiexec and the
     # ranks already started.
-    slow = RankCluster(LaunchConfig(np=2), start_timeout=0.3)
-    with pytest.raises(RankError, match="could not start 2 ranks: .*within 0.3s"):
-        slow.start()
-    assert slow.stopped and set(cluster_processes()) <= running
+    result, out = run(ip, capsys, f"{HEAD} --restart --start-timeout 0.3\nhvd.rank()")
+    assert not result.success and "could not start 2 ranks: " in out and "within 0.3s" in out, out
+    assert cluster_processes() == []
+    result, out = run(ip, capsys, "%%hvd\nhvd.rank()")  # the next start gets as long
+    assert not result.success and "within 0.3s" in out, out
+    result, out = run(ip, capsys, f"{HEAD} --start-timeout 120\nhvd.rank()")
+    assert result.success and result.result == 0 and "[hvd] started 2 ranks" in out, out
 
 
 def test_a_controller_that_stalls_before_answering_the_client_still_starts_the_job():

@@ -29,6 +29,7 @@ def config_of(magics: HvdMagics, line: str, cell: str = "") -> LaunchConfig:
         ("%%hvd -np 2 --framework tensorflow", "invalid choice: 'tensorflow'"),
         ("%%hvd -np 2 --rank 5", "--rank must be between 0 and 1"),
         ("%%hvd -np 2 --timeout -1", "--timeout must be positive"),
+        ("%%hvd -np 2 --start-timeout 0", "--start-timeout must be positive"),
         ("%%hvd -np 2 --baseline 0", "--baseline must be positive"),
         ("%%hvd -np 2 -o 1x", "-o needs a variable name"),
         ("%%hvd -np 2 -x LEVEL", "-x needs VAR=VALUE, got 'LEVEL'"),

@@ -35,6 +35,7 @@ from .sweeper import new_job_folder, sweep
 
 POLL_S = 0.05
 STOP_TIMEOUT_S = 15.0
+START_TIMEOUT_S = 120.0  # %%hvd --start-timeout's default
 # The hub pings engines every HEARTBEAT_MS and registers a new engine at its first reply, so a short period
 # makes registration fast; an engine unheard for SILENCE_S is dropped, however many beats that is.
 HEARTBEAT_MS = 100
@@ -146,7 +147,7 @@ class JobLoss:
 class RankCluster:
     """An ipyparallel controller plus N engines started by one mpiexec, addressed by MPI rank."""
 
-    def __init__(self, config: LaunchConfig, start_timeout: float = 120.0):
+    def __init__(self, config: LaunchConfig, start_timeout: float = START_TIMEOUT_S):
         self.config = config
         self.start_timeout = start_timeout
         self.ranks: list[RankInfo] = []
@@ -208,7 +209,7 @@ class RankCluster:
                 engine_cmd=_rank_cmd(self.config.framework, engine_file, self.start_timeout))
             self._run_until(engines, deadline, "the engine launch")
             self._client = self._run_until(self._cluster.connect_client(timeout=self.start_timeout), deadline,
-                                           "the client")
+                                           "the connection to the controller")
             self._heart = descendants(self._cluster.controller.process)
             self._wait_registered(deadline)
             self._setup_ranks(deadline)
@@ -386,7 +387,7 @@ class RankCluster:
         try:
             return _background_loop().run(step, max(0.0, deadline - time.monotonic()))
         except TimeoutError as exc:
-            why = f": {exc}" if str(exc) else f" within {self.start_timeout:g}s"
+            why = f": {exc}" if str(exc) else f" {self._within()}"
             raise self._start_error(f"{what} did not start{why}", self._output()) from None
 
     def _wait_registered(self, deadline: float) -> None:
@@ -397,8 +398,7 @@ class RankCluster:
                 raise self._start_error("the ipyparallel controller exited while the ranks started", self._output())
             if time.monotonic() > deadline:
                 raise self._start_error(
-                    f"only {len(self._client.ids)} of {self.config.np} engines registered "
-                    f"within {self.start_timeout:g}s",
+                    f"only {len(self._client.ids)} of {self.config.np} engines registered {self._within()}",
                     self._output(),
                 )
             time.sleep(POLL_S)
@@ -413,7 +413,7 @@ class RankCluster:
                 raise self._start_error("the ipyparallel controller exited while the ranks were initialising",
                                         self._output())
             if time.monotonic() > deadline:
-                raise self._start_error(f"ranks did not initialise within {self.start_timeout:g}s", self._output())
+                raise self._start_error(f"ranks did not initialise {self._within()}", self._output())
             time.sleep(POLL_S)
         for engine_id, result in zip(ids, results):
             error = result.exception()
@@ -462,6 +462,9 @@ class RankCluster:
         """The controller and mpiexec with all their descendants, plus the local rank processes."""
         roots = self._roots()
         return roots + [c for p in roots for c in descendants(p)] + [r.process for r in self.ranks if r.process]
+
+    def _within(self) -> str:
+        return f"within {self.start_timeout:g}s (%%hvd --start-timeout S gives the start longer)"
 
     def _start_error(self, reason: str, output: str) -> RankError:
         message = f"could not start {self.config.np} ranks: {start_failure(output) or reason}"

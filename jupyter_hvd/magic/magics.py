@@ -16,7 +16,7 @@ from ..monitor import Monitor, cell_key
 from ..runner.host_loss import hosts_left
 from ..runner.launch import LaunchSpec, check_placement, parse_export, placement
 from ..runner.slurm import allocation
-from .cluster import LaunchConfig, RankCluster
+from .cluster import START_TIMEOUT_S, LaunchConfig, RankCluster
 from .background import Feeder, IdleInterrupt, Submitted, cell_outputs
 from .execution import CellRun
 from .failures import RankError
@@ -33,6 +33,7 @@ class HvdMagics(Magics):
         super().__init__(shell)
         self._cluster: RankCluster | None = None
         self.launch: LaunchConfig | None = None  # kept after a crash so the next cell restarts the same job
+        self.start_timeout = START_TIMEOUT_S  # --start-timeout, kept for every later start
         self.monitor = True
         self.last_monitor: Monitor | None = None  # the last monitored cell, for %hvd monitor
         self._baselines: dict[str, float] = {}  # cell key -> samples/s of its last 1-rank run
@@ -66,6 +67,8 @@ class HvdMagics(Magics):
               help="show every rank's rich outputs (figures, HTML, widgets), not only rank 0's")
     @argument("-o", dest="output", metavar="NAME", help="store the list of per-rank values in NAME")
     @argument("--timeout", type=float, metavar="S", help="stop the cell on every rank after S seconds")
+    @argument("--start-timeout", type=float, metavar="S",
+              help=f"how long starting the ranks may take (default {START_TIMEOUT_S:g}); kept for later starts")
     @argument("--framework", choices=FRAMEWORKS, help="API bound to hvd on the ranks (default: see README)")
     @argument("--no-monitor", action="store_true", help="do not show the training monitor")
     @argument("--noblock", action="store_true",
@@ -83,13 +86,16 @@ class HvdMagics(Magics):
         config = self._launch_config(args, cell)
         if args.rank is not None and not 0 <= args.rank < config.np:
             raise UsageError(f"--rank must be between 0 and {config.np - 1}, got {args.rank}")
-        if args.timeout is not None and args.timeout <= 0:
-            raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
+        for flag, value in (("--timeout", args.timeout), ("--start-timeout", args.start_timeout)):
+            if value is not None and value <= 0:
+                raise UsageError(f"{flag} must be positive, got {value:g}")
         if args.output is not None and not args.output.isidentifier():
             raise UsageError(f"-o needs a variable name, got {args.output!r}")
         if args.baseline is not None and args.baseline <= 0:
             raise UsageError(f"--baseline must be positive, got {args.baseline:g}")
         self.monitor = not args.no_monitor
+        if args.start_timeout is not None:
+            self.start_timeout = args.start_timeout
         self.wait_background()  # shows its end here first (and raises its failure: this cell does not run)
         cluster = self._ensure_ranks(config, restart=args.restart)
         if self._noted_for is not cluster and (note := other_framework_note(config.framework, cell)):
@@ -253,7 +259,7 @@ class HvdMagics(Magics):
                 self.stop_ranks()
         if self.cluster is None:
             self.launch = config
-            cluster = RankCluster(config)
+            cluster = RankCluster(config, self.start_timeout)
             self.job.publish("starting")
             cluster.start()
             self._cluster = cluster
