@@ -231,6 +231,32 @@ OwnedArray empty_like(uintptr_t array) {
   return OwnedArray(out);
 }
 
+// The elements of `array`, or -1 where MXNet cannot say (an array whose shape is unknown yet).
+int64_t elements(uintptr_t array) {
+  int ndim = 0;
+  const int* dims = nullptr;
+  if (g_api.get_shape(reinterpret_cast<NDArrayHandle>(array), &ndim, &dims) != 0 || ndim < 0) return -1;
+  int64_t n = 1;
+  for (int i = 0; i < ndim; ++i) n *= dims[i];
+  return n;
+}
+
+// How MXNet is to run the op. Horovod's choice, its prioritised CPU pool, keeps gradients ahead of compute,
+// but every op then goes to a pool thread and back: for a small one (a metric, a flag) that hand-off cost
+// more than the collective. MXNet runs a kAsync op in the pushing thread when its inputs are ready, and
+// queues it behind the CPU workers' compute otherwise, which a small op hardly notices (it only starts the
+// collective): so kAsync up to kInlineElements elements in all.
+constexpr int64_t kInlineElements = 1024;
+
+mxnet::FnProperty property_for(const std::vector<uintptr_t>& arrays) {
+  int64_t total = 0;
+  for (uintptr_t a : arrays) {
+    int64_t n = elements(a);
+    if (n < 0 || (total += n) > kInlineElements) return mxnet::FnProperty::kCPUPrioritized;
+  }
+  return mxnet::FnProperty::kAsync;
+}
+
 // In place (`out_of_place` false), the op writes `arrays` (MXNet's mutable dependencies). Out of place, it
 // reads them (const ones) and writes new NDArrays made here, whose handles it returns for Python to own: no
 // copy of the input, which would be one more MXNet operation.
@@ -258,8 +284,7 @@ std::vector<uintptr_t> push(const hvd::OpSpec& spec, std::vector<std::string> na
     reference(made, p->outputs, writes);
   }
   static const mxnet::Context ctx = mxnet::Context::CPU();
-  // Horovod's choice too: MXNet's prioritised CPU pool, so collectives never wait behind compute.
-  static const mxnet::FnProperty prop = mxnet::FnProperty::kCPUPrioritized;
+  const mxnet::FnProperty prop = property_for(arrays);
   hvd::OpType kind = p->spec.op;
   // MXNet owns the op from here, and frees it with delete_op even when the push fails.
   int rc = g_api.push_async_nd(run_op, p.release(), delete_op, &ctx, reads.data(), static_cast<int>(reads.size()),

@@ -138,6 +138,20 @@ def test_out_of_place_reads_the_input_before_a_later_write():
     np.testing.assert_array_equal(x.asnumpy(), np.full(64, hvd.rank() + 21.0, np.float32))
 
 
+@pytest.mark.parametrize("n", [1, 1024, 1025])  # up to 1,024 elements MXNet runs the op in the pushing thread
+def test_a_collective_pushed_while_its_input_is_being_written_reads_the_written_values(n):
+    """The input's writer (a product of two large matrices) still runs when the collective is pushed: small
+    ops then wait in MXNet's worker queue, larger ones in its prioritised pool; both see the written values."""
+    a, b = mx.nd.ones((256, 600)), mx.nd.ones((600, 1100))
+    for i in range(3):
+        x = mx.nd.dot(a, b)[0, :n] / 600 + hvd.rank() + i  # rank + i + 1 once written
+        out = hvd.allreduce(x, op=hvd.Sum, name=f"pending.{n}.{i}")
+        hvd.allreduce_(x, op=hvd.Sum, name=f"pending.{n}.{i}.in")
+        want = np.full(n, sum(r + i + 1 for r in range(hvd.size())), np.float32)
+        np.testing.assert_array_equal(out.asnumpy(), want)
+        np.testing.assert_array_equal(x.asnumpy(), want)
+
+
 def test_pending_collective_does_not_block_independent_ones():
     """MXNet schedules by dependency: B completes while A still waits for its peers."""
     comm = MPI.COMM_WORLD
