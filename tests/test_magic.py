@@ -302,10 +302,11 @@ def test_start_timeout_is_a_clear_error_leaves_no_processes_and_is_kept(ip, star
     assert result.success and result.result == 0 and "[hvd] started 2 ranks" in out, out
 
 
-def test_a_controller_that_stalls_before_answering_the_client_still_starts_the_job():
-    """ipyparallel's client gives a silent controller 10 s, whatever the start timeout: a busy machine (two
-    notebooks starting jobs at once on 2 cores) made a start fail with 'did not start within 120s' long before
-    that. Here the controller is stopped from the moment its connection file appears for longer than that."""
+def test_a_controller_that_stalls_as_it_writes_its_connection_file_still_starts_the_job():
+    """A controller descheduled on a busy machine (two notebooks starting jobs at once on 2 cores) failed
+    starts long before the start timeout: ipyparallel's client gives a silent controller 10 s, an engine 5 s,
+    and a connection file it reads half-written half a second more. Here the controller is stopped for longer
+    than those from the moment its connection file appears (often before it has written it whole)."""
     running = set(cluster_processes())
     cluster = RankCluster(LaunchConfig(np=2))
     stalled = threading.Event()
@@ -314,11 +315,14 @@ def test_a_controller_that_stalls_before_answering_the_client_still_starts_the_j
         while (launcher := cluster._cluster.controller) is None or getattr(launcher, "process", None) is None:
             time.sleep(0.001)
         while not os.path.exists(launcher.connection_files["client"]):
-            time.sleep(0.001)
+            pass
         launcher.process.send_signal(signal.SIGSTOP)
         stalled.set()
         time.sleep(12)
-        launcher.process.send_signal(signal.SIGCONT)
+        try:
+            launcher.process.send_signal(signal.SIGCONT)
+        except psutil.NoSuchProcess:  # the start failed and stopped it: the test says so
+            pass
 
     threading.Thread(target=stall_the_controller, daemon=True).start()
     try:

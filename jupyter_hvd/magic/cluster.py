@@ -29,11 +29,13 @@ from .frameworks import api_module
 from .by_value import TransferError, load, pack, pack_names, unpack
 from .host_report import lost_cause, lost_from
 from .rank_messages import OUTPUT_WAIT_S, BetweenCells
+from .rank_main import whole_json
 from .rank_setup import setup_rank
 from .reaper import TAG, alive, descendants, tagged
 from .sweeper import new_job_folder, sweep
 
 POLL_S = 0.05
+FILE_POLL_S = 0.01  # the controller's connection files come a second or so into a start: look often
 STOP_TIMEOUT_S = 15.0
 START_TIMEOUT_S = 120.0  # %%hvd --start-timeout's default
 # The hub pings engines every HEARTBEAT_MS and registers a new engine at its first reply, so a short period
@@ -188,9 +190,11 @@ class RankCluster:
         try:
             self._run_until(self._cluster.start_controller(environment={**self._controller_env, **tag}), deadline,
                             "the controller")
-            # ipyparallel's own waits for the controller are shorter than a busy machine may need (its connection
-            # files 60 s, an engine's registration 5 s, the client's first request 10 s): each gets the start timeout
-            self._cluster.controller.connection_info_timeout = self.start_timeout
+            # Ranks on other hosts get the controller's connection when they start; on this host they read it
+            # themselves, so they start (and import their framework) while the controller does.
+            remote = self._cluster.send_engines_connection_env
+            if remote:
+                self._wait_connection_files(deadline)
             spec = LaunchSpec(
                 np=self.config.np,
                 hosts=self.config.hosts,
@@ -208,6 +212,10 @@ class RankCluster:
                 engine_args=[*ENGINE_ARGS, f"--IPEngine.timeout={self.start_timeout:g}"],
                 engine_cmd=_rank_cmd(self.config.framework, engine_file, self.start_timeout))
             self._run_until(engines, deadline, "the engine launch")
+            if not remote:
+                self._wait_connection_files(deadline)
+            # ipyparallel's own waits for the controller (an engine's registration 5 s, the client's first
+            # request 10 s) are shorter than a busy machine may need: each gets the start timeout
             self._client = self._run_until(self._cluster.connect_client(timeout=self.start_timeout), deadline,
                                            "the connection to the controller")
             self._heart = descendants(self._cluster.controller.process)
@@ -389,6 +397,20 @@ class RankCluster:
         except TimeoutError as exc:
             why = f": {exc}" if str(exc) else f" {self._within()}"
             raise self._start_error(f"{what} did not start{why}", self._output()) from None
+
+    def _wait_connection_files(self, deadline: float) -> None:
+        """Wait until the controller's connection files read as whole JSON. It writes them in place, and
+        ipyparallel gives a file it reads half-written half a second more: a controller descheduled mid-write
+        on a busy machine failed the start with a JSONDecodeError."""
+        paths = list(self._cluster.controller.connection_files.values())
+        while not all(whole_json(p) for p in paths):
+            if not self._controller_alive():
+                raise self._start_error("the ipyparallel controller exited before writing its connection files",
+                                        self._output())
+            if time.monotonic() > deadline:
+                raise self._start_error(f"the controller did not write its connection files {self._within()}",
+                                        self._output())
+            time.sleep(FILE_POLL_S)
 
     def _wait_registered(self, deadline: float) -> None:
         while len(self._client.ids) < self.config.np:

@@ -16,16 +16,21 @@ import sys
 import time
 
 
+def whole_json(path: str) -> bool:
+    """Whether ``path`` holds complete JSON (the controller writes its connection files in place)."""
+    try:
+        with open(path) as f:
+            json.load(f)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def wait_for_connection_file(path: str, timeout_s: float) -> None:
     """Return once ``path`` holds complete JSON, or after ``timeout_s`` (the engine then says what is missing)."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with open(path) as f:
-                json.load(f)
-            return
-        except (OSError, ValueError):
-            time.sleep(0.02)
+    while time.monotonic() < deadline and not whole_json(path):
+        time.sleep(0.02)
 
 
 def use_profile_dir_here() -> None:
