@@ -1,5 +1,7 @@
 """GPU benchmarks on one rank: the device fusion buffer's copy bandwidth against a plain
-device-to-device copy of the same bytes (goal: 80% or more), and NCCL allreduce time per size.
+device-to-device copy of the same bytes (goal: 80% or more), NCCL allreduce time per size, and,
+where torch is installed, a 4-byte CUDA tensor's allreduce through ``jupyter_hvd.torch`` against
+torch.distributed's NCCL in the same process.
 
 Run on one rank (``hvdrun -np 1 python benchmarks/gpu_bench.py``). Prints a table per part and
 one JSON line per case. Times of the engine's phases are the device's own (CUDA events); the
@@ -86,20 +88,22 @@ def cupy_nccl(cupy):
 def allreduce_case(cupy, comm, nbytes: int, repeat: int) -> dict:
     n = max(nbytes // 4, 1)
     x = cupy.ones(n, cupy.float32)
-    e2e, enq, dev = [], [], []
+    e2e, enq, dev, neg = [], [], [], []
     for it in range(repeat + 3):
-        before = hvd.metrics()["collective_us"]
+        before = hvd.metrics()
         t0 = time.perf_counter()
         handle = hvd.allreduce_async_(x, op=hvd.Sum, name=f"ar.{nbytes}")
         t1 = time.perf_counter()
         handle.wait()
         t2 = time.perf_counter()
         if it >= 3:
+            after = hvd.metrics()
             e2e.append((t2 - t0) * 1e6)
             enq.append((t1 - t0) * 1e6)
-            dev.append(hvd.metrics()["collective_us"] - before)
+            dev.append(after["collective_us"] - before["collective_us"])
+            neg.append(after["negotiate_us"] - before["negotiate_us"])
     row = {"bytes": n * 4, "engine_us": statistics.median(e2e), "enqueue_us": statistics.median(enq),
-           "nccl_phase_us": statistics.median(dev)}
+           "negotiate_us": statistics.median(neg), "nccl_phase_us": statistics.median(dev)}
     if comm is not None:
         from cupy.cuda import nccl
 
@@ -115,10 +119,49 @@ def allreduce_case(cupy, comm, nbytes: int, repeat: int) -> dict:
     return row
 
 
+def torch_small_case(calls: int) -> dict:
+    """A 4-byte float32 CUDA tensor allreduced end to end (until torch's current stream has the result):
+    ``jupyter_hvd.torch`` out of place and in place, against torch.distributed's NCCL (one rank, in place),
+    in alternating rounds; p50 and p99 of each call in microseconds."""
+    import socket
+
+    import torch
+    import torch.distributed as dist
+
+    import jupyter_hvd.torch as thvd
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    t = torch.ones(1, device=device)
+    stream = torch.cuda.current_stream(device)
+    sides = {"jupyter_hvd": lambda: thvd.allreduce(t, op=thvd.Sum, name="torch.tiny"),
+             "jupyter_hvd_inplace": lambda: thvd.allreduce_(t, op=thvd.Sum, name="torch.tiny_")}
+    if dist.is_available() and dist.is_nccl_available():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
+                                device_id=device)
+        sides["torch_nccl"] = lambda: dist.all_reduce(t)
+    times = {k: [] for k in sides}
+    for _ in range(5):
+        for k, fn in sides.items():
+            for it in range(calls + 20):
+                t0 = time.perf_counter()
+                fn()
+                stream.synchronize()
+                if it >= 20:
+                    times[k].append((time.perf_counter() - t0) * 1e6)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    pct = lambda v, q: sorted(v)[int(q * (len(v) - 1))]  # noqa: E731
+    return {k: {"p50_us": pct(v, 0.5), "p99_us": pct(v, 0.99)} for k, v in times.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--max-bytes", type=int, default=256 * MiB)
+    ap.add_argument("--small-calls", type=int, default=400, help="calls per round of the 4-byte torch case")
     args = ap.parse_args()
     try:
         import cupy
@@ -156,17 +199,30 @@ def main() -> int:
                   f"{r['out_vs_plain']:>9.0%} {r['plain_copies_us']:>12.1f}")
             emit("gpu_fusion_copy", copies=how, **r)
 
-    print("\n## One-rank allreduce (float32, in place): engine end to end (and its enqueue call), its NCCL phase on"
-          " the device, raw NCCL")
+    print("\n## One-rank allreduce (float32, in place): engine end to end (and its enqueue call, and the engine's"
+          " time from enqueue to execution), its NCCL phase on the device, raw NCCL")
     comm = cupy_nccl(cupy)
-    print(f"{'bytes':>11} {'engine us':>10} {'enqueue us':>11} {'nccl phase us':>14} {'raw nccl us':>12}")
+    print(f"{'bytes':>11} {'engine us':>10} {'enqueue us':>11} {'negotiate us':>13} {'nccl phase us':>14} "
+          f"{'raw nccl us':>12}")
     size = 4
     while size <= args.max_bytes:
-        r = allreduce_case(cupy, comm, size, args.repeat if size <= 16 * MiB else max(args.repeat // 4, 3))
+        calls = args.repeat * 10 if size <= 64 << 10 else args.repeat if size <= 16 * MiB else max(args.repeat // 4, 3)
+        r = allreduce_case(cupy, comm, size, calls)
         raw = f"{r['raw_nccl_us']:>12.1f}" if "raw_nccl_us" in r else f"{'n/a':>12}"
-        print(f"{r['bytes']:>11} {r['engine_us']:>10.1f} {r['enqueue_us']:>11.1f} {r['nccl_phase_us']:>14.1f} {raw}")
+        print(f"{r['bytes']:>11} {r['engine_us']:>10.1f} {r['enqueue_us']:>11.1f} {r['negotiate_us']:>13.1f} "
+              f"{r['nccl_phase_us']:>14.1f} {raw}")
         emit("gpu_allreduce_1rank", **r)
         size *= 4
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        torch = None
+    if torch is not None and torch.cuda.is_available():
+        r = torch_small_case(args.small_calls)
+        print("\n## One-rank 4-byte CUDA tensor allreduce, end to end (torch's current stream synchronized)")
+        for k, v in r.items():
+            print(f"{k:>20}: p50 {v['p50_us']:7.1f} us  p99 {v['p99_us']:8.1f} us")
+        emit("torch_cuda_4B_1rank", **r)
     hvd.shutdown()
     return 0
 

@@ -144,6 +144,10 @@ def test_timeline_has_the_gpu_phases(gpu, tmp_path):
         "import jupyter_hvd as hvd\n"
         "from device_arrays import BUSY_SIDE, cupy\n"
         "hvd.init()\n"
+        # NCCL, the copy kernel, cuBLAS and CuPy's kernels are set up here, so that none of it delays what follows:
+        # on a GPU, a CuPy kernel's first call compiles it, long enough for the stream below to finish meanwhile.
+        "w = cupy.ones((BUSY_SIDE, BUSY_SIDE), cupy.float32)\n"
+        "hvd.allreduce(((w @ w) / BUSY_SIDE)[0] + 1, name='t.first')\n"
         "s = cupy.cuda.Stream(non_blocking=True)\n"
         "with s:\n"
         "    a = cupy.ones((BUSY_SIDE, BUSY_SIDE), cupy.float32)\n"
@@ -151,13 +155,23 @@ def test_timeline_has_the_gpu_phases(gpu, tmp_path):
         "        a = (a @ a) / BUSY_SIDE\n"  # keeps s busy: the engine waits for it while the rest queue up
         "    xs = [a[0] + i for i in range(8)]\n"
         "    hs = [hvd.allreduce_async(x, op=hvd.Sum, name=f't.{i}') for i, x in enumerate(xs)]\n"
+        "other = cupy.cuda.Stream(non_blocking=True)\n"
+        "with other:\n"
+        "    done = cupy.ones((4,), cupy.float64)\n"
+        "other.synchronize()\n"
+        "with other:\n"  # runs after the ops above, which wait for s: its own producer is long done
+        "    hs.append(hvd.allreduce_async(done, op=hvd.Sum, name='t.done'))\n"
         "[h.wait() for h in hs]\n"
         "hvd.allgather(cupy.ones((2, 2)), name='t.ag')\n"
         "hvd.shutdown()\n")
     run_ranks(1, [str(script)], timeout=300, env=gpu.env(HOROVOD_TIMELINE=str(path)))
-    names = {e["name"] for e in json.loads(path.read_text())["traceEvents"]}
+    events = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("ph") != "M"]
+    names = {e["name"] for e in events}
     assert {"NCCL_ALLREDUCE", "NCCL_ALLGATHER", "WAIT_FOR_DATA", "MEMCPY_IN_FUSION_BUFFER",
             "MEMCPY_OUT_FUSION_BUFFER"} <= names, names
+    # A tensor whose producer is done when its op starts: no wait for data.
+    done = {e["name"] for e in events if e["args"]["tensor"] == "t.done"}
+    assert "NCCL_ALLREDUCE" in done and "WAIT_FOR_DATA" not in done, done
 
 
 def test_hierarchical_one_rank_is_flat(gpu):

@@ -4,9 +4,11 @@
 // kernel's CUDA code, which only a real GPU runs.
 //
 // The only module it loads is the engine's kernel (its PTX must declare the parameter the engine
-// passes), and a launch is checked at once: the launch shape, each copy's blocks, every byte inside
-// device memory of the stream's device. It then runs on the stream as a host function that does what
-// the kernel does, block by block: find the copy a block belongs to, copy that block's chunk.
+// passes), and a launch is checked: the launch shape, each copy's blocks, every byte inside device
+// memory of the stream's device; at once for copies in the parameter, and for a table of copies in
+// device memory (uploaded on the same stream just before) when the launch runs, with a line on stderr
+// and no copy if it is wrong. It runs on the stream as a host function that does what the kernel
+// does, block by block: find the copy a block belongs to, copy that block's chunk.
 #include <cstdarg>
 #include <cstdint>
 #include <cstring>
@@ -44,15 +46,49 @@ std::mutex g_mu;
 std::set<CUmodule> g_modules;
 CUfunc_st g_kernel;  // the one function a module has
 
+struct Launch {
+  JhvdCopies c;
+  int device;
+};
+
+// Whether the copies fill the launch's blocks in order and lie in device memory of `device`.
+bool check_copies(const char* call, const JhvdCopy* copies, unsigned count, unsigned blocks, int device) {
+  if (count < 1 || copies[0].first_block != 0) {
+    fail(CUDA_ERROR_INVALID_VALUE, "%s: %u copies over %u blocks", call, count, blocks);
+    return false;
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    const JhvdCopy& c = copies[i];
+    const unsigned long long n = (c.bytes + JHVD_COPY_CHUNK - 1) / JHVD_COPY_CHUNK;
+    const unsigned end = i + 1 < count ? copies[i + 1].first_block : blocks;
+    if (c.bytes == 0 || end - c.first_block != n) {
+      fail(CUDA_ERROR_INVALID_VALUE, "%s: copy %u of %llu bytes has blocks %u to %u", call, i, c.bytes, c.first_block,
+           end);
+      return false;
+    }
+    if (!jhvd_sim_in_device_memory(c.src, c.bytes, device) || !jhvd_sim_in_device_memory(c.dst, c.bytes, device)) {
+      fail(CUDA_ERROR_INVALID_VALUE, "%s: copy %u (%p to %p, %llu bytes) is not in device memory of cuda:%d", call, i,
+           static_cast<const void*>(c.src), static_cast<void*>(c.dst), c.bytes, device);
+      return false;
+    }
+  }
+  return true;
+}
+
 // What the kernel does for one launch, on the host.
 void run_copies(void* arg) {
-  std::unique_ptr<JhvdCopies> c(static_cast<JhvdCopies*>(arg));
-  for (unsigned block = 0; block < c->first_block[c->count]; ++block) {
-    unsigned i = c->count - 1;
-    while (c->first_block[i] > block) --i;  // the last copy whose first block is at or before this one
-    const unsigned long long begin = static_cast<unsigned long long>(block - c->first_block[i]) * JHVD_COPY_CHUNK;
-    const unsigned long long left = c->bytes[i] - begin;
-    std::memcpy(c->dst[i] + begin, c->src[i] + begin, left < JHVD_COPY_CHUNK ? left : JHVD_COPY_CHUNK);
+  std::unique_ptr<Launch> launch(static_cast<Launch*>(arg));
+  const JhvdCopies& c = launch->c;
+  const JhvdCopy* copies = c.table ? c.table : c.copies;
+  if (c.table && !check_copies("jhvd_batched_copy (its table, as the launch runs)", copies, c.count, c.blocks,
+                               launch->device))
+    return;
+  for (unsigned block = 0; block < c.blocks; ++block) {
+    unsigned i = c.count - 1;
+    while (copies[i].first_block > block) --i;  // the last copy whose first block is at or before this one
+    const unsigned long long begin = static_cast<unsigned long long>(block - copies[i].first_block) * JHVD_COPY_CHUNK;
+    const unsigned long long left = copies[i].bytes - begin;
+    std::memcpy(copies[i].dst + begin, copies[i].src + begin, left < JHVD_COPY_CHUNK ? left : JHVD_COPY_CHUNK);
   }
 }
 
@@ -121,21 +157,17 @@ JHVD_SIM_API CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, un
   int device = -1;
   if (cudaStreamGetDevice(stream, &device) != cudaSuccess)
     return fail(CUDA_ERROR_INVALID_HANDLE, "%s: %p is not a stream", call, static_cast<void*>(stream));
-  auto c = std::make_unique<JhvdCopies>(*static_cast<const JhvdCopies*>(params[0]));  // the launch copies it too
-  if (c->count < 1 || c->count > JHVD_COPY_MAX || c->first_block[0] != 0 || c->first_block[c->count] != gx)
-    return fail(CUDA_ERROR_INVALID_VALUE, "%s: %u copies over %u blocks", call, c->count, gx);
-  for (unsigned i = 0; i < c->count; ++i) {
-    const unsigned long long blocks = (c->bytes[i] + JHVD_COPY_CHUNK - 1) / JHVD_COPY_CHUNK;
-    if (c->bytes[i] == 0 || c->first_block[i + 1] - c->first_block[i] != blocks)
-      return fail(CUDA_ERROR_INVALID_VALUE, "%s: copy %u of %llu bytes has blocks %u to %u", call, i, c->bytes[i],
-                  c->first_block[i], c->first_block[i + 1]);
-    if (!jhvd_sim_in_device_memory(c->src[i], c->bytes[i], device) ||
-        !jhvd_sim_in_device_memory(c->dst[i], c->bytes[i], device))
-      return fail(CUDA_ERROR_INVALID_VALUE, "%s: copy %u (%p to %p, %llu bytes) is not in device memory of cuda:%d",
-                  call, i, static_cast<const void*>(c->src[i]), static_cast<void*>(c->dst[i]), c->bytes[i], device);
-  }
-  if (cudaLaunchHostFunc(stream, run_copies, c.get()) != cudaSuccess)
+  // The launch copies its parameter, so the engine may reuse it at once.
+  auto launch = std::make_unique<Launch>(Launch{*static_cast<const JhvdCopies*>(params[0]), device});
+  const JhvdCopies& c = launch->c;
+  if (c.blocks != gx || c.count < 1 || (!c.table && c.count > JHVD_COPY_INLINE))
+    return fail(CUDA_ERROR_INVALID_VALUE, "%s: %u copies over %u blocks in a grid of %u", call, c.count, c.blocks, gx);
+  if (c.table && !jhvd_sim_in_device_memory(c.table, c.count * sizeof(JhvdCopy), device))
+    return fail(CUDA_ERROR_INVALID_VALUE, "%s: a table of %u copies at %p is not in device memory of cuda:%d", call,
+                c.count, static_cast<const void*>(c.table), device);
+  if (!c.table && !check_copies(call, c.copies, c.count, c.blocks, device)) return CUDA_ERROR_INVALID_VALUE;
+  if (cudaLaunchHostFunc(stream, run_copies, launch.get()) != cudaSuccess)
     return fail(CUDA_ERROR_INVALID_HANDLE, "%s: cannot queue on stream %p", call, static_cast<void*>(stream));
-  c.release();  // run_copies owns it now
+  launch.release();  // run_copies owns it now
   return CUDA_SUCCESS;
 }

@@ -299,47 +299,57 @@ TEST_CASE("gpu_batched_copy_is_one_batch_on_cuda_13_and_copy_by_copy_otherwise")
   CHECK(api.cudaStreamDestroy(stream) == cudaSuccess);
 }
 
-TEST_CASE("gpu_copy_kernel_copies_every_size_in_launches_of_its_maximum") {
+TEST_CASE("gpu_copy_kernel_copies_every_size_in_one_launch_inline_or_through_a_table") {
   const CudaApi& api = cuda();
   CHECK(api.cudaSetDevice(0) == cudaSuccess);
   cudaStream_t stream = nullptr;
   CHECK(api.cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   std::string why;
-  std::unique_ptr<CopyKernel> kernel = CopyKernel::load(&why);
+  std::unique_ptr<CopyKernel> kernel = CopyKernel::load(api, &why);
   CHECK(kernel != nullptr);
   CHECK(copy_kernel_status() == "loaded");
 
-  // 250 copies (three launches) of sizes around a block's chunk, half of them one byte off alignment.
+  // Copies of sizes around a block's chunk, half of them one byte off alignment.
   const size_t sizes[] = {1,  15, 16, 17, JHVD_COPY_CHUNK - 1, JHVD_COPY_CHUNK, JHVD_COPY_CHUNK + 1,
                           3 * JHVD_COPY_CHUNK + 5};
   std::vector<size_t> bytes;
-  for (size_t i = 0; i < 250; ++i) bytes.push_back(sizes[i % 8]);
+  for (size_t i = 0; i < 500; ++i) bytes.push_back(sizes[i % 8]);
   size_t total = 0;
   std::vector<size_t> offsets;
   for (size_t i = 0; i < bytes.size(); ++i) {
     offsets.push_back(total + i % 2);
     total += bytes[i] + 16;
   }
-  std::vector<unsigned char> host(total);
+  std::vector<unsigned char> host(total), zeros(total);
   for (size_t i = 0; i < total; ++i) host[i] = static_cast<unsigned char>(i * 7 + 3);
   char *src = nullptr, *dst = nullptr;
   CHECK(api.cudaMalloc(reinterpret_cast<void**>(&src), total) == cudaSuccess);
   CHECK(api.cudaMalloc(reinterpret_cast<void**>(&dst), total) == cudaSuccess);
   CHECK(api.cudaMemcpyAsync(src, host.data(), total, cudaMemcpyHostToDevice, stream) == cudaSuccess);
-  std::vector<void*> dsts;
-  std::vector<const void*> srcs;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    dsts.push_back(dst + offsets[i]);
-    srcs.push_back(src + offsets[i]);
+  // As many copies as the parameter holds, one more (four tables in a row, then inline: each table is
+  // rewritten only once the launch reading it is done), all in one table, and two at a time.
+  for (size_t count : {size_t{JHVD_COPY_INLINE}, size_t{JHVD_COPY_INLINE + 1}, bytes.size(), size_t{2}}) {
+    CAPTURE(count);
+    CHECK(api.cudaMemcpyAsync(dst, zeros.data(), total, cudaMemcpyHostToDevice, stream) == cudaSuccess);
+    for (size_t first = 0; first < bytes.size(); first += count) {
+      std::vector<void*> dsts;
+      std::vector<const void*> srcs;
+      std::vector<size_t> part;
+      for (size_t i = first; i < std::min(bytes.size(), first + count); ++i) {
+        dsts.push_back(dst + offsets[i]);
+        srcs.push_back(src + offsets[i]);
+        part.push_back(bytes[i]);
+      }
+      CHECK(kernel->launch(dsts, srcs, part, stream).empty());
+    }
+    std::vector<unsigned char> back(total);
+    CHECK(api.cudaMemcpyAsync(back.data(), dst, total, cudaMemcpyDeviceToHost, stream) == cudaSuccess);
+    CHECK(api.cudaStreamSynchronize(stream) == cudaSuccess);
+    size_t wrong = 0;
+    for (size_t i = 0; i < bytes.size(); ++i)
+      wrong += std::memcmp(back.data() + offsets[i], host.data() + offsets[i], bytes[i]) != 0;
+    CHECK(wrong == 0);
   }
-  CHECK(kernel->launch(dsts, srcs, bytes, stream).empty());
-  std::vector<unsigned char> back(total);
-  CHECK(api.cudaMemcpyAsync(back.data(), dst, total, cudaMemcpyDeviceToHost, stream) == cudaSuccess);
-  CHECK(api.cudaStreamSynchronize(stream) == cudaSuccess);
-  size_t wrong = 0;
-  for (size_t i = 0; i < bytes.size(); ++i)
-    wrong += std::memcmp(back.data() + offsets[i], host.data() + offsets[i], bytes[i]) != 0;
-  CHECK(wrong == 0);
 
   // Host memory where device memory belongs is refused at the launch, with the driver's reason.
   std::string error = kernel->launch({host.data()}, {src}, {16}, stream);

@@ -84,15 +84,15 @@ def _allreduce(tensors: Sequence[torch.Tensor], in_place: bool, group: bool, kin
     handle and waits at once, so the engine's step runs on this thread (see handles.wait_for_result). The
     engine reads and writes CPU tensors by their data pointers; an out-of-place result is a new tensor."""
     check_tensors(tensors, kind)
-    if not in_place and any(t.is_cuda for t in tensors):
-        # The result lives in torch's allocator: a copy on the current stream, reduced in place after it.
-        tensors = [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors]
-        in_place = True
     arrays = [engine_tensor(t, kind, in_place) for t in tensors]
     if in_place:
         outs, results = arrays, list(tensors)
     else:
-        outs = results = [new_output(t) for t in arrays]
+        # A CUDA result comes from torch's allocator, on the current stream the engine waits for, and NCCL writes
+        # it directly (out of place: no copy of the input first).
+        results = [torch.empty_like(t, memory_format=torch.contiguous_format) if t.is_cuda else new_output(a)
+                   for t, a in zip(tensors, arrays)]
+        outs = [engine_tensor(r, kind, True) if r.is_cuda else r for r in results]
     finish = (lambda _: tuple(results)) if group else (lambda _: results[0])
     name = prefixed_name("allreduce", name)
     started = core.enqueue(core.ALLREDUCE, kind, arrays, outs, group_names(name, len(arrays)) if group else [name],

@@ -72,18 +72,20 @@ def test_allreduce_scaling_and_in_place(dtype):
     check(y, stacked(ranks, dtype, (6,), 7).mean(0).astype(dtype), rtol=1e-2)
 
 
-# Byte sizes at the edges of the copy kernel's 16-byte loads and 64 KiB blocks.
-EDGE_BYTES = [1, 3, 15, 16, 17, 4095, 65535, 65536, 65537, 200003, (1 << 20) + 5]
-COPY_MAX = 120  # copies per launch of the copy kernel (JHVD_COPY_MAX in engine/src/gpu/copy_kernel_args.h)
+# Byte sizes at the edges of the copy kernel's 16-byte loads and 8 KiB blocks.
+EDGE_BYTES = [1, 3, 15, 16, 17, 4095, 8191, 8192, 8193, 65536, 200003, (1 << 20) + 5]
+# Copies the copy kernel's parameter holds (JHVD_COPY_INLINE in engine/src/gpu/copy_kernel_args.h); a launch of more
+# passes them in a table in device memory.
+COPY_INLINE = 120
 
 
 def edge_sizes() -> list:
-    """Byte sizes of 300 tensors, three launches' worth: each launch starts with every edge size twice (at an even
-    and an odd index, so once aligned and once not in the test below) and is filled up with the small ones; odd
-    sizes end the last."""
+    """Byte sizes of 300 tensors, more than the kernel's parameter holds: each stretch of COPY_INLINE starts with
+    every edge size twice (at an even and an odd index, so once aligned and once not in the test below) and is
+    filled up with the small ones; odd sizes end the last."""
     small = [b for b in EDGE_BYTES if b < 4096]
     sizes = []
-    for n in (COPY_MAX, COPY_MAX, 300 - 2 * COPY_MAX - 3):
+    for n in (COPY_INLINE, COPY_INLINE, 300 - 2 * COPY_INLINE - 3):
         sizes += (EDGE_BYTES * 2 + small * n)[:n]
     return sizes + [7, 1, 33]
 
@@ -120,18 +122,19 @@ def test_grouped_allreduce_fuses_and_matches():
 
 @pytest.mark.parametrize("in_place", [False, True], ids=["out_of_place", "in_place"])
 def test_fused_copies_of_every_size_and_alignment(in_place):
-    """300 tensors in one group (three launches of the copy kernel): sizes at its edges, and views that
-    start 1 byte (uint8) or 4 bytes (float32) past an aligned address, which take its unaligned path."""
+    """A group of as many tensors as the copy kernel's parameter holds, and one of 300 (their copies in a table):
+    sizes at its edges, and views that start 1 byte (uint8) or 4 bytes (float32) past an aligned address, which
+    take its unaligned path."""
     ranks = list(range(hvd.size()))
-    for dtype in (np.dtype(np.uint8), np.dtype(np.float32)):
-        shapes = [(max(b // dtype.itemsize, 1),) for b in edge_sizes()]
+    for dtype, count in ((np.dtype(np.uint8), COPY_INLINE), (np.dtype(np.uint8), 300), (np.dtype(np.float32), 300)):
+        shapes = [(max(b // dtype.itemsize, 1),) for b in edge_sizes()[:count]]
         xs, wants = [], []
         for i, shape in enumerate(shapes):
             x = data(hvd.rank(), dtype, shape, i)
             # Every other one: the same values, one element past an aligned start.
             xs.append(on_gpu(np.concatenate([x[:1], x]))[1:] if i % 2 else on_gpu(x))
             wants.append(stacked(ranks, dtype, shape, i).sum(0).astype(dtype))
-        got = fused_group(xs, f"g.edges.{dtype}.{in_place}", in_place)
+        got = fused_group(xs, f"g.edges.{dtype}.{count}.{in_place}", in_place)
         for i, (g, want) in enumerate(zip(got, wants)):
             assert (g is xs[i]) == in_place
             check(g, want)

@@ -5,6 +5,7 @@ import torch.nn.functional as F
 
 import jupyter_hvd.torch as hvd
 
+hvd.init()  # before the conftest's session fixture: the device comes from the local rank
 DEVICE = torch.device("cuda", hvd.local_rank() % torch.cuda.device_count())
 torch.cuda.set_device(DEVICE)
 

@@ -1,7 +1,7 @@
 #include "gpu/copy_kernel.h"
 
-#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "gpu/copy_kernel_args.h"
@@ -68,7 +68,7 @@ const DriverApi* driver(std::string* why) {
 
 }  // namespace
 
-std::unique_ptr<CopyKernel> CopyKernel::load(std::string* why) {
+std::unique_ptr<CopyKernel> CopyKernel::load(const CudaApi& rt, std::string* why) {
   std::unique_ptr<CopyKernel> k;
   if (const DriverApi* api = driver(why)) {
     CUcontext ctx = nullptr;
@@ -83,33 +83,73 @@ std::unique_ptr<CopyKernel> CopyKernel::load(std::string* why) {
       *why = "jhvd_batched_copy: " + result_text(*api, r);
       api->cuModuleUnload(module);
     } else {
-      k.reset(new CopyKernel(*api, module, fn));
+      k.reset(new CopyKernel(*api, rt, module, fn));
     }
   }
   set_status(k ? "loaded" : *why);
   return k;
 }
 
-CopyKernel::~CopyKernel() { api_.cuModuleUnload(module_); }
+CopyKernel::CopyKernel(const DriverApi& api, const CudaApi& rt, CUmodule module, CUfunction fn)
+    : api_(api), rt_(rt), module_(module), fn_(fn) {}
+
+CopyKernel::~CopyKernel() {
+  for (auto& t : tables_)
+    if (t && t->used) rt_.cudaEventDestroy(t->used);
+  api_.cuModuleUnload(module_);
+}
+
+std::string CopyKernel::cuda_error(const char* what, cudaError_t e) const {
+  rt_.cudaGetLastError();
+  const char* text = rt_.cudaGetErrorString ? rt_.cudaGetErrorString(e) : nullptr;
+  return std::string(what) + ": " + (text ? text : "cudaError " + std::to_string(e));
+}
+
+std::string CopyKernel::upload(Table& t, const void* copies, size_t bytes, cudaStream_t stream) {
+  cudaError_t e = cudaSuccess;
+  if (t.used) e = rt_.cudaEventSynchronize(t.used);  // the last launch that read this table is done
+  else e = rt_.cudaEventCreateWithFlags(&t.used, cudaEventDisableTiming);
+  if (e != cudaSuccess) return cuda_error("the copy kernel's table event", e);
+  if ((e = t.host.reserve(bytes)) != cudaSuccess) return cuda_error("pinned memory for the copy kernel's table", e);
+  if ((e = t.device.reserve(bytes)) != cudaSuccess) return cuda_error("device memory for the copy kernel's table", e);
+  std::memcpy(t.host.data(), copies, bytes);
+  if ((e = rt_.cudaMemcpyAsync(t.device.data(), t.host.data(), bytes, cudaMemcpyHostToDevice, stream)) != cudaSuccess)
+    return cuda_error("uploading the copy kernel's table", e);
+  return "";
+}
 
 std::string CopyKernel::launch(const std::vector<void*>& dst, const std::vector<const void*>& src,
-                               const std::vector<size_t>& bytes, cudaStream_t stream) const {
-  JhvdCopies c;
-  void* args[] = {&c};  // copied by the launch, so `c` is refilled for the next one
-  for (size_t first = 0; first < dst.size(); first += JHVD_COPY_MAX) {
-    c.count = static_cast<unsigned>(std::min<size_t>(JHVD_COPY_MAX, dst.size() - first));
-    unsigned blocks = 0;
-    for (unsigned i = 0; i < c.count; ++i) {
-      c.src[i] = static_cast<const char*>(src[first + i]);
-      c.dst[i] = static_cast<char*>(dst[first + i]);
-      c.bytes[i] = bytes[first + i];
-      c.first_block[i] = blocks;
-      blocks += static_cast<unsigned>((bytes[first + i] + JHVD_COPY_CHUNK - 1) / JHVD_COPY_CHUNK);
-    }
-    c.first_block[c.count] = blocks;
-    if (CUresult r = api_.cuLaunchKernel(fn_, blocks, 1, 1, JHVD_COPY_THREADS, 1, 1, 0, stream, args, nullptr);
-        r != CUDA_SUCCESS)
-      return "launching the batched copy kernel: " + result_text(api_, r);
+                               const std::vector<size_t>& bytes, cudaStream_t stream) {
+  JhvdCopies c{};
+  std::vector<JhvdCopy> table;
+  const bool inline_copies = dst.size() <= JHVD_COPY_INLINE;
+  JhvdCopy* copies = c.copies;
+  if (!inline_copies) {
+    table.resize(dst.size());
+    copies = table.data();
+  }
+  c.count = static_cast<unsigned>(dst.size());
+  for (size_t i = 0; i < dst.size(); ++i) {
+    copies[i] = {static_cast<const char*>(src[i]), static_cast<char*>(dst[i]), bytes[i], c.blocks};
+    c.blocks += static_cast<unsigned>((bytes[i] + JHVD_COPY_CHUNK - 1) / JHVD_COPY_CHUNK);
+  }
+  Table* t = nullptr;
+  if (!inline_copies) {
+    auto& slot = tables_[next_table_];
+    next_table_ = (next_table_ + 1) % tables_.size();
+    if (!slot) slot = std::make_unique<Table>(rt_);
+    t = slot.get();
+    if (std::string error = upload(*t, table.data(), table.size() * sizeof(JhvdCopy), stream); !error.empty())
+      return error;
+    c.table = reinterpret_cast<const JhvdCopy*>(t->device.data());
+  }
+  void* args[] = {&c};
+  if (CUresult r = api_.cuLaunchKernel(fn_, c.blocks, 1, 1, JHVD_COPY_THREADS, 1, 1, 0, stream, args, nullptr);
+      r != CUDA_SUCCESS)
+    return "launching the batched copy kernel: " + result_text(api_, r);
+  if (t) {
+    if (cudaError_t e = rt_.cudaEventRecord(t->used, stream); e != cudaSuccess)
+      return cuda_error("recording the copy kernel's table event", e);
   }
   return "";
 }

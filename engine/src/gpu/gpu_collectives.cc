@@ -1,5 +1,6 @@
 #include "gpu/gpu_collectives.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -79,7 +80,7 @@ Status GpuCollectives::prepare(int device) {
   if (!s.ok()) return s;
   if (batch_copies_) {
     std::string why;
-    kernel_ = CopyKernel::load(&why);
+    kernel_ = CopyKernel::load(api, &why);
     if (!kernel_) log::write(log::Level::Info, "GPU fusion copies go through the CUDA runtime: no copy kernel: " + why);
   }
   fusion_ = std::make_unique<GrowableBuffer>(api, GrowableBuffer::Kind::Device);
@@ -144,14 +145,23 @@ Status GpuCollectives::run(CollectiveContext& c, const Response& r, std::vector<
 
 void GpuCollectives::begin(const std::vector<TensorEntry*>& es) {
   mark(kStart);
-  bool waited = false;
+  // Each producer stream's newest event stands for the older ones of that stream.
+  std::vector<const ReadyEvent*> newest;
   for (auto* e : es) {
-    if (!e->ready) continue;
-    queued(cuda_status(rt_.cuda().cudaStreamWaitEvent(stream_, e->ready->event(), 0),
-                       "waiting for the producer's stream (cudaStreamWaitEvent)"));
-    waited = true;
+    const ReadyEvent* r = e->ready.get();
+    if (!r) continue;
+    auto same = std::find_if(newest.begin(), newest.end(), [r](const ReadyEvent* n) { return n->same_stream(*r); });
+    if (same == newest.end()) newest.push_back(r);
+    else if (r->after(**same)) *same = r;
   }
-  if (waited) mark(kReady);
+  waited_ = false;
+  for (const ReadyEvent* r : newest) {
+    if (rt_.cuda().cudaEventQuery(r->event()) == cudaSuccess) continue;  // its producer is done: no wait
+    queued(cuda_status(rt_.cuda().cudaStreamWaitEvent(stream_, r->event(), 0),
+                       "waiting for the producer's stream (cudaStreamWaitEvent)"));
+    waited_ = true;
+  }
+  if (waited_) mark(kReady);
   else same(kReady, kStart);
 }
 
@@ -300,9 +310,7 @@ Status GpuCollectives::run_staged(CollectiveContext& c, const Response& r, std::
   s = agree(c.set, s);
   if (!s.ok()) return s;
   int64_t t = now_us();
-  bool waited = false;
-  for (auto* e : es) waited |= static_cast<bool>(e->ready);
-  if (waited) span(Phase::WaitForData, op, start_of(kStart, kCopiedIn, t), start_of(kReady, kCopiedIn, t));
+  if (waited_) span(Phase::WaitForData, op, start_of(kStart, kCopiedIn, t), start_of(kReady, kCopiedIn, t));
   span(Phase::MemcpyIn, op, start_of(kReady, kCopiedIn, t), t);
 
   // The host collective, exactly as for host tensors.

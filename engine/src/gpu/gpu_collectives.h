@@ -65,8 +65,8 @@ class GpuCollectives {
   // After an op's work was queued: its completion (an NCCL call that failed aborts the communicator,
   // since peers may be inside the collective) and its spans; `copies`: results copied out after
   // kReduced; `copied_in`: a copy-in phase between kReady and kCopiedIn.
-  Status finish_nccl(const Response& r, const std::vector<TensorEntry*>& es, SetCommunicator& sc, ncclResult_t res,
-                     bool copies, bool copied_in, const Span& span);
+  Status finish_nccl(const Response& r, SetCommunicator& sc, ncclResult_t res, bool copies, bool copied_in,
+                     const Span& span);
   // In hierarchical.cc: reduce-scatter within the host, MPI across hosts, allgather within the host.
   Status run_hierarchical(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, SetCommunicator& sc,
                           const NcclReduction& red, const Status& local, const Span& span);
@@ -76,7 +76,8 @@ class GpuCollectives {
   static Status agree(const ProcessSet& set, const Status& local);
   // Queueing work on the stream: a call that fails is remembered (queued), and fails the op
   // once the work that was queued is done (wait_done).
-  // kStart, the waits for the tensors' producer streams, then kReady (kStart when none has one).
+  // kStart, a wait for each producer stream still running the work that made a tensor (waited_),
+  // then kReady (kStart when none waited).
   void begin(const std::vector<TensorEntry*>& es);
   void mark(Mark m);
   // `m` is the same point as `as`: nothing was queued between them, so no event is recorded.
@@ -107,6 +108,7 @@ class GpuCollectives {
   bool batch_copies_;  // CommOptions::batch_copies, until the runtime refuses a batch
   std::unique_ptr<CopyKernel> kernel_;  // loaded in prepare() when batch_copies
   Status queue_error_;  // the first call of the current op that could not queue its work
+  bool waited_ = false;  // whether the current op's stream waits for a producer's (begin)
   cudaStream_t stream_ = nullptr;
   std::array<cudaEvent_t, kMarks> marks_{};
   std::array<Mark, kMarks> at_{};  // the mark whose event stands for each one in the current op

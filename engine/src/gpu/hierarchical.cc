@@ -159,9 +159,7 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
   if (!s.ok()) return s;
   int64_t end = now_us();
   const char* op = op_name(r.spec.op);
-  bool waited = false;
-  for (auto* e : es) waited |= static_cast<bool>(e->ready);
-  if (waited) span(Phase::WaitForData, op, start_of(kStart, kDone, end), start_of(kReady, kDone, end));
+  if (waited_) span(Phase::WaitForData, op, start_of(kStart, kDone, end), start_of(kReady, kDone, end));
   span(Phase::MemcpyIn, op, start_of(kReady, kDone, end), start_of(kCopiedIn, kDone, end));
   span(Phase::Collective, "nccl_reducescatter", start_of(kCopiedIn, kDone, end), start_of(kReduced, kDone, end));
   const int64_t cross_start = start_of(kReduced, kDone, end);

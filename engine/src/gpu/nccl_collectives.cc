@@ -42,8 +42,8 @@ ncclResult_t GpuCollectives::nccl_reduce(const NcclReduction& red, DataType dtyp
   return res;
 }
 
-Status GpuCollectives::finish_nccl(const Response& r, const std::vector<TensorEntry*>& es, SetCommunicator& sc,
-                                   ncclResult_t res, bool copies, bool copied_in, const Span& span) {
+Status GpuCollectives::finish_nccl(const Response& r, SetCommunicator& sc, ncclResult_t res, bool copies,
+                                   bool copied_in, const Span& span) {
   const char* label = nccl_label(r.spec.op);
   if (copies) mark(kDone);  // copies out after kReduced; otherwise nothing was queued after it
   else same(kDone, kReduced);
@@ -55,9 +55,7 @@ Status GpuCollectives::finish_nccl(const Response& r, const std::vector<TensorEn
   if (!s.ok()) return s;
   const int64_t end = now_us();
   const char* op = op_name(r.spec.op);
-  bool waited = false;
-  for (auto* e : es) waited |= static_cast<bool>(e->ready);
-  if (waited) span(Phase::WaitForData, op, start_of(kStart, kDone, end), start_of(kReady, kDone, end));
+  if (waited_) span(Phase::WaitForData, op, start_of(kStart, kDone, end), start_of(kReady, kDone, end));
   if (copied_in) span(Phase::MemcpyIn, op, start_of(kReady, kDone, end), start_of(kCopiedIn, kDone, end));
   span(Phase::Collective, label, start_of(kCopiedIn, kDone, end), start_of(kReduced, kDone, end));
   if (copies) span(Phase::MemcpyOut, op, start_of(kReduced, kDone, end), end);
@@ -96,7 +94,7 @@ Status GpuCollectives::nccl_allreduce(CollectiveContext& c, const Response& r, s
     res = nccl_reduce(red, r.spec.dtype, e0.input, outs[0], e0.request.num_elements(), false, sc.comm());
     mark(kReduced);
   }
-  return finish_nccl(r, es, sc, res, copies, copies, span);
+  return finish_nccl(r, sc, res, copies, copies, span);
 }
 
 Status GpuCollectives::nccl_allgather(CollectiveContext& c, const Response& r, TensorEntry& e, SetCommunicator& sc,
@@ -139,7 +137,7 @@ Status GpuCollectives::nccl_allgather(CollectiveContext& c, const Response& r, T
     if (res == ncclSuccess) res = end;
   }
   mark(kReduced);
-  return finish_nccl(r, es, sc, res, false, false, span);
+  return finish_nccl(r, sc, res, false, false, span);
 }
 
 Status GpuCollectives::nccl_broadcast(CollectiveContext& c, const Response& r, TensorEntry& e, SetCommunicator& sc,
@@ -158,7 +156,7 @@ Status GpuCollectives::nccl_broadcast(CollectiveContext& c, const Response& r, T
     res = rt_.nccl().ncclBroadcast(e.input, out, q.num_bytes(), ncclInt8, c.set.rank_in_set(r.spec.root_rank),
                                    sc.comm(), stream_);
   mark(kReduced);
-  return finish_nccl(r, es, sc, res, false, false, span);
+  return finish_nccl(r, sc, res, false, false, span);
 }
 
 Status GpuCollectives::nccl_alltoall(CollectiveContext& c, const Response& r, TensorEntry& e, SetCommunicator& sc,
@@ -207,7 +205,7 @@ Status GpuCollectives::nccl_alltoall(CollectiveContext& c, const Response& r, Te
   ncclResult_t end = nc.ncclGroupEnd();
   if (res == ncclSuccess) res = end;
   mark(kReduced);
-  return finish_nccl(r, es, sc, res, false, true, span);
+  return finish_nccl(r, sc, res, false, true, span);
 }
 
 Status GpuCollectives::nccl_reducescatter(CollectiveContext& c, const Response& r, TensorEntry& e,
@@ -248,7 +246,7 @@ Status GpuCollectives::nccl_reducescatter(CollectiveContext& c, const Response& 
     res = nccl_reduce(red, r.spec.dtype, e.input, out, counts[me] / element_size, true, sc.comm());
     mark(kReduced);
   }
-  return finish_nccl(r, es, sc, res, copies, copies, span);
+  return finish_nccl(r, sc, res, copies, copies, span);
 }
 
 }  // namespace hvd::gpu

@@ -10,6 +10,8 @@ namespace {
 // Events no ReadyEvent holds, per device; never destroyed (the process's contexts outlive them).
 std::mutex g_pool_mu;
 std::map<int, std::vector<cudaEvent_t>> g_pool;
+std::mutex g_order_mu;  // held across a record and its number, so their orders agree on every stream
+uint64_t g_order = 0;
 
 cudaEvent_t take(int device) {
   std::lock_guard<std::mutex> g(g_pool_mu);
@@ -33,8 +35,13 @@ std::shared_ptr<ReadyEvent> ReadyEvent::record(const Runtime& rt, int device, cu
   }
   cudaEvent_t ev = take(device);
   cudaError_t e = ev ? cudaSuccess : api.cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  uint64_t order = 0;
   if (e == cudaSuccess) {
-    e = api.cudaEventRecord(ev, stream);
+    {
+      std::lock_guard<std::mutex> g(g_order_mu);
+      e = api.cudaEventRecord(ev, stream);
+      order = ++g_order;
+    }
     if (e != cudaSuccess) api.cudaEventDestroy(ev);  // not pooled: it may be what failed
   }
   if (prev >= 0 && prev != device) api.cudaSetDevice(prev);
@@ -43,7 +50,11 @@ std::shared_ptr<ReadyEvent> ReadyEvent::record(const Runtime& rt, int device, cu
     *error = "cannot record a ready event on the producer's stream: " + rt.cuda_error(e);
     return nullptr;
   }
-  return std::make_shared<ReadyEvent>(Token{}, device, ev);
+  return std::make_shared<ReadyEvent>(Token{}, device, stream, ev, order);
+}
+
+bool ReadyEvent::same_stream(const ReadyEvent& other) const {
+  return device_ == other.device_ && stream_ == other.stream_ && stream_ != per_thread_stream();
 }
 
 ReadyEvent::~ReadyEvent() {

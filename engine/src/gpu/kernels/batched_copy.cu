@@ -3,19 +3,28 @@
 // (batched_copy.ptx, made by `make gpu-ptx`), which the driver compiles for the GPU at run time.
 #include "../copy_kernel_args.h"
 
+// Copy i's first block, from the table in device memory or from the parameter (field by field, so
+// the parameter is read where it is and never copied to local memory).
+__device__ __forceinline__ unsigned first_block(const JhvdCopies& c, unsigned i) {
+  return c.table ? c.table[i].first_block : c.copies[i].first_block;
+}
+
 extern "C" __global__ void __launch_bounds__(JHVD_COPY_THREADS) jhvd_batched_copy(const JhvdCopies c) {
   // This block's copy: the last one whose first block is at or before this block.
   unsigned lo = 0, hi = c.count - 1;
   while (lo < hi) {
     const unsigned mid = (lo + hi + 1) / 2;
-    if (c.first_block[mid] <= blockIdx.x) lo = mid;
+    if (first_block(c, mid) <= blockIdx.x) lo = mid;
     else hi = mid - 1;
   }
-  const unsigned long long begin = (unsigned long long)(blockIdx.x - c.first_block[lo]) * JHVD_COPY_CHUNK;
-  const unsigned long long left = c.bytes[lo] - begin;
+  const char* src = c.table ? c.table[lo].src : c.copies[lo].src;
+  char* dst = c.table ? c.table[lo].dst : c.copies[lo].dst;
+  const unsigned long long bytes = c.table ? c.table[lo].bytes : c.copies[lo].bytes;
+  const unsigned long long begin = (unsigned long long)(blockIdx.x - first_block(c, lo)) * JHVD_COPY_CHUNK;
+  const unsigned long long left = bytes - begin;
   const unsigned n = left < JHVD_COPY_CHUNK ? (unsigned)left : JHVD_COPY_CHUNK;
-  const char* src = c.src[lo] + begin;
-  char* dst = c.dst[lo] + begin;
+  src += begin;
+  dst += begin;
   unsigned done = 0;
   if ((((unsigned long long)src | (unsigned long long)dst) & 15) == 0) {
     const uint4* s = reinterpret_cast<const uint4*>(src);
