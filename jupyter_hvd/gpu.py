@@ -186,9 +186,15 @@ class DeviceArray:
         return from_dlpack(_C.device_output_dlpack(native, code, bits))
 
 
+_TYPESTR_DTYPES: dict = {}  # __cuda_array_interface__ typestr -> numpy dtype, as met
+
+
 def _from_cai(tensor: Any, cai: dict, what: str) -> DeviceArray:
-    shape = tuple(int(d) for d in cai["shape"])
-    dtype = np.dtype(cai["typestr"])
+    shape = tuple(map(int, cai["shape"]))
+    typestr = cai["typestr"]
+    dtype = _TYPESTR_DTYPES.get(typestr)
+    if dtype is None:
+        dtype = _TYPESTR_DTYPES.setdefault(typestr, np.dtype(typestr))
     if cai.get("mask") is not None:
         raise ValueError(f"{what}: masked CUDA arrays are not supported")
     strides = cai.get("strides")
