@@ -16,6 +16,7 @@
 #include "gpu/copy_kernel_args.h"
 #include "gpu/dynamic_library.h"
 #include "gpu/gpu_runtime.h"
+#include "gpu/ready_event.h"
 
 using namespace hvd::gpu;
 
@@ -358,4 +359,40 @@ TEST_CASE("gpu_copy_kernel_copies_every_size_in_one_launch_inline_or_through_a_t
   CHECK(api.cudaFree(src) == cudaSuccess);
   CHECK(api.cudaFree(dst) == cudaSuccess);
   CHECK(api.cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+TEST_CASE("gpu_ready_events_know_their_stream_and_order") {
+  // The engine waits on one event per producer stream, the newest: the events of one stream must say
+  // so and know which came later; another device's, or the per-thread default stream's (a stream of
+  // its own in each thread), never stand for each other.
+  const Runtime& rt = sim().rt;
+  const CudaApi& api = rt.cuda();
+  CHECK(api.cudaSetDevice(0) == cudaSuccess);
+  cudaStream_t s = nullptr, t = nullptr;
+  CHECK(api.cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(api.cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking) == cudaSuccess);
+  std::string error;
+  auto first = ReadyEvent::record(rt, 0, s, &error);
+  auto other = ReadyEvent::record(rt, 0, t, &error);
+  auto second = ReadyEvent::record(rt, 0, s, &error);
+  auto legacy = ReadyEvent::record(rt, 0, legacy_stream(), &error);
+  auto legacy_too = ReadyEvent::record(rt, 0, legacy_stream(), &error);
+  auto legacy_dev1 = ReadyEvent::record(rt, 1, legacy_stream(), &error);
+  auto per_thread = ReadyEvent::record(rt, 0, per_thread_stream(), &error);
+  auto per_thread_too = ReadyEvent::record(rt, 0, per_thread_stream(), &error);
+  REQUIRE(error.empty());
+  CHECK(first->same_stream(*second));
+  CHECK(second->after(*first));
+  CHECK_FALSE(first->after(*second));
+  CHECK_FALSE(first->same_stream(*other));
+  CHECK(legacy->same_stream(*legacy_too));
+  CHECK_FALSE(legacy->same_stream(*legacy_dev1));
+  CHECK_FALSE(per_thread->same_stream(*per_thread_too));
+  for (auto* e : {&first, &other, &second, &legacy, &legacy_too, &legacy_dev1, &per_thread, &per_thread_too}) {
+    CHECK(api.cudaEventSynchronize((*e)->event()) == cudaSuccess);
+    e->reset();
+  }
+  CHECK(api.cudaSetDevice(0) == cudaSuccess);
+  CHECK(api.cudaStreamDestroy(s) == cudaSuccess);
+  CHECK(api.cudaStreamDestroy(t) == cudaSuccess);
 }
