@@ -102,8 +102,16 @@ def allreduce_case(cupy, comm, nbytes: int, repeat: int) -> dict:
             enq.append((t1 - t0) * 1e6)
             dev.append(after["collective_us"] - before["collective_us"])
             neg.append(after["negotiate_us"] - before["negotiate_us"])
+    blocking = []  # allreduce_: the caller's own thread runs the op while it waits (no hand-off)
+    for it in range(repeat + 3):
+        t0 = time.perf_counter()
+        hvd.allreduce_(x, op=hvd.Sum, name=f"ar_.{nbytes}")
+        cupy.cuda.get_current_stream().synchronize()
+        if it >= 3:
+            blocking.append((time.perf_counter() - t0) * 1e6)
     row = {"bytes": n * 4, "engine_us": statistics.median(e2e), "enqueue_us": statistics.median(enq),
-           "negotiate_us": statistics.median(neg), "nccl_phase_us": statistics.median(dev)}
+           "negotiate_us": statistics.median(neg), "nccl_phase_us": statistics.median(dev),
+           "blocking_us": statistics.median(blocking)}
     if comm is not None:
         from cupy.cuda import nccl
 
@@ -199,18 +207,19 @@ def main() -> int:
                   f"{r['out_vs_plain']:>9.0%} {r['plain_copies_us']:>12.1f}")
             emit("gpu_fusion_copy", copies=how, **r)
 
-    print("\n## One-rank allreduce (float32, in place): engine end to end (and its enqueue call, and the engine's"
-          " time from enqueue to execution), its NCCL phase on the device, raw NCCL")
+    print("\n## One-rank allreduce (float32, in place): engine end to end with allreduce_async_ + wait (and its enqueue"
+          " call, and the engine's time from enqueue to execution), blocking allreduce_ + stream synchronize, its NCCL"
+          " phase on the device, raw NCCL")
     comm = cupy_nccl(cupy)
-    print(f"{'bytes':>11} {'engine us':>10} {'enqueue us':>11} {'negotiate us':>13} {'nccl phase us':>14} "
-          f"{'raw nccl us':>12}")
+    print(f"{'bytes':>11} {'engine us':>10} {'enqueue us':>11} {'negotiate us':>13} {'blocking us':>12} "
+          f"{'nccl phase us':>14} {'raw nccl us':>12}")
     size = 4
     while size <= args.max_bytes:
         calls = args.repeat * 10 if size <= 64 << 10 else args.repeat if size <= 16 * MiB else max(args.repeat // 4, 3)
         r = allreduce_case(cupy, comm, size, calls)
         raw = f"{r['raw_nccl_us']:>12.1f}" if "raw_nccl_us" in r else f"{'n/a':>12}"
         print(f"{r['bytes']:>11} {r['engine_us']:>10.1f} {r['enqueue_us']:>11.1f} {r['negotiate_us']:>13.1f} "
-              f"{r['nccl_phase_us']:>14.1f} {raw}")
+              f"{r['blocking_us']:>12.1f} {r['nccl_phase_us']:>14.1f} {raw}")
         emit("gpu_allreduce_1rank", **r)
         size *= 4
     try:

@@ -91,8 +91,8 @@ class Engine {
   // tensors are of one set, whose lookup takes the table's lock), and is replaced for another.
   void check(const TensorEntry& e, std::shared_ptr<const ProcessSet>& set) const;
   void loop();
-  // One pass of the loop, on the engine thread or a waiter's (see progress.h): whether it did work, and
-  // Refused for a waiter once GPU work is here (it stays on the engine thread).
+  // One pass of the loop, on the engine thread or a waiter's (see progress.h): whether it did work. GPU
+  // work runs on either (GpuCollectives::run leaves the thread's current device as it found it).
   Progress::Stepped step(bool by_waiter);
   bool work();                          // step() without its bookkeeping
   void idle(int64_t& next_poll_us);     // the engine thread, between steps that found nothing to do

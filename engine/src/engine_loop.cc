@@ -49,7 +49,6 @@ void Engine::loop() {
 
 Progress::Stepped Engine::step(bool by_waiter) {
   if (state_ == State::Stopped) return Progress::Stepped::NotRun;
-  if (by_waiter && gpu_device_.load() >= 0) return Progress::Stepped::Refused;
   try {
     if (!by_waiter) contended_ = contention_.sample(now_us());
     const bool worked = work();

@@ -76,7 +76,7 @@ std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> gr
   }
   // A blocking call's lone operation: its waiter runs the steps (Handle::wait_for), so waking the engine
   // thread (a system call, and a thread that then contends for the step) only slows it down.
-  const bool deferred = caller_waits && handles.size() == 1 && wait_spin_us_ > 0 && gpu_device_.load() < 0 &&
+  const bool deferred = caller_waits && handles.size() == 1 && wait_spin_us_ > 0 &&
                         !in_flight_.load(std::memory_order_relaxed);  // nothing in flight: lone, too
   if (deferred) handles[0]->defer_wake();
   for (auto& e : group) queue_.push_back(std::move(e));

@@ -78,7 +78,7 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
   while (!poll()) {
     const auto now = std::chrono::steady_clock::now();
     if (now - start >= spin || (shut_out && now - shut_out_since >= poll_only)) break;
-    if (!progress_ || progress_->refuses_waiters()) {  // the engine thread does the work
+    if (!progress_) {  // the engine thread does the work
       if (now - start >= poll_only) break;
       std::this_thread::yield();
       continue;
@@ -87,11 +87,6 @@ bool Handle::wait_for(std::chrono::microseconds timeout) const {
     // After a step that found nothing to do, a pause, not a yield: yielding hands the core to any other
     // runnable thread for a whole time slice, which on a busy host is far longer than a reply takes.
     const Progress::Stepped did = progress_->try_step();
-    if (did == Progress::Stepped::Refused) {  // the engine thread may have seen this waiter drive, and slept
-      driving.stop();
-      progress_->wake();
-      continue;
-    }
     if (did != Progress::Stepped::NotRun) {
       shut_out = false;
       if (did == Progress::Stepped::Idle) cpu_relax();

@@ -3,12 +3,9 @@
 namespace hvd {
 
 Progress::Stepped Progress::try_step() {
-  if (refuses_waiters()) return Stepped::Refused;
   std::unique_lock<std::mutex> lk(mu_, std::try_to_lock);
   if (!lk.owns_lock() || !step_) return Stepped::NotRun;
-  const Stepped did = step_(true);
-  if (did == Stepped::Refused) refused_.store(true, std::memory_order_relaxed);
-  return did;
+  return step_(true);
 }
 
 bool Progress::step() {

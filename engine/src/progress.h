@@ -13,17 +13,15 @@ namespace hvd {
 
 class Progress {
  public:
-  // What a step did: ran and did work, ran and found nothing, did not run (another thread is running one,
-  // or the engine is gone), or was refused: the engine runs every step on its own thread from then on (its
-  // GPU work stays there), which it tells the first waiter that asks.
-  enum class Stepped { Worked, Idle, NotRun, Refused };
+  // What a step did: ran and did work, ran and found nothing, or did not run (another thread is running
+  // one, or the engine is gone).
+  enum class Stepped { Worked, Idle, NotRun };
 
   // `step(by_waiter)` runs one pass of the engine's loop. `wake` rouses the engine thread from its sleep.
   explicit Progress(std::function<Stepped(bool)> step, std::function<void()> wake = {})
       : step_(std::move(step)), wake_(std::move(wake)) {}
 
-  // A waiter's step: runs one unless another thread is running one, the engine is gone, or it has refused
-  // a waiter (then it is not asked again).
+  // A waiter's step: runs one unless another thread is running one or the engine is gone.
   Stepped try_step();
   // The engine thread's step; false when it did no work, or another thread is running one (the engine
   // thread then idles instead of queueing for the lock behind a waiter that does the same work).
@@ -63,10 +61,6 @@ class Progress {
   bool lone() const { return lone_.load(std::memory_order_relaxed); }
   void set_lone(bool lone) { lone_.store(lone, std::memory_order_relaxed); }
 
-  // Whether the engine has refused a waiter's step: a waiter then only polls briefly, then sleeps, without
-  // counting as driving.
-  bool refuses_waiters() const { return refused_.load(std::memory_order_relaxed); }
-
  private:
   std::mutex mu_;
   std::function<Stepped(bool)> step_;  // empty once detached
@@ -74,7 +68,6 @@ class Progress {
   std::function<void()> wake_;      // empty once detached
   std::atomic<int> drivers_{0};
   std::atomic<bool> lone_{true};
-  std::atomic<bool> refused_{false};
 };
 
 }  // namespace hvd

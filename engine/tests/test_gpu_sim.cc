@@ -327,22 +327,12 @@ TEST_CASE("gpu_copy_kernel_copies_every_size_in_one_launch_inline_or_through_a_t
   CHECK(api.cudaMalloc(reinterpret_cast<void**>(&src), total) == cudaSuccess);
   CHECK(api.cudaMalloc(reinterpret_cast<void**>(&dst), total) == cudaSuccess);
   CHECK(api.cudaMemcpyAsync(src, host.data(), total, cudaMemcpyHostToDevice, stream) == cudaSuccess);
-  // As many copies as the parameter holds, one more (four tables in a row, then inline: each table is
-  // rewritten only once the launch reading it is done), all in one table, and two at a time.
-  for (size_t count : {size_t{JHVD_COPY_INLINE}, size_t{JHVD_COPY_INLINE + 1}, bytes.size(), size_t{2}}) {
-    CAPTURE(count);
-    CHECK(api.cudaMemcpyAsync(dst, zeros.data(), total, cudaMemcpyHostToDevice, stream) == cudaSuccess);
-    for (size_t first = 0; first < bytes.size(); first += count) {
-      std::vector<void*> dsts;
-      std::vector<const void*> srcs;
-      std::vector<size_t> part;
-      for (size_t i = first; i < std::min(bytes.size(), first + count); ++i) {
-        dsts.push_back(dst + offsets[i]);
-        srcs.push_back(src + offsets[i]);
-        part.push_back(bytes[i]);
-      }
-      CHECK(kernel->launch(dsts, srcs, part, stream).empty());
-    }
+  auto batch = [&](size_t first, size_t count) {
+    BatchedCopy b(cudaMemcpyDeviceToDevice);
+    for (size_t i = first; i < std::min(bytes.size(), first + count); ++i) b.add(dst + offsets[i], src + offsets[i], bytes[i]);
+    return b;
+  };
+  auto check_all_copied = [&] {
     std::vector<unsigned char> back(total);
     CHECK(api.cudaMemcpyAsync(back.data(), dst, total, cudaMemcpyDeviceToHost, stream) == cudaSuccess);
     CHECK(api.cudaStreamSynchronize(stream) == cudaSuccess);
@@ -350,10 +340,35 @@ TEST_CASE("gpu_copy_kernel_copies_every_size_in_one_launch_inline_or_through_a_t
     for (size_t i = 0; i < bytes.size(); ++i)
       wrong += std::memcmp(back.data() + offsets[i], host.data() + offsets[i], bytes[i]) != 0;
     CHECK(wrong == 0);
+  };
+  // As many copies as the parameter holds, one more (four tables in a row, then inline: each table is
+  // rewritten only once the launch reading it is done), all in one table, and two at a time.
+  for (size_t count : {size_t{JHVD_COPY_INLINE}, size_t{JHVD_COPY_INLINE + 1}, bytes.size(), size_t{2}}) {
+    CAPTURE(count);
+    CHECK(api.cudaMemcpyAsync(dst, zeros.data(), total, cudaMemcpyHostToDevice, stream) == cudaSuccess);
+    for (size_t first = 0; first < bytes.size(); first += count) CHECK(kernel->launch(batch(first, count), stream).empty());
+    check_all_copied();
   }
+  // Launches made ready together, as a fused op's copies in and out are: two tables' worth and one
+  // inline in one upload, then launched in order with other work queued between them; three such
+  // rounds in a row reuse both table slots.
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    CHECK(api.cudaMemcpyAsync(dst, zeros.data(), total, cudaMemcpyHostToDevice, stream) == cudaSuccess);
+    BatchedCopy a = batch(0, 200), b = batch(200, 100), c = batch(300, 200);
+    CHECK(kernel->ready({&a, &b, &c}, stream).empty());
+    CHECK(kernel->launch_next(stream).empty());
+    CHECK(api.cudaMemcpyAsync(dst + total - 1, src, 1, cudaMemcpyDeviceToDevice, stream) == cudaSuccess);
+    CHECK(kernel->launch_next(stream).empty());
+    CHECK(kernel->launch_next(stream).empty());
+    check_all_copied();
+  }
+  CHECK(kernel->launch_next(stream) == "the batched copy kernel has no launch made ready");
 
   // Host memory where device memory belongs is refused at the launch, with the driver's reason.
-  std::string error = kernel->launch({host.data()}, {src}, {16}, stream);
+  BatchedCopy wrong(cudaMemcpyDeviceToDevice);
+  wrong.add(host.data(), src, 16);
+  std::string error = kernel->launch(wrong, stream);
   CHECK(error.find("launching the batched copy kernel: invalid argument") != std::string::npos);
   kernel.reset();
   CHECK(api.cudaFree(src) == cudaSuccess);

@@ -126,47 +126,6 @@ TEST_CASE("a_waiter_of_one_of_many_operations_runs_the_steps_too") {
   CHECK_FALSE(progress->driven());
 }
 
-TEST_CASE("an_engine_that_refuses_a_waiter_is_asked_once_then_its_waiters_neither_step_nor_count_as_driving") {
-  // An engine with GPU work runs every step on its own thread. The first waiter asks, is refused, and wakes
-  // the engine thread (which may have seen it drive and slept); every waiter after it sleeps instead of
-  // driving, so the engine thread keeps polling as it does when no one drives.
-  std::atomic<int> asked{0}, wakes{0};
-  std::atomic<bool> seen_driven{false};
-  auto progress = std::make_shared<hvd::Progress>(
-      [&](bool by_waiter) {
-        if (!by_waiter) return hvd::Progress::Stepped::Idle;
-        ++asked;
-        return hvd::Progress::Stepped::Refused;
-      },
-      [&] { ++wakes; });
-  const auto completed_later = [&](Handle& h, bool watch) {
-    return std::thread([&h, &progress, &seen_driven, watch] {
-      const auto until = std::chrono::steady_clock::now() + milliseconds(20);
-      while (std::chrono::steady_clock::now() < until)
-        if (watch && progress->driven()) seen_driven = true;
-      h.complete(Status::Ok());
-    });
-  };
-  Handle first(seconds(5).count() * 1000000, progress);
-  std::thread engine = completed_later(first, false);
-  CHECK(first.wait_for(seconds(5)));
-  engine.join();
-  CHECK(asked == 1);
-  CHECK(wakes == 1);
-  CHECK(progress->refuses_waiters());
-
-  Handle second(seconds(5).count() * 1000000, progress);
-  engine = completed_later(second, true);
-  CHECK(second.wait_for(seconds(5)));
-  engine.join();
-  CHECK_FALSE(seen_driven);
-  CHECK(progress->try_step() == hvd::Progress::Stepped::Refused);
-  Handle polled(2000, progress);  // a lone operation's poll does not step either
-  CHECK_FALSE(polled.poll_step());
-  CHECK(asked == 1);
-  CHECK(wakes == 1);
-}
-
 TEST_CASE("a_waiter_shut_out_of_the_step_sleeps_instead_of_taking_turns_on_the_core") {
   // Another thread (the engine thread, in a long collective) holds the step: the waiter yields briefly,
   // then sleeps until the operation completes, even with a spin time far longer than the collective. Its

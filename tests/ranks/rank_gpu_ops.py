@@ -159,6 +159,28 @@ def test_producer_stream_is_waited_for():
     check(got, np.full(1 << 22, hvd.size(), np.float32))
 
 
+def test_a_blocking_op_leaves_the_callers_current_device():
+    """The thread that waits runs the op's GPU work itself (no hand-off to the engine thread), and its current
+    device is its own again afterwards, even when that is not the device of the rank's tensors."""
+    count = cupy.cuda.runtime.getDeviceCount()
+    if count < 2:
+        pytest.skip("needs a second GPU to make current")
+    mine = cupy.cuda.Device().id
+    x = on_gpu(np.full(5, hvd.rank() + 1, np.float32))
+    other = (mine + 1) % count
+    cupy.cuda.Device(other).use()
+    try:
+        got = hvd.allreduce(x, op=hvd.Sum, name="g.other_device")
+        assert cupy.cuda.Device().id == other
+        hvd.allreduce_(x, op=hvd.Sum, name="g.other_device_")
+        assert cupy.cuda.Device().id == other
+    finally:
+        cupy.cuda.Device(mine).use()
+    total = hvd.size() * (hvd.size() + 1) / 2
+    check(got, np.full(5, total, np.float32))
+    check(x, np.full(5, total, np.float32))
+
+
 def test_tensor_with_only_dlpack():
     """Without __cuda_array_interface__ the tensor comes in through DLPack, and results go out through it."""
     ranks = list(range(hvd.size()))

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <mutex>
 
-#include "gpu/copy_kernel_args.h"
 #include "gpu/dynamic_library.h"
 
 namespace hvd::gpu {
@@ -76,7 +75,7 @@ std::unique_ptr<CopyKernel> CopyKernel::load(const CudaApi& rt, std::string* why
     CUfunction fn = nullptr;
     CUresult r;
     if (api->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) {
-      *why = "no current CUDA context on the engine's thread";
+      *why = "no current CUDA context on the thread running the engine's step";
     } else if ((r = api->cuModuleLoadData(&module, kBatchedCopyPtx)) != CUDA_SUCCESS) {
       *why = "the driver could not load its PTX: " + result_text(*api, r);
     } else if ((r = api->cuModuleGetFunction(&fn, module, "jhvd_batched_copy")) != CUDA_SUCCESS) {
@@ -105,53 +104,73 @@ std::string CopyKernel::cuda_error(const char* what, cudaError_t e) const {
   return std::string(what) + ": " + (text ? text : "cudaError " + std::to_string(e));
 }
 
-std::string CopyKernel::upload(Table& t, const void* copies, size_t bytes, cudaStream_t stream) {
+std::string CopyKernel::upload(Table& t, const std::vector<JhvdCopy>& copies, cudaStream_t stream) {
+  const size_t bytes = copies.size() * sizeof(JhvdCopy);
   cudaError_t e = cudaSuccess;
   if (t.used) e = rt_.cudaEventSynchronize(t.used);  // the last launch that read this table is done
   else e = rt_.cudaEventCreateWithFlags(&t.used, cudaEventDisableTiming);
   if (e != cudaSuccess) return cuda_error("the copy kernel's table event", e);
   if ((e = t.host.reserve(bytes)) != cudaSuccess) return cuda_error("pinned memory for the copy kernel's table", e);
   if ((e = t.device.reserve(bytes)) != cudaSuccess) return cuda_error("device memory for the copy kernel's table", e);
-  std::memcpy(t.host.data(), copies, bytes);
+  std::memcpy(t.host.data(), copies.data(), bytes);
   if ((e = rt_.cudaMemcpyAsync(t.device.data(), t.host.data(), bytes, cudaMemcpyHostToDevice, stream)) != cudaSuccess)
     return cuda_error("uploading the copy kernel's table", e);
   return "";
 }
 
-std::string CopyKernel::launch(const std::vector<void*>& dst, const std::vector<const void*>& src,
-                               const std::vector<size_t>& bytes, cudaStream_t stream) {
-  JhvdCopies c{};
-  std::vector<JhvdCopy> table;
-  const bool inline_copies = dst.size() <= JHVD_COPY_INLINE;
-  JhvdCopy* copies = c.copies;
-  if (!inline_copies) {
-    table.resize(dst.size());
-    copies = table.data();
+std::string CopyKernel::ready(const std::vector<const BatchedCopy*>& batches, cudaStream_t stream) {
+  ready_.assign(batches.size(), JhvdCopies{});
+  next_ready_ = 0;
+  ready_table_ = nullptr;
+  std::vector<JhvdCopy> table;  // the copies of every batch over the inline limit, one after another
+  std::vector<size_t> table_at(batches.size(), 0);
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const BatchedCopy& b = *batches[k];
+    JhvdCopies& c = ready_[k];
+    const bool inline_copies = b.size() <= JHVD_COPY_INLINE;
+    table_at[k] = table.size();
+    if (!inline_copies) table.resize(table.size() + b.size());
+    JhvdCopy* copies = inline_copies ? c.copies : table.data() + table_at[k];
+    c.count = static_cast<unsigned>(b.size());
+    for (size_t i = 0; i < b.size(); ++i) {
+      copies[i] = {static_cast<const char*>(b.srcs()[i]), static_cast<char*>(b.dsts()[i]), b.sizes()[i], c.blocks};
+      c.blocks += static_cast<unsigned>((b.sizes()[i] + JHVD_COPY_CHUNK - 1) / JHVD_COPY_CHUNK);
+    }
   }
-  c.count = static_cast<unsigned>(dst.size());
-  for (size_t i = 0; i < dst.size(); ++i) {
-    copies[i] = {static_cast<const char*>(src[i]), static_cast<char*>(dst[i]), bytes[i], c.blocks};
-    c.blocks += static_cast<unsigned>((bytes[i] + JHVD_COPY_CHUNK - 1) / JHVD_COPY_CHUNK);
+  if (table.empty()) return "";
+  auto& slot = tables_[next_table_];
+  next_table_ = (next_table_ + 1) % tables_.size();
+  if (!slot) slot = std::make_unique<Table>(rt_);
+  if (std::string error = upload(*slot, table, stream); !error.empty()) {
+    ready_.clear();
+    return error;
   }
-  Table* t = nullptr;
-  if (!inline_copies) {
-    auto& slot = tables_[next_table_];
-    next_table_ = (next_table_ + 1) % tables_.size();
-    if (!slot) slot = std::make_unique<Table>(rt_);
-    t = slot.get();
-    if (std::string error = upload(*t, table.data(), table.size() * sizeof(JhvdCopy), stream); !error.empty())
-      return error;
-    c.table = reinterpret_cast<const JhvdCopy*>(t->device.data());
-  }
+  ready_table_ = slot.get();
+  const JhvdCopy* device = reinterpret_cast<const JhvdCopy*>(ready_table_->device.data());
+  for (size_t k = 0; k < batches.size(); ++k)
+    if (ready_[k].count > JHVD_COPY_INLINE) ready_[k].table = device + table_at[k];
+  return "";
+}
+
+std::string CopyKernel::launch_next(cudaStream_t stream) {
+  if (next_ready_ >= ready_.size()) return "the batched copy kernel has no launch made ready";
+  JhvdCopies& c = ready_[next_ready_++];
   void* args[] = {&c};
   if (CUresult r = api_.cuLaunchKernel(fn_, c.blocks, 1, 1, JHVD_COPY_THREADS, 1, 1, 0, stream, args, nullptr);
       r != CUDA_SUCCESS)
     return "launching the batched copy kernel: " + result_text(api_, r);
-  if (t) {
-    if (cudaError_t e = rt_.cudaEventRecord(t->used, stream); e != cudaSuccess)
+  // After each launch that reads the table, so that its event follows every such launch queued,
+  // also when an op fails before the rest of its launches.
+  if (c.table) {
+    if (cudaError_t e = rt_.cudaEventRecord(ready_table_->used, stream); e != cudaSuccess)
       return cuda_error("recording the copy kernel's table event", e);
   }
   return "";
+}
+
+std::string CopyKernel::launch(const BatchedCopy& b, cudaStream_t stream) {
+  if (std::string error = ready({&b}, stream); !error.empty()) return error;
+  return launch_next(stream);
 }
 
 std::string copy_kernel_status() {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu/batched_copy.h"
+#include "gpu/copy_kernel_args.h"
 #include "gpu/cuda_api.h"
 #include "gpu/device_memory.h"
 #include "gpu/driver_api.h"
@@ -25,10 +27,16 @@ class CopyKernel {
   CopyKernel(const CopyKernel&) = delete;
   CopyKernel& operator=(const CopyKernel&) = delete;
 
-  // Queues the copies dst[i] <- src[i] (bytes[i] each, none empty) on `stream`, in one launch;
-  // "" or what failed.
-  std::string launch(const std::vector<void*>& dst, const std::vector<const void*>& src,
-                     const std::vector<size_t>& bytes, cudaStream_t stream);
+  // Makes one launch ready for each of `batches` (device-to-device copies, none empty), to be queued
+  // in order by launch_next(): the copies of every batch with more than the parameter holds go to
+  // the device in one table, uploaded on `stream` now, so that a fused op's copies out wait for no
+  // upload after its collective. Launches made ready earlier and not queued are dropped. "" or what
+  // failed.
+  std::string ready(const std::vector<const BatchedCopy*>& batches, cudaStream_t stream);
+  // Queues the next ready launch on `stream` (the one its table was uploaded on); "" or what failed.
+  std::string launch_next(cudaStream_t stream);
+  // ready({&b}), then launch_next().
+  std::string launch(const BatchedCopy& b, cudaStream_t stream);
 
  private:
   // A table of copies: written in pinned host memory, uploaded to device memory on the launch's
@@ -39,7 +47,7 @@ class CopyKernel {
     cudaEvent_t used = nullptr;
   };
   CopyKernel(const DriverApi& api, const CudaApi& rt, CUmodule module, CUfunction fn);
-  std::string upload(Table& t, const void* copies, size_t bytes, cudaStream_t stream);
+  std::string upload(Table& t, const std::vector<JhvdCopy>& copies, cudaStream_t stream);
   std::string cuda_error(const char* what, cudaError_t e) const;
   const DriverApi& api_;
   const CudaApi& rt_;
@@ -47,6 +55,9 @@ class CopyKernel {
   CUfunction fn_;
   std::array<std::unique_ptr<Table>, 2> tables_;  // alternate, so one launch's upload need not wait for the last's
   unsigned next_table_ = 0;
+  std::vector<JhvdCopies> ready_;  // launches made ready, in order; their table's copies are on the device
+  size_t next_ready_ = 0;
+  Table* ready_table_ = nullptr;  // the table the ready launches read, if any
 };
 
 // What became of the last load in this process: "" before any, "loaded", or why it failed.

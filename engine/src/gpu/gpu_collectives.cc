@@ -105,6 +105,17 @@ Status GpuCollectives::run(CollectiveContext& c, const Response& r, std::vector<
   if (!rt_.cuda_ready())
     return Status::Error(Status::Code::Internal, "GPU tensor, but the CUDA runtime is not usable: " +
                                                      rt_.status().device_error + rt_.status().cuda.error);
+  // A step runs on the engine thread or on a waiter's (progress.h): the caller's current device stays its own.
+  const CudaApi& api = rt_.cuda();
+  int caller = -1, now = -1;
+  if (api.cudaGetDevice(&caller) != cudaSuccess) api.cudaGetLastError();
+  Status s = run_on_device(c, r, es, span);
+  if (caller >= 0 && api.cudaGetDevice(&now) == cudaSuccess && now != caller) api.cudaSetDevice(caller);
+  return s;
+}
+
+Status GpuCollectives::run_on_device(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es,
+                                     const Span& span) {
   queue_error_ = Status::Ok();
   // Every member has the same response, so every one returns this error before any collective.
   if (std::string why = scaling_error(r.spec); !why.empty()) return Status::Error(Status::Code::Invalid, why);
@@ -170,9 +181,29 @@ void GpuCollectives::mark(Mark m) {
   queued(cuda_status(rt_.cuda().cudaEventRecord(marks_[m], stream_), "cudaEventRecord"));
 }
 
+bool GpuCollectives::kernel_copies(const BatchedCopy& b) const {
+  return kernel_ && b.kind() == cudaMemcpyDeviceToDevice && b.size() > 1;
+}
+
+void GpuCollectives::ready_copies(const std::vector<const BatchedCopy*>& batches) {
+  ready_.clear();
+  next_ready_ = 0;
+  for (const BatchedCopy* b : batches)
+    if (kernel_copies(*b)) ready_.push_back(b);
+  if (ready_.empty()) return;
+  std::string error = kernel_->ready(ready_, stream_);
+  if (!error.empty()) {
+    ready_.clear();
+    queued(Status::Error(Status::Code::Internal, error));
+  }
+}
+
 void GpuCollectives::copy(const BatchedCopy& b) {
-  if (kernel_ && b.kind() == cudaMemcpyDeviceToDevice && b.size() > 1) {
-    std::string error = kernel_->launch(b.dsts(), b.srcs(), b.sizes(), stream_);
+  if (kernel_copies(b)) {
+    const bool is_ready = next_ready_ < ready_.size() && ready_[next_ready_] == &b;
+    std::string error = is_ready ? kernel_->launch_next(stream_) : kernel_->launch(b, stream_);
+    if (is_ready) ++next_ready_;
+    else ready_.clear();
     if (!error.empty()) queued(Status::Error(Status::Code::Internal, error));
     return;
   }

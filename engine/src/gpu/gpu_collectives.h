@@ -33,7 +33,8 @@ class GpuCollectives {
   GpuCollectives(const GpuCollectives&) = delete;
   GpuCollectives& operator=(const GpuCollectives&) = delete;
 
-  // Runs one negotiated response whose tensors are on this rank's GPU (engine thread).
+  // Runs one negotiated response whose tensors are on this rank's GPU, on the thread running the engine's
+  // step (the engine thread or a waiter's), whose current device it leaves as it was.
   Status run(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, const Span& span);
   // Drops the communicator of a removed process set (any thread; no op of that set in flight).
   void release_set(int32_t id);
@@ -41,6 +42,7 @@ class GpuCollectives {
  private:
   enum Mark { kStart, kReady, kCopiedIn, kReduced, kDone, kMarks };
 
+  Status run_on_device(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, const Span& span);
   Status prepare(int device);
   // A joined rank's stand-in (TensorEntry::stand_in) from its host buffer into device memory, queued on
   // the stream ahead of the op.
@@ -84,6 +86,10 @@ class GpuCollectives {
   void same(Mark m, Mark as) { at_[m] = at_[as]; }
   // Device-to-device batches go through the copy kernel when it is loaded, others through the runtime.
   void copy(const BatchedCopy& b);
+  bool kernel_copies(const BatchedCopy& b) const;
+  // The copy kernel's launches for `batches` (an op's copies in and out) made ready, their tables
+  // uploaded, before the op's device work begins; copy() then queues them in this order.
+  void ready_copies(const std::vector<const BatchedCopy*>& batches);
   // Where each tensor starts in the fusion buffer, 16-byte aligned for the kernel's widest loads (a
   // multiple of every element size, so the gaps are reduced like the data, and never read); the end.
   static int64_t fusion_layout(const std::vector<TensorEntry*>& es, std::vector<int64_t>* offsets);
@@ -107,6 +113,8 @@ class GpuCollectives {
   int device_ = -1;
   bool batch_copies_;  // CommOptions::batch_copies, until the runtime refuses a batch
   std::unique_ptr<CopyKernel> kernel_;  // loaded in prepare() when batch_copies
+  std::vector<const BatchedCopy*> ready_;  // batches whose kernel launches are ready (ready_copies)
+  size_t next_ready_ = 0;
   Status queue_error_;  // the first call of the current op that could not queue its work
   bool waited_ = false;  // whether the current op's stream waits for a producer's (begin)
   cudaStream_t stream_ = nullptr;

@@ -129,6 +129,7 @@ Status GpuCollectives::run_hierarchical(CollectiveContext& c, const Response& r,
   char* host = staging_->data();
   BatchedCopy in(cudaMemcpyDeviceToDevice), out(cudaMemcpyDeviceToDevice);
   fused_copies(buf, offsets, es, outs, &in, &out);
+  ready_copies({&in, &out});
 
   // 2. Within the host: inputs into the buffer, reduce-scatter (scaling folded in as on the flat
   // path), this member's reduced shard to the host.

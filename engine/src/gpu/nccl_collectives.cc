@@ -78,7 +78,10 @@ Status GpuCollectives::nccl_allreduce(CollectiveContext& c, const Response& r, s
   s = agree(c.set, s);
   if (!s.ok()) return s;
   BatchedCopy fuse_in(cudaMemcpyDeviceToDevice), fuse_out(cudaMemcpyDeviceToDevice);
-  if (copies) fused_copies(fusion_->data(), offsets, es, outs, &fuse_in, &fuse_out);
+  if (copies) {
+    fused_copies(fusion_->data(), offsets, es, outs, &fuse_in, &fuse_out);
+    ready_copies({&fuse_in, &fuse_out});
+  }
 
   begin(es);
   ncclResult_t res;
