@@ -106,7 +106,6 @@ def allreduce_case(cupy, comm, nbytes: int, repeat: int) -> dict:
     for it in range(repeat + 3):
         t0 = time.perf_counter()
         hvd.allreduce_(x, op=hvd.Sum, name=f"ar_.{nbytes}")
-        cupy.cuda.get_current_stream().synchronize()
         if it >= 3:
             blocking.append((time.perf_counter() - t0) * 1e6)
     row = {"bytes": n * 4, "engine_us": statistics.median(e2e), "enqueue_us": statistics.median(enq),
@@ -208,7 +207,7 @@ def main() -> int:
             emit("gpu_fusion_copy", copies=how, **r)
 
     print("\n## One-rank allreduce (float32, in place): engine end to end with allreduce_async_ + wait (and its enqueue"
-          " call, and the engine's time from enqueue to execution), blocking allreduce_ + stream synchronize, its NCCL"
+          " call, and the engine's time from enqueue to execution), blocking allreduce_, its NCCL"
           " phase on the device, raw NCCL")
     comm = cupy_nccl(cupy)
     print(f"{'bytes':>11} {'engine us':>10} {'enqueue us':>11} {'negotiate us':>13} {'blocking us':>12} "

@@ -79,8 +79,9 @@ class GpuCollectives {
   // Queueing work on the stream: a call that fails is remembered (queued), and fails the op
   // once the work that was queued is done (wait_done).
   // kStart, a wait for each producer stream still running the work that made a tensor (waited_),
-  // then kReady (kStart when none waited).
+  // then kReady (kStart when none waited); whether the op's marks are device events (device_times_).
   void begin(const std::vector<TensorEntry*>& es);
+  // A timing event recorded on the stream at `m`, or where the op is timed on the host, the host's clock now.
   void mark(Mark m);
   // `m` is the same point as `as`: nothing was queued between them, so no event is recorded.
   void same(Mark m, Mark as) { at_[m] = at_[as]; }
@@ -117,9 +118,12 @@ class GpuCollectives {
   size_t next_ready_ = 0;
   Status queue_error_;  // the first call of the current op that could not queue its work
   bool waited_ = false;  // whether the current op's stream waits for a producer's (begin)
+  bool device_times_ = true;  // whether the current op's marks are timing events, or host times (begin)
   cudaStream_t stream_ = nullptr;
   std::array<cudaEvent_t, kMarks> marks_{};
   std::array<Mark, kMarks> at_{};  // the mark whose event stands for each one in the current op
+  std::array<int64_t, kMarks> host_at_{};  // engine clock at each mark, where the op is timed on the host
+  cudaEvent_t done_ = nullptr;  // without timing: recorded when an op timed on the host waits to be done
   std::unique_ptr<GrowableBuffer> fusion_, staging_;
   std::mutex sets_mu_;
   std::map<int32_t, std::unique_ptr<SetCommunicator>> sets_;
