@@ -329,7 +329,8 @@ TEST_CASE("gpu_copy_kernel_copies_every_size_in_one_launch_inline_or_through_a_t
   CHECK(api.cudaMemcpyAsync(src, host.data(), total, cudaMemcpyHostToDevice, stream) == cudaSuccess);
   auto batch = [&](size_t first, size_t count) {
     BatchedCopy b(cudaMemcpyDeviceToDevice);
-    for (size_t i = first; i < std::min(bytes.size(), first + count); ++i) b.add(dst + offsets[i], src + offsets[i], bytes[i]);
+    for (size_t i = first; i < std::min(bytes.size(), first + count); ++i)
+      b.add(dst + offsets[i], src + offsets[i], bytes[i]);
     return b;
   };
   auto check_all_copied = [&] {
@@ -346,7 +347,8 @@ TEST_CASE("gpu_copy_kernel_copies_every_size_in_one_launch_inline_or_through_a_t
   for (size_t count : {size_t{JHVD_COPY_INLINE}, size_t{JHVD_COPY_INLINE + 1}, bytes.size(), size_t{2}}) {
     CAPTURE(count);
     CHECK(api.cudaMemcpyAsync(dst, zeros.data(), total, cudaMemcpyHostToDevice, stream) == cudaSuccess);
-    for (size_t first = 0; first < bytes.size(); first += count) CHECK(kernel->launch(batch(first, count), stream).empty());
+    for (size_t first = 0; first < bytes.size(); first += count)
+      CHECK(kernel->launch(batch(first, count), stream).empty());
     check_all_copied();
   }
   // Launches made ready together, as a fused op's copies in and out are: two tables' worth and one
@@ -357,13 +359,21 @@ TEST_CASE("gpu_copy_kernel_copies_every_size_in_one_launch_inline_or_through_a_t
     CHECK(api.cudaMemcpyAsync(dst, zeros.data(), total, cudaMemcpyHostToDevice, stream) == cudaSuccess);
     BatchedCopy a = batch(0, 200), b = batch(200, 100), c = batch(300, 200);
     CHECK(kernel->ready({&a, &b, &c}, stream).empty());
-    CHECK(kernel->launch_next(stream).empty());
+    CHECK(kernel->launch(a, stream).empty());
     CHECK(api.cudaMemcpyAsync(dst + total - 1, src, 1, cudaMemcpyDeviceToDevice, stream) == cudaSuccess);
-    CHECK(kernel->launch_next(stream).empty());
-    CHECK(kernel->launch_next(stream).empty());
+    CHECK(kernel->launch(b, stream).empty());
+    CHECK(kernel->launch(c, stream).empty());
     check_all_copied();
   }
-  CHECK(kernel->launch_next(stream) == "the batched copy kernel has no launch made ready");
+  // Out of the order made ready: a batch that is not the next one is made ready on its own (the rest
+  // are dropped), and every batch is still copied.
+  CHECK(api.cudaMemcpyAsync(dst, zeros.data(), total, cudaMemcpyHostToDevice, stream) == cudaSuccess);
+  BatchedCopy a = batch(0, 200), b = batch(200, 100), c = batch(300, 200);
+  CHECK(kernel->ready({&a, &b, &c}, stream).empty());
+  CHECK(kernel->launch(c, stream).empty());
+  CHECK(kernel->launch(a, stream).empty());
+  CHECK(kernel->launch(b, stream).empty());
+  check_all_copied();
 
   // Host memory where device memory belongs is refused at the launch, with the driver's reason.
   BatchedCopy wrong(cudaMemcpyDeviceToDevice);

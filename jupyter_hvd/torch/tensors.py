@@ -83,8 +83,8 @@ def _device_array(t: torch.Tensor, what: str) -> DeviceArray:
                        _current_stream(device))
 
 
-# torch's current stream of a device as its address: torch's own lookup without building a Stream object (1.7 us
-# of a tensor's 3.2 us here), where this torch has it.
+# torch's current stream of a device as its address: torch's own lookup, without building a Stream object (0.2 us
+# against 3.6 us on an H200), where this torch has it.
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 

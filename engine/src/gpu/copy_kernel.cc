@@ -119,6 +119,7 @@ std::string CopyKernel::upload(Table& t, const std::vector<JhvdCopy>& copies, cu
 }
 
 std::string CopyKernel::ready(const std::vector<const BatchedCopy*>& batches, cudaStream_t stream) {
+  ready_for_ = batches;
   ready_.assign(batches.size(), JhvdCopies{});
   next_ready_ = 0;
   ready_table_ = nullptr;
@@ -142,6 +143,7 @@ std::string CopyKernel::ready(const std::vector<const BatchedCopy*>& batches, cu
   next_table_ = (next_table_ + 1) % tables_.size();
   if (!slot) slot = std::make_unique<Table>(rt_);
   if (std::string error = upload(*slot, table, stream); !error.empty()) {
+    ready_for_.clear();
     ready_.clear();
     return error;
   }
@@ -152,8 +154,10 @@ std::string CopyKernel::ready(const std::vector<const BatchedCopy*>& batches, cu
   return "";
 }
 
-std::string CopyKernel::launch_next(cudaStream_t stream) {
-  if (next_ready_ >= ready_.size()) return "the batched copy kernel has no launch made ready";
+std::string CopyKernel::launch(const BatchedCopy& b, cudaStream_t stream) {
+  if (next_ready_ >= ready_for_.size() || ready_for_[next_ready_] != &b) {
+    if (std::string error = ready({&b}, stream); !error.empty()) return error;
+  }
   JhvdCopies& c = ready_[next_ready_++];
   void* args[] = {&c};
   if (CUresult r = api_.cuLaunchKernel(fn_, c.blocks, 1, 1, JHVD_COPY_THREADS, 1, 1, 0, stream, args, nullptr);
@@ -166,11 +170,6 @@ std::string CopyKernel::launch_next(cudaStream_t stream) {
       return cuda_error("recording the copy kernel's table event", e);
   }
   return "";
-}
-
-std::string CopyKernel::launch(const BatchedCopy& b, cudaStream_t stream) {
-  if (std::string error = ready({&b}, stream); !error.empty()) return error;
-  return launch_next(stream);
 }
 
 std::string copy_kernel_status() {

@@ -27,15 +27,13 @@ class CopyKernel {
   CopyKernel(const CopyKernel&) = delete;
   CopyKernel& operator=(const CopyKernel&) = delete;
 
-  // Makes one launch ready for each of `batches` (device-to-device copies, none empty), to be queued
-  // in order by launch_next(): the copies of every batch with more than the parameter holds go to
-  // the device in one table, uploaded on `stream` now, so that a fused op's copies out wait for no
-  // upload after its collective. Launches made ready earlier and not queued are dropped. "" or what
-  // failed.
+  // Makes one launch ready for each of `batches` (device-to-device copies, none empty), for launch()
+  // to queue in this order: the copies of every batch with more than the parameter holds go to the
+  // device in one table, uploaded on `stream` now, so that a fused op's copies out wait for no upload
+  // after its collective. Launches made ready earlier and not queued are dropped. "" or what failed.
   std::string ready(const std::vector<const BatchedCopy*>& batches, cudaStream_t stream);
-  // Queues the next ready launch on `stream` (the one its table was uploaded on); "" or what failed.
-  std::string launch_next(cudaStream_t stream);
-  // ready({&b}), then launch_next().
+  // Queues the copies of `b` on `stream` (the one its table was uploaded on) in one launch: the next
+  // one made ready, when that is `b`'s, else `b` made ready on its own first. "" or what failed.
   std::string launch(const BatchedCopy& b, cudaStream_t stream);
 
  private:
@@ -55,7 +53,8 @@ class CopyKernel {
   CUfunction fn_;
   std::array<std::unique_ptr<Table>, 2> tables_;  // alternate, so one launch's upload need not wait for the last's
   unsigned next_table_ = 0;
-  std::vector<JhvdCopies> ready_;  // launches made ready, in order; their table's copies are on the device
+  std::vector<const BatchedCopy*> ready_for_;  // the batches of the launches made ready, in order
+  std::vector<JhvdCopies> ready_;  // those launches; their table's copies are on the device
   size_t next_ready_ = 0;
   Table* ready_table_ = nullptr;  // the table the ready launches read, if any
 };

@@ -74,9 +74,10 @@ Status GpuCollectives::nccl_status(ncclResult_t r, const char* what) const {
   return Status::Error(Status::Code::Internal, std::string(what) + ": " + rt_.nccl_error(r));
 }
 
-Status GpuCollectives::prepare(int device) {
+Status GpuCollectives::prepare(int device, int current) {
   const CudaApi& api = rt_.cuda();
-  if (device_ == device) return cuda_status(api.cudaSetDevice(device), "cudaSetDevice");
+  if (device_ == device)
+    return device == current ? Status::Ok() : cuda_status(api.cudaSetDevice(device), "cudaSetDevice");
   if (device_ >= 0)
     return Status::Error(Status::Code::Invalid, "GPU tensors of one rank must be on one device: cuda:" +
                                                     std::to_string(device_) + " and cuda:" + std::to_string(device));
@@ -115,15 +116,18 @@ Status GpuCollectives::run(CollectiveContext& c, const Response& r, std::vector<
                                                      rt_.status().device_error + rt_.status().cuda.error);
   // A step runs on the engine thread or on a waiter's (progress.h): the caller's current device stays its own.
   const CudaApi& api = rt_.cuda();
-  int caller = -1, now = -1;
-  if (api.cudaGetDevice(&caller) != cudaSuccess) api.cudaGetLastError();
-  Status s = run_on_device(c, r, es, span);
-  if (caller >= 0 && api.cudaGetDevice(&now) == cudaSuccess && now != caller) api.cudaSetDevice(caller);
+  int caller = -1;
+  if (api.cudaGetDevice(&caller) != cudaSuccess) {
+    api.cudaGetLastError();
+    caller = -1;
+  }
+  Status s = run_on_device(c, r, es, span, caller);
+  if (caller >= 0 && caller != device_) api.cudaSetDevice(caller);  // prepare() made device_ current
   return s;
 }
 
 Status GpuCollectives::run_on_device(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es,
-                                     const Span& span) {
+                                     const Span& span, int current) {
   queue_error_ = Status::Ok();
   // Every member has the same response, so every one returns this error before any collective.
   if (std::string why = scaling_error(r.spec); !why.empty()) return Status::Error(Status::Code::Invalid, why);
@@ -131,7 +135,7 @@ Status GpuCollectives::run_on_device(CollectiveContext& c, const Response& r, st
   Status local = device < 0 ? Status::Error(Status::Code::Invalid, "rank " + std::to_string(c.global_rank) +
                                                 " joined before any GPU operation of its own, so it has no GPU "
                                                 "to stand in on; run one before join (broadcast_parameters, say)")
-                            : prepare(device);
+                            : prepare(device, current);
   for (auto* e : es)
     if (e->device != device && local.ok())
       local = Status::Error(Status::Code::Invalid, "GPU tensors of one rank must be on one device");
@@ -175,9 +179,8 @@ void GpuCollectives::begin(const std::vector<TensorEntry*>& es) {
     if (same == newest.end()) newest.push_back(r);
     else if (r->after(**same)) *same = r;
   }
-  newest.erase(std::remove_if(newest.begin(), newest.end(),
-                              [this](const ReadyEvent* r) { return rt_.cuda().cudaEventQuery(r->event()) == cudaSuccess; }),
-               newest.end());
+  auto done = [this](const ReadyEvent* r) { return rt_.cuda().cudaEventQuery(r->event()) == cudaSuccess; };
+  newest.erase(std::remove_if(newest.begin(), newest.end(), done), newest.end());
   waited_ = !newest.empty();
   device_times_ = waited_ || bytes >= kDeviceTimingBytes;
   mark(kStart);
@@ -199,24 +202,18 @@ bool GpuCollectives::kernel_copies(const BatchedCopy& b) const {
 }
 
 void GpuCollectives::ready_copies(const std::vector<const BatchedCopy*>& batches) {
-  ready_.clear();
-  next_ready_ = 0;
+  if (!kernel_) return;
+  std::vector<const BatchedCopy*> kernels;
   for (const BatchedCopy* b : batches)
-    if (kernel_copies(*b)) ready_.push_back(b);
-  if (ready_.empty()) return;
-  std::string error = kernel_->ready(ready_, stream_);
-  if (!error.empty()) {
-    ready_.clear();
-    queued(Status::Error(Status::Code::Internal, error));
-  }
+    if (kernel_copies(*b)) kernels.push_back(b);
+  // Even with none: what an earlier op made ready and did not launch goes (its batches are gone).
+  std::string error = kernel_->ready(kernels, stream_);
+  if (!error.empty()) queued(Status::Error(Status::Code::Internal, error));
 }
 
 void GpuCollectives::copy(const BatchedCopy& b) {
   if (kernel_copies(b)) {
-    const bool is_ready = next_ready_ < ready_.size() && ready_[next_ready_] == &b;
-    std::string error = is_ready ? kernel_->launch_next(stream_) : kernel_->launch(b, stream_);
-    if (is_ready) ++next_ready_;
-    else ready_.clear();
+    std::string error = kernel_->launch(b, stream_);
     if (!error.empty()) queued(Status::Error(Status::Code::Internal, error));
     return;
   }

@@ -42,8 +42,12 @@ class GpuCollectives {
  private:
   enum Mark { kStart, kReady, kCopiedIn, kReduced, kDone, kMarks };
 
-  Status run_on_device(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, const Span& span);
-  Status prepare(int device);
+  // run() with the thread's current device `current` (-1: unknown).
+  Status run_on_device(CollectiveContext& c, const Response& r, std::vector<TensorEntry*>& es, const Span& span,
+                       int current);
+  // This rank's GPU `device` made current (where `current` is another), its stream, events and buffers made on
+  // first use.
+  Status prepare(int device, int current);
   // A joined rank's stand-in (TensorEntry::stand_in) from its host buffer into device memory, queued on
   // the stream ahead of the op.
   Status upload_stand_in(TensorEntry& e);
@@ -89,7 +93,7 @@ class GpuCollectives {
   void copy(const BatchedCopy& b);
   bool kernel_copies(const BatchedCopy& b) const;
   // The copy kernel's launches for `batches` (an op's copies in and out) made ready, their tables
-  // uploaded, before the op's device work begins; copy() then queues them in this order.
+  // uploaded, before the op's device work begins; copy() then queues them (CopyKernel::ready).
   void ready_copies(const std::vector<const BatchedCopy*>& batches);
   // Where each tensor starts in the fusion buffer, 16-byte aligned for the kernel's widest loads (a
   // multiple of every element size, so the gaps are reduced like the data, and never read); the end.
@@ -114,8 +118,6 @@ class GpuCollectives {
   int device_ = -1;
   bool batch_copies_;  // CommOptions::batch_copies, until the runtime refuses a batch
   std::unique_ptr<CopyKernel> kernel_;  // loaded in prepare() when batch_copies
-  std::vector<const BatchedCopy*> ready_;  // batches whose kernel launches are ready (ready_copies)
-  size_t next_ready_ = 0;
   Status queue_error_;  // the first call of the current op that could not queue its work
   bool waited_ = false;  // whether the current op's stream waits for a producer's (begin)
   bool device_times_ = true;  // whether the current op's marks are timing events, or host times (begin)
