@@ -29,6 +29,13 @@ std::shared_ptr<const ProcessSet> ProcessSetTable::get(int32_t id) const {
   return it == sets_.end() ? nullptr : it->second;
 }
 
+bool ProcessSetTable::any_without(int rank) const {
+  std::lock_guard<std::mutex> g(mu_);
+  for (const auto& [id, ps] : sets_)
+    if (ps->rank_in_set(rank) < 0) return true;
+  return false;
+}
+
 std::vector<std::shared_ptr<const ProcessSet>> ProcessSetTable::take_all() {
   std::lock_guard<std::mutex> g(mu_);
   std::vector<std::shared_ptr<const ProcessSet>> all;

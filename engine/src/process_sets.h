@@ -22,6 +22,8 @@ class ProcessSetTable {
   void add(std::shared_ptr<const ProcessSet> ps);
   std::shared_ptr<const ProcessSet> remove(int32_t id);
   std::shared_ptr<const ProcessSet> get(int32_t id) const;
+  // Whether a registered set leaves out global rank `rank`.
+  bool any_without(int rank) const;
   // Empties the table, returning every set (the engine frees their communicators when it stops).
   std::vector<std::shared_ptr<const ProcessSet>> take_all();
 
