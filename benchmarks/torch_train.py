@@ -13,8 +13,11 @@ Cases, each rank with one compute thread (OMP_NUM_THREADS=1):
               lockstep" is those runs' rate had every step lasted as long as the slowest rank's same step: the
               ceiling for a synchronous library (each step waits for every rank's gradients) whose
               communication cost nothing; its distance below "no communication" is the machine's own jitter in
-              compute. For each row of ours, per rank: the time a step waited in synchronize() and its
-              engine thread's CPU time per step (where the rest of a step goes besides the model).
+              compute. "blocking MPI" trains plain torch ranks that average each gradient with a blocking
+              MPI_Allreduce (mpi4py) after backward: the simplest synchronous loop, with no thread of its own.
+              For every row, per rank, the time zero_grad + forward + backward took per step; for each row of
+              ours, also the time a step waited in synchronize() and its engine thread's CPU time per step
+              (where the rest of a step goes besides the model).
               --channels-last trains every case with the model and its input in torch.channels_last (NHWC)
               memory format.
   op_latency  a 4-byte CPU tensor allreduce, one at a time, at np=2: jupyter_hvd.torch's allreduce_, the core's
@@ -74,9 +77,17 @@ def train_worker(impl: str, steps: int, port: int, channels_last: bool) -> None:
 
     waited = [0.0]
 
+    computed = [0.0]
+
     def step():
+        start = time.perf_counter()
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
+        computed[0] += time.perf_counter() - start
+        if impl == "mpi":
+            for p in model.parameters():
+                comm.Allreduce(MPI.IN_PLACE, p.grad.numpy(), op=MPI.SUM)
+                p.grad.div_(size)
         if impl != "jupyter_hvd":
             return opt.step()
         start = time.perf_counter()  # Horovod's pattern for a loop that synchronizes itself
@@ -88,7 +99,7 @@ def train_worker(impl: str, steps: int, port: int, channels_last: bool) -> None:
     for _ in range(5):
         step()
     comm.Barrier()
-    waited[0], engine_start = 0.0, engine_cpu_s()
+    waited[0], computed[0], engine_start = 0.0, 0.0, engine_cpu_s()
     start = time.perf_counter()
     step_ends = []
     for _ in range(steps):
@@ -103,12 +114,15 @@ def train_worker(impl: str, steps: int, port: int, channels_last: bool) -> None:
         durations = comm.gather([end - begin for begin, end in zip([start] + step_ends, step_ends)], root=0)
         if rank == 0:
             lockstep = {"lockstep_samples_per_s": size * steps * BATCH / sum(map(max, zip(*durations)))}
-    # Where a step's time goes besides the model: each rank's wait for its gradients' allreduces (for the
-    # slower rank's backward, then the last ones' communication) and its engine thread's CPU time.
-    cost = comm.gather({"sync_wait_ms": waited[0] / steps * 1e3,
-                        "engine_cpu_ms": (engine_cpu_s() - engine_start) / steps * 1e3}, root=0)
+    # Where a step's time goes: the model's (forward and backward, slowed by whatever else takes the core), and
+    # for ours each rank's wait for its gradients' allreduces (for the slower rank's backward, then the last
+    # ones' communication) and its engine thread's CPU time.
+    cost = {"compute_ms": computed[0] / steps * 1e3}
+    if impl == "jupyter_hvd":
+        cost.update(sync_wait_ms=waited[0] / steps * 1e3, engine_cpu_ms=(engine_cpu_s() - engine_start) / steps * 1e3)
+    cost = comm.gather(cost, root=0)
     if rank == 0:
-        per_rank = {k: [round(c[k], 2) for c in cost] for k in cost[0]} if impl == "jupyter_hvd" else {}
+        per_rank = {k: [round(c[k], 2) for c in cost] for k in cost[0]}
         print(json.dumps({"samples_per_s": size * steps * BATCH / elapsed, **per_rank, **lockstep}), flush=True)
     if impl == "jupyter_hvd":
         hvd.shutdown()
@@ -186,7 +200,7 @@ def launch(np_: int, args: list, env: dict | None = None, timeout: float = 600) 
 # (JUPYTER_HVD_SPIN_US: 2000 us by default, at most 200 us where its core is contended) takes CPU from the ranks'
 # compute threads where they fill the cores: the second row shows training without it.
 VARIANTS = {"jupyter_hvd": ("jupyter_hvd", {}), "jupyter_hvd spin 0": ("jupyter_hvd", {"JUPYTER_HVD_SPIN_US": "0"}),
-            "ddp": ("ddp", {}), "no communication": ("plain", {})}
+            "ddp": ("ddp", {}), "blocking MPI": ("mpi", {}), "no communication": ("plain", {})}
 # The "no communication" runs' steps as if each had waited for the slowest rank's (train_worker).
 LOCKSTEP = "no comm. in lockstep"
 
@@ -198,7 +212,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=60, help="timed steps per run")
     p.add_argument("--quick", action="store_true", help="one round of 20 steps")
     p.add_argument("--channels-last", action="store_true", help="model and input in channels_last format")
-    p.add_argument("--worker", choices=["plain", "jupyter_hvd", "ddp", "latency"], help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=["plain", "jupyter_hvd", "ddp", "mpi", "latency"], help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker == "latency":
@@ -209,7 +223,7 @@ def main() -> None:
         args.repeat, args.steps = 1, 20
 
     rates: dict = {}
-    costs: dict = {}  # (jupyter_hvd variant, np) -> each round's per-rank sync wait and engine CPU
+    costs: dict = {}  # (variant, np) -> each round's per-rank costs of a step
     for r in range(args.repeat):
         layout = ["--channels-last"] if args.channels_last else []
         rates.setdefault("plain", []).append(launch(1, ["--worker", "plain", "--steps", str(args.steps), *layout]))
@@ -223,8 +237,7 @@ def main() -> None:
                 rates.setdefault((name, np_), []).append(result["samples_per_s"])
                 if "lockstep_samples_per_s" in result:
                     rates.setdefault((LOCKSTEP, np_), []).append(result["lockstep_samples_per_s"])
-                if "sync_wait_ms" in result:
-                    costs.setdefault((name, np_), []).append(result)
+                costs.setdefault((name, np_), []).append(result)
     plain = [x["samples_per_s"] for x in rates["plain"]]
     print(f"{'case':<12}{'np':>4}{'impl':>22}{'samples/s':>12}{'efficiency':>12}{'vs DDP':>9}")
     print(f"{'cnn_train':<12}{1:>4}{'plain torch':>22}{statistics.median(plain):>12.0f}")
@@ -238,10 +251,11 @@ def main() -> None:
             print(f"{'cnn_train':<12}{np_:>4}{name:>22}{statistics.median(v):>12.0f}{eff[name]:>12.1%}"
                   f"{ratio[name]:>9.2f}")
         cost = {name: {k: [round(statistics.median(c[k][i] for c in costs[name, np_]), 2) for i in range(np_)]
-                       for k in ("sync_wait_ms", "engine_cpu_ms")} for name in VARIANTS if (name, np_) in costs}
+                       for k in costs[name, np_][0] if k.endswith("_ms")} for name in VARIANTS}
         for name, c in cost.items():
-            print(f"{'':<16}{name} per step, by rank: waits in synchronize {c['sync_wait_ms']} ms, "
-                  f"engine thread CPU {c['engine_cpu_ms']} ms")
+            ours = (f", waits in synchronize {c['sync_wait_ms']} ms, engine thread CPU {c['engine_cpu_ms']} ms"
+                    if "sync_wait_ms" in c else "")
+            print(f"{'':<16}{name} per step, by rank: forward + backward {c['compute_ms']} ms{ours}")
         print(json.dumps({"case": "cnn_train", "np": np_, "per_rank_ms": cost,
                           "plain_1rank_samples_per_s": round(statistics.median(plain)),
                           "samples_per_s": {n: round(statistics.median(v)) for n, v in runs.items()},
