@@ -46,7 +46,8 @@ def test_ops_with_a_barrier_before_every_allreduce_and_reducescatter():
 
 @pytest.mark.parametrize("np_", [2, 3, 4])
 def test_ops_with_every_allreduce_around_the_ring(np_):
-    run_rank_tests(np_, "rank_ops.py", env={"JUPYTER_HVD_RING_ALLREDUCE_BYTES": "1"})
+    """In place and out of place (from the input straight into the output), none carried."""
+    run_rank_tests(np_, "rank_ops.py", env={"JUPYTER_HVD_RING_ALLREDUCE_BYTES": "1", "JUPYTER_HVD_CARRY_BYTES": "0"})
 
 
 @pytest.mark.parametrize("carry", ["0", str(1 << 20)], ids=["never", "1MiB"])

@@ -1,9 +1,10 @@
 // The engine's allreduce against MPI_Allreduce called directly, from C++ with no Python in the way.
 //
-//   hvdrun -np 2 build/engine/engine_allreduce_bench [bytes=4194304] [rounds=5] [calls=300] [tensors=1]
+//   hvdrun -np 2 build/engine/engine_allreduce_bench [bytes=4194304] [rounds=5] [calls=300] [tensors=1] [in|out]
 //
-// Rounds alternate the two sides on the same in-place float32 buffers: `tensors` of `bytes` each, enqueued
-// as one group (a grouped allreduce) against MPI_Allreduce tensor by tensor. Rank 0 prints, per round, the
+// Rounds alternate the two sides on the same float32 buffers: `tensors` of `bytes` each, enqueued as one
+// group (a grouped allreduce) against MPI_Allreduce tensor by tensor; in place, or with `out` from each
+// buffer into a preallocated output of its own. Rank 0 prints, per round, the
 // p10/p50/p90 of each side's per-call time in microseconds, the mean time the engine spent inside the
 // collective itself (its COLLECTIVE span), and the mean time from enqueue to the collective's start
 // (negotiation: the request to rank 0 and the response back), both from the engine's own metrics.
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "config.h"
@@ -51,7 +53,10 @@ int main(int argc, char** argv) {
   const int calls = argc > 3 ? std::atoi(argv[3]) : 300;
   const int tensors = argc > 4 ? std::max(std::atoi(argv[4]), 1) : 1;
   const int64_t count = std::max<int64_t>(bytes / 4, 1);
+  const bool out_of_place = argc > 5 && std::string(argv[5]) == "out";
   std::vector<std::vector<float>> bufs(static_cast<size_t>(tensors), std::vector<float>(static_cast<size_t>(count), 1.f));
+  std::vector<std::vector<float>> outs = out_of_place ? bufs : std::vector<std::vector<float>>();
+  auto out_of = [&](size_t i) { return out_of_place ? outs[i].data() : bufs[i].data(); };
   {
     hvd::Engine engine(MPI_COMM_WORLD, hvd::Config::from_env());
     auto through_engine = [&] {
@@ -64,7 +69,7 @@ int main(int argc, char** argv) {
         e.request.name = "bench." + std::to_string(i);
         e.request.shape = {count};
         e.input = bufs[i].data();
-        e.output = bufs[i].data();
+        e.output = out_of(i);
       }
       auto handles = engine.enqueue(std::move(group), /*caller_waits=*/true);
       for (auto it = handles.rbegin(); it != handles.rend(); ++it)
@@ -72,13 +77,14 @@ int main(int argc, char** argv) {
         }
     };
     auto direct = [&] {
-      for (auto& buf : bufs)
-        MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      for (size_t i = 0; i < bufs.size(); ++i)
+        MPI_Allreduce(out_of_place ? bufs[i].data() : MPI_IN_PLACE, out_of(i), static_cast<int>(count), MPI_FLOAT,
+                      MPI_SUM, MPI_COMM_WORLD);
     };
     time_calls(std::min(calls, 20), through_engine);  // warm-up: the response cache, the buffer's pages
     if (rank == 0)
-      std::printf("%d tensor(s) of %lld bytes, %d calls per side and round (us)\n", tensors,
-                  static_cast<long long>(bytes), calls);
+      std::printf("%d tensor(s) of %lld bytes %s, %d calls per side and round (us)\n", tensors,
+                  static_cast<long long>(bytes), out_of_place ? "out of place" : "in place", calls);
     for (int r = 0; r < rounds; ++r) {
       auto mpi = time_calls(calls, direct);
       const hvd::Metrics& m = engine.metrics();

@@ -38,28 +38,36 @@ void finish_reduce(const Response& r, void* buf, int64_t count, int set_size) {
   else scale_buffer(r.spec.dtype, buf, count, r.spec.postscale);
 }
 
-// Reduces `in` of every rank into `out` (`in` == `out`: in place), reading `in` directly rather than
-// copying it to `out` first, and finishes it (finish_reduce): piece by piece while each is in cache; the
-// ring finishes only this rank's block of a piece, before passing it on.
+// Whether an allreduce of `bytes` runs around the ring rather than through MPI_Allreduce: the same answer on
+// every member, as only the response and the settings decide it. For large buffers Open MPI picks
+// Rabenseifner's algorithm, slower than a plain ring on few ranks (benchmarks/allreduce_bench.py measures both).
+bool rings(const CollectiveContext& c, int64_t bytes) {
+  return c.set.ranks.size() > 1 && c.ring_allreduce_bytes > 0 && bytes >= c.ring_allreduce_bytes;
+}
+
+// Reduces `in` of every rank into `out` and finishes it (finish_reduce), piece by piece while each is in
+// cache. Around the ring (rings()), `in` may be another buffer than `out`: the ring reads it where it lies,
+// and finishes only this rank's block of a piece, before passing it on. Through MPI_Allreduce the reduction
+// is in place (`in` == `out`): MPI's in-place form is meant for every member or none, and another member's
+// reduction may be in place.
 Status allreduce_into(CollectiveContext& c, const Response& r, const void* in, void* out, int64_t count) {
   MPI_Datatype t = c.reductions.type(r.spec.dtype);
   MPI_Op op = c.reductions.op(r.spec.dtype, r.spec.reduce);
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
   size_t element_size = dtype_size(r.spec.dtype);
-  if (Status s = sync_before_reduction(c, count * static_cast<int64_t>(element_size)); !s.ok()) return s;
+  const int64_t bytes = count * static_cast<int64_t>(element_size);
+  const bool ring = rings(c, bytes);
+  if (!ring && in != out) return Status::Error(Status::Code::Internal, "an MPI_Allreduce out of place");
+  if (Status s = sync_before_reduction(c, bytes); !s.ok()) return s;
   const int ranks = static_cast<int>(c.set.ranks.size()), me = c.set.rank_in_set(c.global_rank);
   const auto finish = [&](char* block, int64_t n) { finish_reduce(r, block, n, ranks); };
   for (int64_t off = 0; off < count; off += c.piece()) {
     int n = static_cast<int>(std::min(c.piece(), count - off));
     char* piece = dst + off * element_size;
-    // For large buffers Open MPI picks Rabenseifner's algorithm, slower than a plain ring on few ranks
-    // (benchmarks/allreduce_bench.py measures both).
-    bool ring = ranks > 1 && c.ring_allreduce_bytes > 0 && n * static_cast<int64_t>(element_size) >= c.ring_allreduce_bytes;
-    const void* send = in == out ? MPI_IN_PLACE : src + off * element_size;
     Status s = ring ? ring_allreduce(c.set.comm, me, ranks, src + off * element_size, piece, n, t, op, element_size,
                                      c.ring_buffer, finish)
-                    : mpi_status(MPI_Allreduce(send, piece, n, t, op, c.set.comm), "MPI_Allreduce");
+                    : mpi_status(MPI_Allreduce(MPI_IN_PLACE, piece, n, t, op, c.set.comm), "MPI_Allreduce");
     if (!s.ok()) return s;
     if (!ring) finish(piece, n);
   }
@@ -172,15 +180,18 @@ Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<Tensor
   const size_t element_size = dtype_size(r.spec.dtype);
   if (es.size() == 1) {  // no fusion buffer: reduce in the output itself
     TensorEntry& e = *es[0];
-    int64_t count = e.request.num_elements();
-    // Out of place, the input is copied into the output first and reduced there: MPI reduces in place
-    // faster than from one buffer into another, by more than the copy costs (see small_ops_bench.py).
-    // A prescale factor scales that copy, so the caller's input stays untouched.
-    if (e.output != e.input) copy(e.output, e.input, count * static_cast<int64_t>(element_size));
-    scale_buffer(r.spec.dtype, e.output, count, r.spec.prescale);
-    const void* in = e.output;
+    const int64_t count = e.request.num_elements(), bytes = count * static_cast<int64_t>(element_size);
+    // Out of place around the ring, the input is read where it lies and the reduction written into the
+    // output: no pass of its own over either (the ResNet-50 set in small_ops_bench.py: 0.7-0.8x MPI's
+    // time, against 1.3x with a copy first). Otherwise the input is copied into the output and reduced there;
+    // a prescale factor scales that copy, so the caller's input stays untouched.
+    const bool straight = e.output != e.input && r.spec.prescale == 1.0 && rings(c, bytes);
+    if (!straight) {
+      if (e.output != e.input) copy(e.output, e.input, bytes);
+      scale_buffer(r.spec.dtype, e.output, count, r.spec.prescale);
+    }
     int64_t t0 = now_us();
-    Status s = allreduce_into(c, r, in, e.output, count);
+    Status s = allreduce_into(c, r, straight ? e.input : e.output, e.output, count);
     c.record(Phase::Collective, t0);
     return s;
   }

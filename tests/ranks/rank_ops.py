@@ -96,6 +96,27 @@ def test_allreduce_into_out_arrays_the_caller_keeps():
         np.testing.assert_array_equal(o, stacked(ranks, np.int32, (i + 2,), i).max(0))
 
 
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average])
+def test_ranks_may_mix_in_place_and_out_of_place_forms_of_one_allreduce(op):
+    """Each rank picks its own form, so how the engine reduces must not depend on it: sizes either side of
+    the ring's threshold (64 KiB by default) and past it, with and without a prescale factor."""
+    ranks = list(range(hvd.size()))
+    for count in (3, (64 << 10) // 4 - 1, (64 << 10) // 4, 300_001):
+        for pre in (1.0, 0.5):
+            x = data(hvd.rank(), np.float32, (count,), count)
+            want = stacked(ranks, np.float32, (count,), count).astype(np.float64).sum(0) * pre
+            want /= hvd.size() if op == hvd.Average else 1
+            name = f"mixed.{op}.{count}.{pre}"
+            if hvd.rank() % 2:
+                got = hvd.allreduce_(x, op=op, name=name, prescale_factor=pre)
+                assert got is x
+            else:
+                before = x.copy()
+                got = hvd.allreduce(x, op=op, name=name, prescale_factor=pre)
+                np.testing.assert_array_equal(x, before)
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 @pytest.mark.parametrize("bad, match", [
     (np.empty((4, 2), np.float32), "shape"), (np.empty((4, 3), np.float64), "float32"),
     (np.empty((3, 4), np.float32).T, "contiguous"), ("frozen", "read-only"),
