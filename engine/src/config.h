@@ -36,7 +36,7 @@ struct Config {
   bool mpi_yield = true;                // JUPYTER_HVD_MPI_YIELD=0: MPI never yields the core for the engine
   int64_t sync_reduce_bytes = 64 << 10;  // JUPYTER_HVD_SYNC_REDUCE_BYTES: a barrier before larger host allreduces and reducescatters; 0: never
   int32_t carry_bytes = 256;  // JUPYTER_HVD_CARRY_BYTES: host allreduces of at most this many bytes times their set's size carry their inputs; 0: never
-  int64_t ring_allreduce_bytes = 64 << 10;  // JUPYTER_HVD_RING_ALLREDUCE_BYTES: larger host allreduces run our ring; 0: never
+  int64_t ring_allreduce_bytes = 1 << 20;  // JUPYTER_HVD_RING_ALLREDUCE_BYTES: larger host allreduces run our ring; 0: never
   bool gpu_staging = false;             // JUPYTER_HVD_GPU_STAGING=1: GPU tensors via host memory and MPI
   bool hierarchical_allreduce = false;  // HOROVOD_HIERARCHICAL_ALLREDUCE=1: GPU allreduce NCCL in, MPI across hosts
   bool gpu_batch_copies = true;         // HOROVOD_BATCH_D2D_MEMCOPIES=0: GPU fusion copies one by one

@@ -51,8 +51,8 @@ TEST_CASE("config_sync_reduce_bytes_defaults_to_64_KiB_and_0_turns_it_off") {
         "JUPYTER_HVD_SYNC_REDUCE_BYTES='-1': expected an integer >= 0");
 }
 
-TEST_CASE("config_ring_allreduce_bytes_defaults_to_64_KiB_and_0_turns_it_off") {
-  CHECK(Config::from_env().ring_allreduce_bytes == 64 << 10);
+TEST_CASE("config_ring_allreduce_bytes_defaults_to_1_MiB_and_0_turns_it_off") {
+  CHECK(Config::from_env().ring_allreduce_bytes == 1 << 20);
   setenv("JUPYTER_HVD_RING_ALLREDUCE_BYTES", "0", 1);
   CHECK(Config::from_env().ring_allreduce_bytes == 0);
   unsetenv("JUPYTER_HVD_RING_ALLREDUCE_BYTES");

@@ -99,9 +99,9 @@ def test_allreduce_into_out_arrays_the_caller_keeps():
 @pytest.mark.parametrize("op", [hvd.Sum, hvd.Average])
 def test_ranks_may_mix_in_place_and_out_of_place_forms_of_one_allreduce(op):
     """Each rank picks its own form, so how the engine reduces must not depend on it: sizes either side of
-    the ring's threshold (64 KiB by default) and past it, with and without a prescale factor."""
+    the ring's threshold (1 MiB by default) and past it, with and without a prescale factor."""
     ranks = list(range(hvd.size()))
-    for count in (3, (64 << 10) // 4 - 1, (64 << 10) // 4, 300_001):
+    for count in (3, (1 << 20) // 4 - 1, (1 << 20) // 4, 700_001):
         for pre in (1.0, 0.5):
             x = data(hvd.rank(), np.float32, (count,), count)
             want = stacked(ranks, np.float32, (count,), count).astype(np.float64).sum(0) * pre
