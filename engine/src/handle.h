@@ -52,7 +52,8 @@ class Handle {
   // A poll that helps the operation along, for a caller that polls in a loop: when not done, and the
   // operation is the engine's only one and the handle has a spin time, it runs one engine step itself (as a
   // waiter does), so the loop needs no hand-off to the engine thread; otherwise it gives up the core for a
-  // moment, so a loop does not keep the engine thread from its core. True when done.
+  // moment, so a loop does not keep the engine thread from its core. A step that leaves more than one
+  // operation in flight wakes the engine thread, which carries them on. True when done.
   bool poll_step() const;
   // Waits up to `timeout` (working for up to the handle's spin time first); true when done.
   bool wait_for(std::chrono::microseconds timeout) const;

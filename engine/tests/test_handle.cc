@@ -176,6 +176,29 @@ TEST_CASE("a_poll_of_a_lone_operation_runs_one_step_itself_and_otherwise_only_yi
   CHECK(steps == 3);
 }
 
+TEST_CASE("a_poll_whose_step_leaves_more_than_one_operation_in_flight_wakes_the_engine_thread") {
+  // Such a step may have taken operations that the engine thread was woken for and then found gone (it
+  // sleeps on), and no poll runs a step past one in flight: the engine thread must carry them on.
+  int wakes = 0;
+  bool lone_after = true;
+  hvd::Progress* p = nullptr;
+  auto progress = std::make_shared<hvd::Progress>(
+      [&](bool) {
+        p->set_lone(lone_after);
+        return hvd::Progress::Stepped::Worked;
+      },
+      [&] { ++wakes; });
+  p = progress.get();
+  Handle handle(2000, progress);
+  CHECK_FALSE(handle.poll_step());  // a lone operation stays the poll's to step
+  CHECK(wakes == 0);
+  lone_after = false;
+  CHECK_FALSE(handle.poll_step());
+  CHECK(wakes == 1);
+  CHECK_FALSE(handle.poll_step());  // no step past one in flight, so no wake either
+  CHECK(wakes == 1);
+}
+
 TEST_CASE("a_waiter_that_stops_running_the_steps_before_its_operation_is_done_wakes_the_engine_thread") {
   // The engine thread sleeps while a waiter drives, and a blocking call's enqueue does not wake it
   // (Handle::defer_wake): a waiter that leaves an unfinished operation wakes it, so it takes over at once.
