@@ -45,20 +45,22 @@ bool rings(const CollectiveContext& c, int64_t bytes) {
   return c.set.ranks.size() > 1 && c.ring_allreduce_bytes > 0 && bytes >= c.ring_allreduce_bytes;
 }
 
-// Reduces `in` of every rank into `out` and finishes it (finish_reduce), piece by piece while each is in
-// cache. Around the ring (rings()), `in` may be another buffer than `out`: the ring reads it where it lies,
-// and finishes only this rank's block of a piece, before passing it on. Through MPI_Allreduce the reduction
-// is in place (`in` == `out`): MPI's in-place form is meant for every member or none, and another member's
-// reduction may be in place.
+// Reduces `in` of every rank into `out` (`in` == `out`: in place) and finishes it (finish_reduce), piece by
+// piece while each is in cache. Around the ring (rings()) out of place, the ring reads `in` where it lies and
+// writes the reduction into `out`, with no pass of its own over either (the ResNet-50 set out of place in
+// small_ops_bench.py: 0.85x MPI's time, against 1.3x with a copy first); it finishes only this rank's block
+// of a piece, before passing it on. Through MPI_Allreduce, `in` is copied into `out` and reduced there: MPI's
+// in-place form is meant for every member or none, another member's reduction may be in place, and MPI's
+// out-of-place form copies too.
 Status allreduce_into(CollectiveContext& c, const Response& r, const void* in, void* out, int64_t count) {
   MPI_Datatype t = c.reductions.type(r.spec.dtype);
   MPI_Op op = c.reductions.op(r.spec.dtype, r.spec.reduce);
-  const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
   size_t element_size = dtype_size(r.spec.dtype);
   const int64_t bytes = count * static_cast<int64_t>(element_size);
   const bool ring = rings(c, bytes);
-  if (!ring && in != out) return Status::Error(Status::Code::Internal, "an MPI_Allreduce out of place");
+  if (!ring && in != out) copy(out, in, bytes);
+  const auto* src = ring ? static_cast<const char*>(in) : dst;
   if (Status s = sync_before_reduction(c, bytes); !s.ok()) return s;
   const int ranks = static_cast<int>(c.set.ranks.size()), me = c.set.rank_in_set(c.global_rank);
   const auto finish = [&](char* block, int64_t n) { finish_reduce(r, block, n, ranks); };
@@ -180,18 +182,15 @@ Status run_allreduce(CollectiveContext& c, const Response& r, std::vector<Tensor
   const size_t element_size = dtype_size(r.spec.dtype);
   if (es.size() == 1) {  // no fusion buffer: reduce in the output itself
     TensorEntry& e = *es[0];
-    const int64_t count = e.request.num_elements(), bytes = count * static_cast<int64_t>(element_size);
-    // Out of place around the ring, the input is read where it lies and the reduction written into the
-    // output: no pass of its own over either (the ResNet-50 set in small_ops_bench.py: 0.85x MPI's time,
-    // against 1.3x with a copy first). Otherwise the input is copied into the output and reduced there;
-    // a prescale factor scales that copy, so the caller's input stays untouched.
-    const bool straight = e.output != e.input && r.spec.prescale == 1.0 && rings(c, bytes);
-    if (!straight) {
-      if (e.output != e.input) copy(e.output, e.input, bytes);
+    const int64_t count = e.request.num_elements();
+    const void* in = e.input;
+    if (r.spec.prescale != 1.0) {  // scaled in the output, so the caller's input stays untouched
+      if (e.output != e.input) copy(e.output, e.input, count * static_cast<int64_t>(element_size));
       scale_buffer(r.spec.dtype, e.output, count, r.spec.prescale);
+      in = e.output;
     }
     int64_t t0 = now_us();
-    Status s = allreduce_into(c, r, straight ? e.input : e.output, e.output, count);
+    Status s = allreduce_into(c, r, in, e.output, count);
     c.record(Phase::Collective, t0);
     return s;
   }
