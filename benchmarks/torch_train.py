@@ -196,8 +196,11 @@ def launch(np_: int, args: list, env: dict | None = None, timeout: float = 600) 
 
 # What runs in each round at each rank count: (worker, environment). The engine thread's busy-polling after work
 # (JUPYTER_HVD_SPIN_US: 2000 us by default, at most 200 us where its core is contended) takes CPU from the ranks'
-# compute threads where they fill the cores: the second row shows training without it.
+# compute threads where they fill the cores: the second row shows training without it. Where they fill them, the
+# optimizer also starts the allreduces in step() rather than during backward (JUPYTER_HVD_OVERLAP): the third row
+# overlaps them with backward anyway, as Horovod does.
 VARIANTS = {"jupyter_hvd": ("jupyter_hvd", {}), "jupyter_hvd spin 0": ("jupyter_hvd", {"JUPYTER_HVD_SPIN_US": "0"}),
+            "jupyter_hvd overlap 1": ("jupyter_hvd", {"JUPYTER_HVD_OVERLAP": "1"}),
             "ddp": ("ddp", {}), "blocking MPI": ("mpi", {}), "no communication": ("plain", {})}
 # The "no communication" runs' steps as if each had waited for the slowest rank's (train_worker).
 LOCKSTEP = "no comm. in lockstep"

@@ -31,8 +31,7 @@ Engine::Engine(EngineWiring wiring, Config config)
   // A waiter works (see progress.h) for as long as the engine thread would otherwise spin, and only where
   // each local rank can have a core of those the host's ranks may use together (ranks bound one core each
   // have one apiece): with more ranks than cores, a busy waiter takes the core another rank needs.
-  const int host_cores = wiring.host_cores;
-  wait_spin_us_ = topo_.local_size <= host_cores ? config_.spin_us : 0;
+  wait_spin_us_ = topo_.local_size <= topo_.host_cores ? config_.spin_us : 0;
 
   auto global = std::make_shared<ProcessSet>();
   global->id = 0;
@@ -69,7 +68,7 @@ Engine::Engine(EngineWiring wiring, Config config)
       << topo_.local_size << ", host " << topo_.cross_rank << " of " << topo_.cross_size << "); fusion threshold "
       << size_text(config_.fusion_threshold) << ", cycle time " << config_.cycle_time_ms << " ms, response cache "
       << config_.cache_capacity << ", spin " << config_.spin_us << " us (waiters " << wait_spin_us_ << " us: "
-      << topo_.local_size << " ranks on " << host_cores << " cores of this host), stall check "
+      << topo_.local_size << " ranks on " << topo_.host_cores << " cores of this host), stall check "
       << (config_.stall_check ? std::to_string(static_cast<int>(config_.stall_check_s)) + " s" : "off");
     log::write(log::Level::Info, o.str());
   }

@@ -19,11 +19,11 @@ namespace hvd {
 struct Topology {
   int rank = 0, size = 1, local_rank = 0, local_size = 1, cross_rank = 0, cross_size = 1;
   bool homogeneous = true;  // every host runs as many of the job's ranks (Horovod's is_homogeneous)
+  int host_cores = 1;       // the cores this host's ranks may use together (thread_placement.h)
 };
 
 struct EngineWiring {
   Topology topology;
-  int host_cores = 0;  // the cores this host's ranks may use together (thread_placement.h)
   std::unique_ptr<Transport> transport;
   // Makes the data plane once the engine exists: `abandoned` is true when an abort must cut a running
   // collective short (this rank's abort, or a peer's notice that has arrived).

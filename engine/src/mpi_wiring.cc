@@ -43,7 +43,7 @@ EngineWiring mpi_wiring(MPI_Comm comm) {
   const int epoch = agreed[0];
   g_engines_started = epoch + 1;
   t.homogeneous = agreed[1] == -agreed[2];
-  w.host_cores = host_cores(local);
+  t.host_cores = host_cores(local);
   MPI_Comm_split(w.admin, t.local_rank, t.rank, &cross);
   MPI_Comm_rank(cross, &t.cross_rank);
   MPI_Comm_size(cross, &t.cross_size);

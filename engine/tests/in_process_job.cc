@@ -97,7 +97,7 @@ InProcessJob::InProcessJob(int size, const Config& config)
     EngineWiring w;
     w.topology.rank = w.topology.local_rank = rank;
     w.topology.size = w.topology.local_size = size;
-    w.host_cores = usable_cores();  // one process: its own cores
+    w.topology.host_cores = usable_cores();  // one process: its own cores
     w.transport = std::make_unique<InProcessTransport>(boxes_, rank);
     w.make_data_plane = [this, rank](const Config&, std::function<bool()> abandoned) -> std::unique_ptr<DataPlane> {
       auto plane = std::make_unique<InProcessDataPlane>(meeting_, std::move(abandoned));

@@ -2,6 +2,7 @@
 (plain, fp16 compression, gradient accumulation, groups), identical on every rank; SyncBatchNorm; the monitor."""
 import contextlib
 import gc
+import os
 import warnings
 import weakref
 
@@ -10,8 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import jupyter_hvd
 import jupyter_hvd.torch as hvd
 from jupyter_hvd.monitor.samples import counted_since, snapshot
+from jupyter_hvd.torch.optimizer import OVERLAP_VAR, READY, overlaps_backward
 
 PER_RANK = 8  # samples per rank and step
 STEPS = 4
@@ -31,6 +34,12 @@ def batch(step: int):
     y = torch.randint(0, 10, (PER_RANK * hvd.size(),), generator=g)
     shard = slice(hvd.rank() * PER_RANK, (hvd.rank() + 1) * PER_RANK)
     return (x, y), (x[shard], y[shard])
+
+
+@pytest.fixture(params=["1", "0"], ids=["overlapped", "started_in_step"])
+def overlap(request, monkeypatch):
+    """Allreduces started by the hooks during backward, or by step() (JUPYTER_HVD_OVERLAP)."""
+    monkeypatch.setenv(OVERLAP_VAR, request.param)
 
 
 def flat(model: torch.nn.Module) -> torch.Tensor:
@@ -69,7 +78,7 @@ def train(passes: int, memory_format: torch.memory_format = torch.contiguous_for
 
 @pytest.mark.parametrize("passes", [1, 2])
 @pytest.mark.parametrize("compression", ["none", "fp16"])
-def test_ranks_with_batch_b_match_one_process_with_batch_nb(compression, passes):
+def test_ranks_with_batch_b_match_one_process_with_batch_nb(compression, passes, overlap):
     ref, got = train(passes, compression=getattr(hvd.Compression, compression))
     tol = 2e-3 if compression == "fp16" and hvd.size() > 1 else 1e-5
     np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=tol, atol=tol)
@@ -77,7 +86,7 @@ def test_ranks_with_batch_b_match_one_process_with_batch_nb(compression, passes)
 
 @pytest.mark.parametrize("kwargs", [{"groups": 2}, {"num_groups": 3}, {"gradient_predivide_factor": 2.0}],
                          ids=["groups", "num_groups", "predivide"])
-def test_groups_and_predivide_factor_give_the_same_parameters(kwargs):
+def test_groups_and_predivide_factor_give_the_same_parameters(kwargs, overlap):
     with pytest.warns(DeprecationWarning) if "num_groups" in kwargs else contextlib.nullcontext():
         ref, got = train(1, **kwargs)
     np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
@@ -105,10 +114,11 @@ def test_explicit_groups_of_tensors():
     assert same_on_every_rank(flat(model))
 
 
-def test_allreduces_start_during_backward():
+def test_allreduces_start_during_backward(monkeypatch):
     """Each gradient's allreduce is queued by its hook as backward produces it, before step()."""
     if hvd.size() == 1:
         pytest.skip("one rank reduces nothing")
+    monkeypatch.setenv(OVERLAP_VAR, "1")
     model = cnn(4)
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
     _, (xs, ys) = batch(0)
@@ -118,7 +128,48 @@ def test_allreduces_start_during_backward():
     opt.step()
 
 
-def test_unused_parameter_clip_and_too_many_passes():
+def test_the_hooks_overlap_backward_only_where_the_ranks_compute_leaves_a_core_free(monkeypatch):
+    cores, ranks, threads = jupyter_hvd._C.host_cores(), hvd.local_size(), torch.get_num_threads()
+    assert 1 <= cores <= os.cpu_count()
+    try:
+        monkeypatch.delenv(OVERLAP_VAR, raising=False)
+        torch.set_num_threads(-(-cores // ranks))  # the host's ranks fill its cores
+        assert not overlaps_backward()
+        if ranks < cores:
+            torch.set_num_threads(1)
+            assert overlaps_backward()
+        for setting, overlaps in (("1", True), ("0", False), (" Auto ", ranks * torch.get_num_threads() < cores)):
+            monkeypatch.setenv(OVERLAP_VAR, setting)
+            assert overlaps_backward() is overlaps
+        monkeypatch.setenv(OVERLAP_VAR, "yes")
+        with pytest.raises(ValueError, match="JUPYTER_HVD_OVERLAP must be auto, 1 or 0"):
+            overlaps_backward()
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("groups", [None, 2])
+def test_without_overlap_the_hooks_only_note_the_gradients_and_step_starts_their_allreduces(monkeypatch, groups):
+    """Where the rank's compute fills its cores, nothing reaches the engine during backward."""
+    if hvd.size() == 1:
+        pytest.skip("one rank reduces nothing")
+    monkeypatch.setenv(OVERLAP_VAR, "0")
+    model = cnn(4)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(),
+                                   groups=groups)
+    for step in range(2):  # the first step() also compares the ranks' parameters, with an allreduce of its own
+        _, (xs, ys) = batch(step)
+        opt.zero_grad()
+        F.cross_entropy(model(xs), ys).backward()
+        assert opt._handles and all(h is READY for h, _ in opt._handles.values())  # none made: nothing enqueued
+        before = jupyter_hvd.metrics()["ops"]["allreduce"]  # completed tensors
+        opt.step()
+    assert jupyter_hvd.metrics()["ops"]["allreduce"] == before + len(list(model.parameters()))
+    assert same_on_every_rank(flat(model))
+
+
+def test_unused_parameter_clip_and_too_many_passes(overlap):
     model = torch.nn.ModuleDict({"used": torch.nn.Linear(3, 2), "spare": torch.nn.Linear(3, 2)})
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5), model.named_parameters())
