@@ -71,6 +71,13 @@ void register_fork_handlers() {
   });
 }
 
+// The running engine's topology, or what a forked child kept of it.
+hvd::Topology topology() {
+  std::lock_guard<std::mutex> g(g_mu);
+  if (!g_helper_of && !g_engine) throw nb::value_error(kNotInitialized);
+  return g_helper_of ? *g_helper_of : g_engine->topology();
+}
+
 nb::tuple status_tuple(const hvd::Status& s) {
   return nb::make_tuple(static_cast<int>(s.code), s.message, s.origin_rank);
 }
@@ -228,22 +235,13 @@ NB_MODULE(_C, m) {
     return static_cast<bool>(g_engine) || g_helper_of.has_value();
   });
   m.def("topology", [] {
-    hvd::Topology t;
-    {
-      std::lock_guard<std::mutex> g(g_mu);
-      if (!g_helper_of && !g_engine) throw nb::value_error(kNotInitialized);
-      t = g_helper_of ? *g_helper_of : g_engine->topology();
-    }
+    const hvd::Topology t = topology();
     return nb::make_tuple(t.rank, t.size, t.local_rank, t.local_size, t.cross_rank, t.cross_size,
                           static_cast<int>(t.homogeneous));
   });
   // The cores this host's ranks may use together: jupyter_hvd.torch's DistributedOptimizer asks whether their
   // compute threads fill them.
-  m.def("host_cores", [] {
-    std::lock_guard<std::mutex> g(g_mu);
-    if (!g_helper_of && !g_engine) throw nb::value_error(kNotInitialized);
-    return (g_helper_of ? *g_helper_of : g_engine->topology()).host_cores;
-  });
+  m.def("host_cores", [] { return topology().host_cores; });
   m.def("abort", [](const std::string& reason) { engine().abort(reason); }, "reason"_a);
   m.def("stop_status", [] { return status_tuple(engine().stop_status()); });
   m.def("add_process_set", [](std::vector<int> ranks) {

@@ -53,7 +53,7 @@ bool Handle::poll_step() const {
   if (spin_us_ > 0 && progress_ && progress_->lone()) {
     const Progress::Stepped did = progress_->try_step();
     // That step may have taken operations queued since the last, which the engine thread, woken for them,
-    // then found gone and slept on (up to its quiet cap, where its core is contended). Past one in flight
+    // then found gone and slept on (up to its 20 ms sleep with nothing in flight). Past one in flight
     // no poll runs a step again: like a waiter that stops driving, it hands the engine back.
     if (did != Progress::Stepped::NotRun && !progress_->lone()) hand_back(true);
     if (did == Progress::Stepped::Worked || did == Progress::Stepped::Idle) return poll();

@@ -49,7 +49,7 @@ def overlaps_backward() -> bool:
     never, auto by default). Auto: unless the compute threads of the host's ranks (torch.get_num_threads()
     each) fill the cores they may use together: the engine threads then have no core of their own, and
     whatever they do during backward is taken from backward (at 2 ranks on 2 cores, one thread each, the
-    training benchmark's small CNN trained 3-8% faster with the allreduces started in step()). CUDA
+    training benchmark's small CNN trained 2.5-8% faster with the allreduces started in step()). CUDA
     gradients always start at once: the GPU computes, and their allreduces run on it."""
     setting = os.environ.get(OVERLAP_VAR, "auto").strip().lower()
     if setting not in ("auto", "1", "0"):
