@@ -77,6 +77,8 @@ def _result(natives: Any, code: int, outs: Sequence[Any], finishes: Sequence[Opt
     if code:
         raise_for_status(natives.status())
     if group:
+        if not any(finishes):  # host arrays only: their output arrays, with no call per array
+            return list(outs)
         return [out if finish is None else finish(natives[i]) for i, (finish, out) in enumerate(zip(finishes, outs))]
     return outs[0] if finishes[0] is None else finishes[0](natives[0])  # one tensor: without the list
 
