@@ -140,6 +140,54 @@ def test_a_process_started_without_mpiexec_is_a_one_rank_job_that_listens_nowher
             assert launched == "['[2.]', '[2.]']", res.stderr
 
 
+# A host tensor type as a framework registers one (torch.Tensor is: jupyter_hvd/torch/tensors.py), over a numpy
+# array's memory; `shape` is a tuple unless `list_shape`, and `cpu` says whether it is in host memory.
+_HOST_TENSOR_TYPE = """
+import numpy as np, jupyter_hvd as hvd
+from jupyter_hvd import _C
+from jupyter_hvd.dtypes import CODES
+class Tensor:
+    def __init__(self, a, list_shape=False, cpu=True):
+        self.a, self.dtype, self.is_cpu = a, a.dtype, cpu
+        self.shape = list(a.shape) if list_shape else a.shape
+    def is_contiguous(self): return self.a.flags.c_contiguous
+    def element_size(self): return self.a.itemsize
+    def data_ptr(self): return self.a.ctypes.data
+def unsupported(dtype, what):
+    raise TypeError(f"{what}: unsupported dtype {dtype}")
+_C.add_host_tensor_type(Tensor, {np.dtype(np.float32): CODES[np.dtype(np.float32)]}, unsupported)
+def submit(x, out):
+    return _C.submit(int(_C.OpType.allreduce), "allreduce", [x], [out], ["x"], 0, int(_C.ReduceOp.Sum), -1, 1.0, 1.0,
+                     [], True)
+hvd.init()
+x, y = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)), Tensor(np.zeros((2, 3), np.float32))
+print("in place", submit(x, x).wait(-1.0), x.a.ravel().tolist())
+print("out of place", submit(x, y).wait(-1.0), y.a.ravel().tolist())
+for bad, out in ((Tensor(x.a, list_shape=True), None), (Tensor(x.a, cpu=False), None),
+                 (x, Tensor(np.zeros(4, np.float64)))):
+    try:
+        submit(bad, out)
+    except (TypeError, ValueError) as e:
+        print(f"{type(e).__name__}: {e}")
+"""
+
+
+def test_a_registered_host_tensor_type_is_read_through_its_methods():
+    """submit reads a registered type's tensors by their methods (shape, element size, data pointer), writes them
+    in place or into another, and refuses one whose shape is not a tuple, one not in host memory, and an output of
+    another size in bytes (an output's element size is its own: 4 float64 are 32 bytes, not 16)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_", "SLURM_"))}
+    env.update(ROOT_ENV)
+    res = subprocess.run([sys.executable, "-c", _HOST_TENSOR_TYPE], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[:2] == ["in place 0 [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]", "out of place 0 [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]"]
+    assert lines[2] == "TypeError: a host tensor's shape must be a tuple", lines
+    assert lines[3] == "ValueError: tensor 'x': the input array must be a contiguous tensor in host memory", lines
+    assert lines[4] == "ValueError: tensor 'x': the output array has 32 bytes, the input 24", lines
+
+
 @pytest.mark.parametrize("launcher", ["SLURM_STEP_NUM_TASKS=2", "PMI_SIZE=3", "SLURM_STEP_NUM_TASKS=1"])
 def test_a_process_that_mpi_started_alone_among_several_is_refused(launcher):
     """srun -n 2 without PMIx (or another MPI's mpiexec) starts each process as MPI's only one: each trained
