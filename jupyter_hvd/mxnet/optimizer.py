@@ -244,7 +244,7 @@ class DistributedTrainer(mx.gluon.Trainer):
                 grad[:] = self._compression.decompress(sent, ctx)
 
     def _check_ranks(self) -> None:
-        """Do the ranks hold the same parameters (see ``jupyter_hvd.agreement``)? In the run the trainer was
+        """Do the ranks hold the same trained parameters (see ``jupyter_hvd.agreement``)? In the run the trainer was
         made in, warn if not; in a later one (after a failed cell), give every rank the first rank's parameters
         and optimizer state. Every rank decides alike: they all restart the engine together."""
         mine = self._digest()
@@ -271,4 +271,6 @@ class DistributedTrainer(mx.gluon.Trainer):
             warn_replaced(rank(), root)
 
     def _digest(self) -> bytes:
-        return digest(p.data().asnumpy() for p in self._params)
+        """The trained parameters' digest. Those with ``grad_req='null'`` are left out: BatchNorm's running mean
+        and variance are updated by each rank's own forward passes, so they differ between ranks by design."""
+        return digest(p.data().asnumpy() for p in self._params if p.grad_req != "null")
