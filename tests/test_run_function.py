@@ -152,9 +152,10 @@ def test_arguments_that_cannot_work_are_a_value_error(arguments, message):
         jupyter_hvd.run(print, **arguments)
 
 
-def test_np_is_deprecated_as_in_horovod():
-    with pytest.warns(DeprecationWarning, match="np is deprecated, use num_proc instead"):
+def test_np_is_deprecated_as_in_horovod_at_the_callers_line():
+    with pytest.warns(DeprecationWarning, match="np is deprecated, use num_proc instead") as told:
         assert jupyter_hvd.run(lambda: 1, np=2) == [1, 1]
+    assert [w.filename for w in told] == [__file__]  # so Python shows it when a script's own code calls run
 
 
 def test_ranks_that_never_fetch_the_function_stop_the_job_after_start_timeout(tmp_path):
