@@ -170,12 +170,15 @@ NB_MODULE(_C, m) {
   nb::class_<hvd::Handle>(m, "Handle")
       .def_prop_ro("output_shape", [](const hvd::Handle& h) { return h.output_shape; })
       .def_prop_ro("received_splits", [](const hvd::Handle& h) { return h.received_splits; })
-      .def("output", [](nb::handle self) {
-        // A zero-copy uint8 view of the engine-allocated result that keeps the handle alive.
-        auto& h = nb::cast<hvd::Handle&>(self);
-        size_t n = h.output.size();
-        return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(h.output.data(), {n}, self);
-      }, nb::rv_policy::reference_internal);
+      .def("output", [](hvd::Handle& h) {
+        // A zero-copy uint8 view of the engine-allocated result. Its owner is a capsule that shares the
+        // handle's ownership, not the Python handle: a view torch still holds when Python exits (a tensor's
+        // `.grad`, an autograd node's saved output) outlives what the interpreter frees, and nanobind would
+        // report the handle as leaked by the binding.
+        nb::capsule owner(new std::shared_ptr<hvd::Handle>(h.shared_from_this()),
+                          [](void* p) noexcept { delete static_cast<std::shared_ptr<hvd::Handle>*>(p); });
+        return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(h.output.data(), {h.output.size()}, owner);
+      });
   nb::class_<jhvd::HandleGroup>(m, "HandleGroup")
       // Not yet: the first unfinished handle steps the engine itself or gives up the core for a moment
       // (Handle::poll_step). A script that polls in a loop would otherwise keep the engine thread, which

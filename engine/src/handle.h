@@ -35,7 +35,7 @@ class HostBuffer {
   size_t size_ = 0;
 };
 
-class Handle {
+class Handle : public std::enable_shared_from_this<Handle> {
  public:
   using Callback = std::function<void(const Status&)>;
 
