@@ -1,4 +1,5 @@
 """Process sets: subsets of ranks with their own collectives (Horovod's dynamic process sets)."""
+import numbers
 from typing import Iterable, Optional, Sequence, Union
 
 import numpy as np
@@ -10,7 +11,15 @@ class ProcessSet:
     """A set of global ranks; usable in ops once registered with add_process_set() or init()."""
 
     def __init__(self, ranks: Iterable[int]):
-        self.ranks = sorted(int(r) for r in ranks)
+        try:
+            given = list(ranks)
+        except TypeError:
+            given = None
+        if given is None or not all(isinstance(r, numbers.Integral) for r in given):
+            # Horovod's ValueError; it also takes an mpi4py communicator, which this engine does not
+            raise ValueError(f"ProcessSet should be initialized with a list of process ranks (integers; not an mpi4py "
+                             f"communicator: pass its ranks), got {ranks!r}")
+        self.ranks = sorted(int(r) for r in given)
         self._id: Optional[int] = None
         self._bound_to: Optional[ProcessSet] = None  # the registered set of the same ranks that init() bound it to
 
@@ -33,13 +42,18 @@ class ProcessSet:
         return len(self.ranks)
 
     def rank(self) -> int:
-        """This process's rank within the set (-1 when not a member)."""
+        """This process's rank within the set. Of a registered set this process is not in, a ValueError (as
+        Horovod's); of one not yet registered, -1 (Horovod's gives None before registration)."""
         me = _C.topology()[0]
-        return self.ranks.index(me) if me in self.ranks else -1
+        if me in self.ranks:
+            return self.ranks.index(me)
+        if self.process_set_id is not None:
+            raise ValueError("Process is not part of provided process set.")
+        return -1
 
     def included(self) -> bool:
         """True when this process is a member."""
-        return self.rank() >= 0
+        return _C.topology()[0] in self.ranks
 
     def __repr__(self) -> str:
         return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"

@@ -165,15 +165,32 @@ def test_process_set_errors():
         hvd.allreduce(np.ones(2), process_set=hvd.ProcessSet([0]))
     with pytest.raises(ValueError, match="different ranks"):
         hvd.add_process_set([0] if hvd.rank() == 0 else [0, 1])
+    unregistered = hvd.ProcessSet([0])
+    assert (unregistered.rank(), unregistered.included()) == ((0, True) if hvd.rank() == 0 else (-1, False))
     only_zero = hvd.add_process_set([0])
+    assert only_zero.included() == (hvd.rank() == 0)
     if hvd.rank() != 0:
         with pytest.raises(ValueError, match="not a member"):
             hvd.allreduce(np.ones(2), process_set=only_zero)
+        with pytest.raises(ValueError, match="^Process is not part of provided process set.$"):  # Horovod's
+            only_zero.rank()
+    else:
+        assert only_zero.rank() == 0
     with pytest.raises(ValueError, match="already"):
         hvd.add_process_set([0])
     assert hvd.remove_process_set(only_zero)
     assert not hvd.remove_process_set(only_zero)
     still_works()
+
+
+@pytest.mark.parametrize("ranks", [[0.7], ["1"], [0, None], "01", 3, object()],
+                         ids=["float", "str", "None", "a string", "an int", "an object"])
+def test_a_process_set_of_anything_but_integer_ranks_is_a_value_error(ranks):
+    """As Horovod's (which also takes an mpi4py communicator, this engine not: the message says so); numpy's
+    integers are ranks too."""
+    with pytest.raises(ValueError, match="ProcessSet should be initialized with a list of process ranks"):
+        hvd.ProcessSet(ranks)
+    assert hvd.ProcessSet(np.array([1, 0])).ranks == [0, 1]
 
 
 def test_wait_timeout_then_completes():
