@@ -38,6 +38,9 @@ def _comm_handle(comm: Any) -> int:
         os.environ[BTL_VAR] = LONE_PROCESS_BTL  # see runner.launch
     try:
         from mpi4py import MPI  # initialises MPI with MPI_THREAD_MULTIPLE (mpi4py's default)
+        if not MPI.Is_initialized():  # the script set mpi4py.rc.initialize = False, leaving MPI's start to Horovod
+            MPI.Init_thread(MPI.THREAD_MULTIPLE)
+            atexit.register(MPI.Finalize)  # after shutdown(), which init() registers later
     finally:
         if lone:  # read at MPI's start; the jobs this process launches later (%%hvd from a notebook) need theirs
             del os.environ[BTL_VAR]

@@ -105,6 +105,25 @@ def test_a_rank_that_ends_first_fails_its_peers_ops_saying_why_and_what_to_do(tm
             "data), end each rank's loop with hvd.join()") in out, out
 
 
+def test_init_starts_mpi_itself_where_the_script_told_mpi4py_not_to(tmp_path):
+    """Horovod's pattern for scripts that start MPI themselves, or let Horovod do it: with
+    `mpi4py.rc.initialize = False`, init() found MPI unstarted and the job aborted. Now init() starts it (with
+    the threads the engine needs), a second init() after shutdown() reuses it, and it is finalised at exit,
+    so the job ends cleanly."""
+    script = tmp_path / "no_mpi_init.py"
+    script.write_text(
+        "import mpi4py\nmpi4py.rc.initialize = False\n"
+        "import numpy as np, jupyter_hvd as hvd\n"
+        "for run in range(2):\n"
+        "    hvd.init()\n"
+        "    print('run', run, 'rank', hvd.rank(), 'sum', hvd.allreduce(np.ones(1), op=hvd.Sum)[0], flush=True)\n"
+        "    hvd.shutdown()\n"
+        "from mpi4py import MPI\nassert MPI.Query_thread() == MPI.THREAD_MULTIPLE and not MPI.Is_finalized()\n")
+    out = run_ranks(2, [str(script)]).stdout
+    assert sorted(re.findall(r"run \d rank \d sum 2\.0", out)) == [f"run {r} rank {k} sum 2.0" for r in range(2)
+                                                                   for k in range(2)], out
+
+
 def test_one_rank_job_and_an_op_before_init(tmp_path):
     script = tmp_path / "solo.py"
     script.write_text(
