@@ -88,6 +88,21 @@ def test_timeline_of_a_job_shorter_than_the_forwarding_period_is_written(tmp_pat
     assert any(e["pid"] == 0 and e["name"] == "ALLREDUCE" for e in events), events
 
 
+def test_a_dynamic_timeline_is_written_only_once_started(tmp_path):
+    """HOROVOD_TIMELINE=DYNAMIC is Horovod's "no timeline until hvd.start_timeline()": it was taken for a file
+    name, and each job wrote a timeline to ./DYNAMIC."""
+    path = tmp_path / "started.json"
+    script = tmp_path / "dynamic.py"
+    script.write_text("import os, numpy as np, jupyter_hvd as hvd\n"
+                      f"os.chdir({str(tmp_path)!r}); hvd.init(); hvd.allreduce(np.ones(4), name='before')\n"
+                      f"hvd.start_timeline({str(path)!r}); hvd.allreduce(np.ones(4), name='during')\n"
+                      "hvd.shutdown()  # writes what the ranks sent on\n")
+    run_ranks(2, [str(script)], env={"HOROVOD_TIMELINE": "DYNAMIC"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dynamic.py", "started.json"]
+    tensors = {e.get("args", {}).get("tensor") for e in json.loads(path.read_text())["traceEvents"]}
+    assert "during" in tensors and "before" not in tensors, tensors
+
+
 UNEVEN = ("import numpy as np, jupyter_hvd as hvd\nhvd.init()\n"
           "for step in range(5 if hvd.rank() == 0 else 3):  # rank 1 has less data\n"
           "    hvd.allreduce(np.ones(3), name='grad')\n"

@@ -29,7 +29,7 @@ struct Config {
   double stall_check_s = 60;            // HOROVOD_STALL_CHECK_TIME_SECONDS
   double stall_shutdown_s = 0;          // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; 0 never aborts
   bool stall_check = true;              // HOROVOD_STALL_CHECK_DISABLE=1 turns it off
-  std::string timeline_path;            // HOROVOD_TIMELINE
+  std::string timeline_path;            // HOROVOD_TIMELINE; "DYNAMIC": none until start_timeline(), as Horovod
   bool timeline_mark_cycles = false;    // HOROVOD_TIMELINE_MARK_CYCLES=1: a mark per cycle that ran collectives
   size_t ring_capacity = 1 << 16;       // JUPYTER_HVD_TIMELINE_RING events kept in memory
   int64_t spin_us = 2000;               // JUPYTER_HVD_SPIN_US: busy-poll this long after work

@@ -55,7 +55,7 @@ Engine::Engine(EngineWiring wiring, Config config)
     metrics_.autotuning = tuner_ && tuner_->tuning();
   }
   apply({config_.fusion_threshold, config_.cycle_time_ms});
-  if (!config_.timeline_path.empty()) {
+  if (!config_.timeline_path.empty() && config_.timeline_path != "DYNAMIC") {
     try {
       start_timeline(config_.timeline_path, config_.timeline_mark_cycles);
     } catch (const std::runtime_error& e) {  // as Horovod: the job runs on, without a timeline

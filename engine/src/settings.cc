@@ -132,7 +132,7 @@ std::vector<Setting> make_settings() {
       number("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", HVD_FIELD(stall_shutdown_s),
              "seconds a tensor may stall before the job is aborted (0: never)"),
       flag("HOROVOD_STALL_CHECK_DISABLE", HVD_FIELD(stall_check), "1 turns stall checks off", true, true),
-      text("HOROVOD_TIMELINE", HVD_FIELD(timeline_path), "write a Chrome-trace timeline of all ranks to this file"),
+      text("HOROVOD_TIMELINE", HVD_FIELD(timeline_path), "write a Chrome-trace timeline of all ranks to this file (DYNAMIC: none until hvd.start_timeline())"),
       flag("HOROVOD_TIMELINE_MARK_CYCLES", HVD_FIELD(timeline_mark_cycles),
            "1: a timeline mark for each engine cycle that ran collectives"),
       flag("HOROVOD_AUTOTUNE", HVD_FIELD(autotune.enabled),
