@@ -103,6 +103,20 @@ def test_a_dynamic_timeline_is_written_only_once_started(tmp_path):
     assert "during" in tensors and "before" not in tensors, tensors
 
 
+def test_stop_timeline_right_after_the_ops_writes_rank_0s_events_of_them(tmp_path):
+    """Rank 0 wrote its events once per forwarding period, and stop_timeline() closed the file without the
+    last ones: a timeline started and stopped around a few ops held none of them."""
+    path = tmp_path / "short.json"
+    script = tmp_path / "start_stop.py"
+    script.write_text("import numpy as np, jupyter_hvd as hvd\n"
+                      f"hvd.init(); hvd.start_timeline({str(path)!r})\n"
+                      "for i in range(3):\n    hvd.allreduce(np.ones(4), name=f'op.{i}')\n"
+                      "hvd.stop_timeline(); hvd.barrier(); hvd.allreduce(np.ones(4), name='after'); hvd.shutdown()\n")
+    run_ranks(2, [str(script)])
+    tensors = {e.get("args", {}).get("tensor") for e in json.loads(path.read_text())["traceEvents"] if e["pid"] == 0}
+    assert {"op.0", "op.1", "op.2"} <= tensors and "after" not in tensors, tensors
+
+
 UNEVEN = ("import numpy as np, jupyter_hvd as hvd\nhvd.init()\n"
           "for step in range(5 if hvd.rank() == 0 else 3):  # rank 1 has less data\n"
           "    hvd.allreduce(np.ones(3), name='grad')\n"

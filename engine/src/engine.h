@@ -79,6 +79,8 @@ class Engine {
   // Rank 0 writes the job's events to `path`; `mark_cycles` adds a mark for each engine cycle that ran
   // collectives (Horovod's mark_cycles), on every rank, until stop_timeline().
   void start_timeline(const std::string& path, bool mark_cycles);
+  // Rank 0 writes its own events so far, then closes the file; another rank's events that reach it after
+  // that are not written (they are sent on every forwarding period).
   void stop_timeline();
   std::vector<Event> drain_events(uint64_t since, size_t max, uint64_t* dropped) const {
     return events_.drain(since, max, dropped);
@@ -115,6 +117,7 @@ class Engine {
   void finish_stop();                 // fail what is left; the loop ends
   void periodic(int64_t now);
   void forward_timeline();
+  void forward_timeline_locked();  // with timeline_mu_ held
   // Adds a timeline event; `end` defaults to now, and end == start makes it an instant mark.
   void record(Phase p, const std::string& name, const char* op, int64_t start, int64_t bytes, int64_t end = -1);
   void fail(TensorEntry& e, const Status& s);

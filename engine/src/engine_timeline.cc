@@ -22,6 +22,9 @@ void Engine::start_timeline(const std::string& path, bool mark_cycles) {
 
 void Engine::stop_timeline() {
   std::lock_guard<std::mutex> g(timeline_mu_);
+  if (writer_) forward_timeline_locked();  // rank 0's ops that completed before the call, not only those of
+                                            // the last forwarding period (a send from this thread would race
+                                            // the engine thread's use of the transport)
   mark_cycles_ = false;
   writer_.reset();
   forwarding_ = false;
@@ -33,6 +36,10 @@ void Engine::record(Phase p, const std::string& name, const char* op, int64_t st
 
 void Engine::forward_timeline() {
   std::lock_guard<std::mutex> g(timeline_mu_);
+  forward_timeline_locked();
+}
+
+void Engine::forward_timeline_locked() {
   if (!writer_ && !forwarding_) return;
   uint64_t dropped = 0;
   auto events = events_.drain(forwarded_seq_, 1 << 14, &dropped);
