@@ -29,6 +29,10 @@ def tune(tmp_path, np_, **env):
 def test_autotune_tries_settings_then_keeps_the_best(tmp_path, np_):
     out, metrics, rows = tune(tmp_path, np_)
     assert len(rows) == SETTINGS + 1  # each setting tried, then the best again
+    assert list(rows[0]) == ["hierarchical_allreduce", "hierarchical_allgather", "torus_allreduce", "cache_enabled",
+                             "cycle_time_ms", "tensor_fusion_threshold", "score"]  # Horovod's columns
+    assert {(r["hierarchical_allreduce"], r["hierarchical_allgather"], r["torus_allreduce"], r["cache_enabled"])
+            for r in rows} == {("0", "0", "0", "1")}
     tried, best = rows[:-1], rows[-1]
     assert max(tried, key=lambda r: float(r["score"])) == best
     assert all(float(r["score"]) > 0 for r in tried)
@@ -46,8 +50,9 @@ def test_autotune_tries_settings_then_keeps_the_best(tmp_path, np_):
 
 
 def test_autotune_leaves_a_setting_the_user_chose(tmp_path):
-    _, metrics, rows = tune(tmp_path, 2, HOROVOD_FUSION_THRESHOLD=str(8 << 20))
+    _, metrics, rows = tune(tmp_path, 2, HOROVOD_FUSION_THRESHOLD=str(8 << 20), HOROVOD_CACHE_CAPACITY="0")
     assert {r["tensor_fusion_threshold"] for r in rows} == {"8"}
+    assert {r["cache_enabled"] for r in rows} == {"0"}
     assert len({r["cycle_time_ms"] for r in rows[:-1]}) == SETTINGS
     assert metrics["fusion_threshold"] == 8 << 20
 

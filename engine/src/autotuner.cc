@@ -23,9 +23,11 @@ std::vector<std::pair<double, double>> box(const AutotuneOptions& o) {
 
 }  // namespace
 
-Autotuner::Autotuner(const AutotuneOptions& options, TunedParams initial, bool hierarchical_allreduce)
+Autotuner::Autotuner(const AutotuneOptions& options, TunedParams initial, bool hierarchical_allreduce,
+                     bool cache_enabled)
     : options_(options),
       hierarchical_(hierarchical_allreduce),
+      cache_enabled_(cache_enabled),
       tuning_(options.enabled && !(options.fusion_fixed && options.cycle_fixed)),
       current_(initial),
       best_(initial),
@@ -37,7 +39,7 @@ Autotuner::Autotuner(const AutotuneOptions& options, TunedParams initial, bool h
   if (tuning_ && !options_.log_path.empty()) {
     try {
       log_ = create_output_file(options_.log_path, "autotune log");
-      std::fprintf(log_.get(), "hierarchical_allreduce,hierarchical_allgather,cycle_time_ms,tensor_fusion_threshold,score\n");
+      std::fprintf(log_.get(), "%s\n", kLogHeader);
       std::fflush(log_.get());
     } catch (const std::runtime_error& e) {
       log::warning(std::string("autotune: ") + e.what());
@@ -69,7 +71,8 @@ TunedParams Autotuner::params_at(const std::vector<double>& x) const {
 
 void Autotuner::log(const TunedParams& p, double score) {
   if (!log_) return;
-  std::fprintf(log_.get(), "%d,0,%g,%g,%g\n", int(hierarchical_), p.cycle_time_ms, p.fusion_threshold / kMb, score);
+  std::fprintf(log_.get(), "%d,0,0,%d,%g,%g,%g\n", int(hierarchical_), int(cache_enabled_), p.cycle_time_ms,
+               p.fusion_threshold / kMb, score);
   std::fflush(log_.get());
 }
 

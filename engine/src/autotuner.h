@@ -28,8 +28,13 @@ class Autotuner {
   static constexpr double kMaxCycleMs = 25;
   static constexpr int kSamplesPerSetting = 3;  // a setting's score is the median of this many samples
   static constexpr size_t kMaxNamesPerSample = 10000;  // more distinct names and no step: names never repeat
+  // HOROVOD_AUTOTUNE_LOG's columns, Horovod's: this engine has no torus allreduce (always 0)
+  static constexpr const char* kLogHeader =
+      "hierarchical_allreduce,hierarchical_allgather,torus_allreduce,cache_enabled,cycle_time_ms,"
+      "tensor_fusion_threshold,score";
 
-  Autotuner(const AutotuneOptions& options, TunedParams initial, bool hierarchical_allreduce);
+  // `hierarchical_allreduce` and `cache_enabled` are not tuned: the log has them in Horovod's columns.
+  Autotuner(const AutotuneOptions& options, TunedParams initial, bool hierarchical_allreduce, bool cache_enabled);
 
   // One response run by the engine: its tensors' names and bytes, finished at `now_us`. A sample
   // spans `steps_per_sample` steps, a step ending when a name comes round again. True when the
@@ -48,6 +53,7 @@ class Autotuner {
 
   AutotuneOptions options_;
   bool hierarchical_;
+  bool cache_enabled_;
   bool tuning_;
   TunedParams current_, best_;
   double best_score_ = -1;

@@ -51,7 +51,7 @@ Engine::Engine(EngineWiring wiring, Config config)
     if (config_.autotune.enabled)
       tuner_ = std::make_unique<Autotuner>(config_.autotune,
                                            TunedParams{config_.fusion_threshold, config_.cycle_time_ms},
-                                           config_.hierarchical_allreduce);
+                                           config_.hierarchical_allreduce, config_.cache_capacity > 0);
     metrics_.autotuning = tuner_ && tuner_->tuning();
   }
   apply({config_.fusion_threshold, config_.cycle_time_ms});

@@ -84,7 +84,7 @@ TEST_CASE("autotuner_measures_whole_steps_skips_warmups_and_keeps_the_best") {
   std::string log = "/tmp/jhvd_autotune_test.csv";
   AutotuneOptions o = small(1, 2, 6);
   o.log_path = log;
-  Autotuner t(o, {128 << 20, 1.0}, false);
+  Autotuner t(o, {128 << 20, 1.0}, false, true);
   CHECK(t.tuning());
   // One setting takes 3 samples of 2 steps: the first (a warm-up) and the next all at the start.
   auto seen = train(t, 12, hill_score);
@@ -101,7 +101,8 @@ TEST_CASE("autotuner_measures_whole_steps_skips_warmups_and_keeps_the_best") {
   std::ifstream in(log);
   std::string header, line;
   std::getline(in, header);
-  CHECK(header == "hierarchical_allreduce,hierarchical_allgather,cycle_time_ms,tensor_fusion_threshold,score");
+  CHECK(header == "hierarchical_allreduce,hierarchical_allgather,torus_allreduce,cache_enabled,cycle_time_ms,"
+                  "tensor_fusion_threshold,score");
   std::vector<std::vector<double>> rows;
   while (std::getline(in, line)) {
     std::vector<double> row;
@@ -110,14 +111,15 @@ TEST_CASE("autotuner_measures_whole_steps_skips_warmups_and_keeps_the_best") {
     rows.push_back(row);
   }
   CHECK(rows.size() == 7);
+  for (const auto& row : rows) CHECK((row[0] == 0 && row[1] == 0 && row[2] == 0 && row[3] == 1));  // fixed
   size_t best = 0;
   for (size_t i = 0; i < 6; ++i)
-    if (rows[i][4] > rows[best][4]) best = i;
-  CHECK(rows[6][2] == rows[best][2]);
-  CHECK(rows[6][3] == rows[best][3]);
+    if (rows[i][6] > rows[best][6]) best = i;
   CHECK(rows[6][4] == rows[best][4]);
-  CHECK(std::fabs(t.params().fusion_threshold / 1048576.0 - rows[best][3]) < 1e-3);
-  CHECK(t.params().cycle_time_ms == rows[best][2]);
+  CHECK(rows[6][5] == rows[best][5]);
+  CHECK(rows[6][6] == rows[best][6]);
+  CHECK(std::fabs(t.params().fusion_threshold / 1048576.0 - rows[best][5]) < 1e-3);
+  CHECK(t.params().cycle_time_ms == rows[best][4]);
   // Settled: more steps change nothing.
   TunedParams settled = t.params();
   train(t, 30, hill_score);
@@ -129,11 +131,11 @@ TEST_CASE("autotuner_measures_whole_steps_skips_warmups_and_keeps_the_best") {
 TEST_CASE("autotuner_keeps_what_the_user_set") {
   AutotuneOptions o = small(0, 1, 5);
   o.fusion_fixed = true;
-  Autotuner t(o, {8 << 20, 1.0}, false);
+  Autotuner t(o, {8 << 20, 1.0}, false, true);
   for (const auto& p : train(t, 40, hill_score)) CHECK(p.fusion_threshold == (8 << 20));
   CHECK(!t.tuning());
   o.cycle_fixed = true;
-  Autotuner both(o, {8 << 20, 1.0}, false);
+  Autotuner both(o, {8 << 20, 1.0}, false, true);
   CHECK(!both.tuning());
   train(both, 20, hill_score);
   CHECK(both.settings_tried() == 0);
@@ -142,7 +144,7 @@ TEST_CASE("autotuner_keeps_what_the_user_set") {
 
 TEST_CASE("autotuner_off_changes_nothing") {
   AutotuneOptions o;
-  Autotuner t(o, {64 << 20, 2.0}, false);
+  Autotuner t(o, {64 << 20, 2.0}, false, true);
   CHECK(!t.tuning());
   for (const auto& p : train(t, 50, hill_score)) CHECK((p.fusion_threshold == (64 << 20) && p.cycle_time_ms == 2.0));
 }
@@ -164,7 +166,7 @@ TEST_CASE("optimizer_stays_sound_when_a_point_repeats_with_no_noise") {
 }
 
 TEST_CASE("autotuner_gives_up_when_names_never_repeat") {
-  Autotuner t(small(0, 2, 5), {128 << 20, 1.0}, false);
+  Autotuner t(small(0, 2, 5), {128 << 20, 1.0}, false, true);
   int64_t now = 0;
   for (size_t i = 0; i <= Autotuner::kMaxNamesPerSample + 1 && t.tuning(); ++i)
     t.record({"allreduce.noname." + std::to_string(i)}, 1024, now += 10);
