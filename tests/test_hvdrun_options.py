@@ -218,13 +218,14 @@ def default_route_interface() -> str | None:
 
 
 def test_mpiexec_options_are_accepted_by_mpiexec() -> None:
-    """The generated options run a real job (one host, so SSH is not used, but mpiexec must take them)."""
+    """The generated options run a real job (one host, so SSH is not used, but mpiexec must take them), with the
+    caller's options in Horovod's docs' spelling (`-bind-to none -map-by slot`)."""
     nic = default_route_interface()
     if nic is None:
         pytest.skip("no default route, so no interface Open MPI is sure to accept")
     result = run_hvdrun("-np", "2", "-p", "2222", "-i", "/nonexistent/key", "--network-interface", nic,
-                        "--mpi-args=--map-by slot", "--mpi", sys.executable, "-c", "import os; print('rank', "
-                        "os.environ['OMPI_COMM_WORLD_RANK'], os.environ['NCCL_SOCKET_IFNAME'])")
+                        "--mpi-args=-bind-to none -map-by slot", "--mpi", sys.executable, "-c",
+                        "import os; e = os.environ; print('rank', e['OMPI_COMM_WORLD_RANK'], e['NCCL_SOCKET_IFNAME'])")
     assert result.returncode == 0, result.stderr
     assert rank_lines(result.stdout) == [f"rank 0 {nic}", f"rank 1 {nic}"]
 

@@ -280,7 +280,7 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
     cmd = [find_mpiexec(), "-np", str(spec.np), *binding_options(spec.np, spec.mpi_args, several_hosts, env),
            "--oversubscribe", *_host_args(spec, env)]
     listen_args, exported = _listen_args(spec, env)
-    cmd += listen_args + spec.mpi_args
+    cmd += listen_args + _two_dashes(spec.mpi_args)
     if binds_ranks(cmd):  # a rank's threads then take the cores it is bound to, not a share of the host's
         env[BOUND_VAR] = "1"
     else:
@@ -291,6 +291,13 @@ def mpiexec_command(spec: LaunchSpec, argv: list[str]) -> tuple[list[str], dict[
         if name in env:
             cmd += ["-x", name]
     return cmd + list(argv), env
+
+
+def _two_dashes(args: list[str]) -> list[str]:
+    """The caller's mpiexec options with their hyphenated names spelled with two dashes: Open MPI 5's mpiexec takes
+    only that spelling of them, and reads Horovod's (its docs' and horovodrun's `-bind-to none -map-by slot`,
+    which older Open MPI took) as the program to run."""
+    return ["-" + a if re.fullmatch(r"-[A-Za-z]+(-[A-Za-z]+)+(=.*)?", a) else a for a in args]
 
 
 def _listen_args(spec: LaunchSpec, env: dict[str, str]) -> tuple[list[str], list[str]]:
