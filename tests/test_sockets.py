@@ -52,6 +52,13 @@ def test_hvdrun_job_listens_on_loopback_only():
     assert not outside(found, set()), found
 
 
+def test_the_loopback_interface_by_name_is_loopback():
+    """`hvdrun --network-interface lo` (or JUPYTER_HVD_LISTEN=lo) as Horovod's docs use it on one host: Open MPI 5's
+    launcher, kept to `lo` for its own connections, found no interface and the job did not start."""
+    found = sockets_of_running_job(clean_env(**{LISTEN_VAR: "lo"}))
+    assert found and not outside(found, set()), found
+
+
 def test_the_user_may_let_open_mpi_listen_everywhere():
     """JUPYTER_HVD_LISTEN=any keeps Open MPI's own choice: every address (this is what the test above guards)."""
     found = sockets_of_running_job(clean_env(**{LISTEN_VAR: "any"}))

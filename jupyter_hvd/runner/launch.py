@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from .binding import BOUND_VAR, binding_options, binds_ranks
 from .host_loss import KEEPALIVE
-from .networks import reaching_networks
+from .networks import is_loopback, reaching_networks
 from .slurm import Allocation, in_step
 
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -240,8 +240,8 @@ def listen_where(spec: LaunchSpec, env: Mapping[str, str]) -> str:
     """Where the job's Open MPI sockets listen: --network-interface, else the user's LISTEN_VAR, else loopback
     for a job on this host alone and the networks that reach the other hosts for a job on several."""
     chosen = spec.listen or env.get(LISTEN_VAR)
-    if chosen:
-        return chosen
+    if chosen:  # the loopback interface by name: Open MPI 5's launcher finds no interface in `prte_if_include lo`
+        return LISTEN_LOOPBACK if is_loopback(chosen) else chosen
     hosts = job_hosts(spec)
     if not hosts:
         return LISTEN_LOOPBACK

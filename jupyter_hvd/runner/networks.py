@@ -44,6 +44,19 @@ def reaching_networks(hosts: list[str]) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(networks)), unknown
 
 
+def is_loopback(listen: str) -> bool:
+    """Whether the interfaces and networks of ``listen`` (names or CIDR networks, as JUPYTER_HVD_LISTEN takes
+    them) are all loopback: `lo`, or 127.0.0.0/8."""
+    interfaces = psutil.net_if_addrs()
+
+    def loopback(rule: str) -> bool:
+        if "/" in rule:
+            return ipaddress.ip_network(rule, strict=False).is_loopback
+        addresses = [a.address for a in interfaces.get(rule, []) if a.family == socket.AF_INET]
+        return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+    return all(loopback(rule) for rule in listen.split(","))
+
+
 def listen_address(hosts: list[str], listen: str | None) -> str:
     """The one address of this host for a server that the processes on ``hosts`` connect to (the notebook's
     controller): loopback when they all are this host, an address in ``listen`` (interface names or CIDR
