@@ -10,6 +10,8 @@ from . import _C
 class ProcessSet:
     """A set of global ranks; usable in ops once registered with add_process_set() or init()."""
 
+    mpi_comm = None  # Horovod's attribute: sets from a communicator are not supported, so never one here
+
     def __init__(self, ranks: Iterable[int]):
         try:
             given = list(ranks)
@@ -56,7 +58,7 @@ class ProcessSet:
         return _C.topology()[0] in self.ranks
 
     def __repr__(self) -> str:
-        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
+        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks}, mpi_comm={self.mpi_comm})"
 
 
 global_process_set = ProcessSet([])

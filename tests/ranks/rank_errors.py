@@ -190,7 +190,9 @@ def test_a_process_set_of_anything_but_integer_ranks_is_a_value_error(ranks):
     integers are ranks too."""
     with pytest.raises(ValueError, match="ProcessSet should be initialized with a list of process ranks"):
         hvd.ProcessSet(ranks)
-    assert hvd.ProcessSet(np.array([1, 0])).ranks == [0, 1]
+    made = hvd.ProcessSet(np.array([1, 0]))
+    assert (made.ranks, made.mpi_comm, str(made)) == ([0, 1], None,
+                                                      "ProcessSet(process_set_id=None, ranks=[0, 1], mpi_comm=None)")
 
 
 def test_wait_timeout_then_completes():
