@@ -81,6 +81,10 @@ def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None
         if process_sets != "dynamic":
             raise ValueError(f"init: process_sets must be a list of process sets or 'dynamic', not {process_sets!r}")
         process_sets = None
+    if comm is not None and not ps.is_communicator(comm) and any(
+            isinstance(s, ps.ProcessSet) and s.mpi_comm is not None for s in process_sets or ()):
+        raise ValueError("init(): process sets made from MPI communicators need comm to be a communicator (or "
+                         "None), not a list of ranks, as in Horovod")
     if _C.is_initialized():
         if comm is not None:
             warnings.warn("hvd.init(comm=...) left the running engine as it is (a %%hvd cell's ranks start it on "

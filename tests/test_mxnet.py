@@ -34,6 +34,7 @@ HOROVOD_SIGNATURES = {
                            ("gradient_predivide_factor", 1.0), ("prefix", None), ("num_groups", 0),
                            ("process_set", "global_process_set")],
     "init": [("comm", None), ("process_sets", None)],
+    "ProcessSet": ["ranks_or_comm"],
     "start_timeline": ["file_path", ("mark_cycles", False)],
 }
 HOROVOD_SIGNATURES.update({

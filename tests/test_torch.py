@@ -61,6 +61,7 @@ HOROVOD_SIGNATURES = {
     "SyncBatchNorm": ["num_features", ("eps", 1e-5), ("momentum", 0.1), ("affine", True),
                       ("track_running_stats", True)],
     "init": [("comm", None), ("process_sets", None)],
+    "ProcessSet": ["ranks_or_comm"],
     "start_timeline": ["file_path", ("mark_cycles", False)],
     "elastic.run": ["func"],
     "mpi_ops.handle_average_backwards_compatibility": ["op", "average"],

@@ -186,11 +186,10 @@ def test_process_set_errors():
 @pytest.mark.parametrize("ranks", [[0.7], ["1"], [0, None], "01", 3, object()],
                          ids=["float", "str", "None", "a string", "an int", "an object"])
 def test_a_process_set_of_anything_but_integer_ranks_is_a_value_error(ranks):
-    """As Horovod's (which also takes an mpi4py communicator, this engine not: the message says so); numpy's
-    integers are ranks too."""
+    """As Horovod's; numpy's integers are ranks too, and the parameter has Horovod's name."""
     with pytest.raises(ValueError, match="ProcessSet should be initialized with a list of process ranks"):
         hvd.ProcessSet(ranks)
-    made = hvd.ProcessSet(np.array([1, 0]))
+    made = hvd.ProcessSet(ranks_or_comm=np.array([1, 0]))
     assert (made.ranks, made.mpi_comm, str(made)) == ([0, 1], None,
                                                       "ProcessSet(process_set_id=None, ranks=[0, 1], mpi_comm=None)")
 

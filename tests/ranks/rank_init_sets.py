@@ -1,8 +1,10 @@
 """init(process_sets=...) on an engine that runs already, as in a %%hvd cell (the rank started the engine before
 the cell) or a script's second init(): Horovod's idiom `hvd.init(process_sets=[evens, odds])` registers its
-sets, a cell that makes them again binds the new objects, and bad lists fail on every rank."""
+sets, a cell that makes them again binds the new objects, and bad lists fail on every rank. Sets made from
+mpi4py communicators, as Horovod's documentation makes them, are registered by init() too."""
 import numpy as np
 import pytest
+from mpi4py import MPI
 
 import jupyter_hvd as hvd
 from jupyter_hvd import process_sets
@@ -69,3 +71,54 @@ def test_a_fresh_init_registers_its_sets_in_order():
     summed(tail), summed(head)
     hvd.barrier()
     assert hvd.remove_process_set(tail) and hvd.remove_process_set(head)
+
+
+def test_sets_made_from_split_communicators_register_every_rank_s_own():
+    """Horovod's documented idiom: each rank holds the communicator of its half, and its ProcessSet is that half."""
+    world, n = MPI.COMM_WORLD, hvd.size()
+    half = world.Split(color=world.rank % 2, key=world.rank)
+    mine = hvd.ProcessSet(half)
+    assert (mine.ranks, mine.size(), mine.included(), mine.mpi_comm) == (None, None, None, half)
+    with pytest.raises(ValueError, match=r"not registered; call hvd.init\(process_sets=\[...\]\) first"):
+        hvd.allreduce(np.ones(2), process_set=mine)
+    for _ in range(2):  # a cell that runs again binds to the same registrations
+        hvd.init(process_sets=[mine])
+        assert mine.ranks == list(range(hvd.rank() % 2, n, 2)) and mine.rank() == hvd.rank() // 2
+        assert [s.ranks for s in process_sets.registered_sets()] == [list(range(0, n, 2)), list(range(1, n, 2))]
+        summed(mine)
+    assert f"mpi_comm={half}" in str(mine)
+    hvd.barrier()
+    for s in process_sets.registered_sets():
+        assert hvd.remove_process_set(s)
+    half.Free()
+
+
+def test_a_set_from_a_communicator_that_leaves_ranks_out_is_bound_on_those_ranks_too():
+    """COMM_WORLD.Create gives the ranks outside the group MPI.COMM_NULL: they get the members' set."""
+    world = MPI.COMM_WORLD
+    pair = world.Create(world.Get_group().Incl([0, 1]))
+    head = hvd.ProcessSet(pair)
+    hvd.init(process_sets=[head, [hvd.size() - 1]])
+    assert head.ranks == [0, 1] and head.included() == (hvd.rank() < 2) and head.process_set_id is not None
+    summed(head)
+    if hvd.rank() >= 2:
+        with pytest.raises(ValueError, match="not part of provided process set"):
+            head.rank()
+    hvd.barrier()
+    for s in process_sets.registered_sets():
+        assert hvd.remove_process_set(s)
+    if pair != MPI.COMM_NULL:
+        pair.Free()
+
+
+def test_a_set_from_a_communicator_is_refused_where_horovod_refuses_it_on_every_rank():
+    from_world = hvd.ProcessSet(MPI.COMM_WORLD)
+    with pytest.raises(NotImplementedError, match=r"registered by hvd.init\(process_sets=\[...\]\) only"):
+        hvd.add_process_set(from_world)
+    with pytest.raises(ValueError, match="need comm to be a communicator"):
+        hvd.init(comm=[0, 1], process_sets=[from_world])
+    with pytest.raises(ValueError, match=r"different process_sets on the ranks \(rank 0: \['communicator'\]; rank 1: "
+                                         r"\[\[0, 1\]\]"):
+        hvd.init(process_sets=[from_world if hvd.rank() == 0 else [0, 1]])
+    assert process_sets.registered_sets() == [] and from_world.process_set_id is None
+    summed(hvd.global_process_set)
