@@ -319,6 +319,9 @@ def test_check_build_lists_what_is_available() -> None:
         (["-p", "0", "prog"], "must be >= 1"),
         (["--cache-capacity", "-1", "prog"], "HOROVOD_CACHE_CAPACITY='-1': expected an integer >= 0"),
         (["--thread-affinity", "0,,1", "prog"], "HOROVOD_THREAD_AFFINITY='0,,1': expected a comma-separated"),
+        (["--network-interface", "nosuch0", "prog"], "--network-interface: no interface or network of this host is "
+                                                     "in 'nosuch0' (this host has lo 127.0.0.1"),
+        (["--network-interface", "lo,10.0.0/33", "prog"], "--network-interface: '10.0.0/33' is not a network"),
     ],
 )
 def test_unsupported_or_conflicting_options_exit_2_with_one_line(
@@ -330,3 +333,14 @@ def test_unsupported_or_conflicting_options_exit_2_with_one_line(
     err = capsys.readouterr().err
     assert message in err
     assert err.count("\n") == 1 and err.startswith("hvdrun: error:")
+
+
+def test_a_listen_variable_that_names_nothing_here_is_refused_before_mpiexec(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Open MPI's launcher would only say that it found no interface for its messages."""
+    monkeypatch.setenv(LISTEN_VAR, "10.255.255.0/24")
+    with pytest.raises(SystemExit) as exited:
+        hvdrun.main(["-np", "2", "prog"])
+    assert exited.value.code == 2
+    assert f"{LISTEN_VAR}: no interface or network of this host is in '10.255.255.0/24'" in capsys.readouterr().err

@@ -44,17 +44,50 @@ def reaching_networks(hosts: list[str]) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(networks)), unknown
 
 
-def is_loopback(listen: str) -> bool:
-    """Whether the interfaces and networks of ``listen`` (names or CIDR networks, as JUPYTER_HVD_LISTEN takes
-    them) are all loopback: `lo`, or 127.0.0.0/8."""
-    interfaces = psutil.net_if_addrs()
+def _rules(listen: str) -> list:
+    """The rules of ``listen`` (comma-separated interface names and CIDR networks, as JUPYTER_HVD_LISTEN and
+    hvdrun --network-interface take them): names, and networks parsed. ValueError for a malformed network."""
+    rules = []
+    for rule in listen.split(","):
+        if "/" not in rule:
+            rules.append(rule)
+            continue
+        try:
+            rules.append(ipaddress.ip_network(rule, strict=False))
+        except ValueError:
+            raise ValueError(f"{rule!r} is not a network: give a CIDR network such as 10.0.0.0/24, "
+                             f"or an interface name") from None
+    return rules
 
-    def loopback(rule: str) -> bool:
-        if "/" in rule:
-            return ipaddress.ip_network(rule, strict=False).is_loopback
-        addresses = [a.address for a in interfaces.get(rule, []) if a.family == socket.AF_INET]
+
+def _interface_addresses() -> list[tuple[str, str]]:
+    """This host's interfaces and their IPv4 addresses."""
+    return [(name, addr.address) for name, addrs in psutil.net_if_addrs().items()
+            for addr in addrs if addr.family == socket.AF_INET]
+
+
+def addresses_on(listen: str) -> list[str]:
+    """This host's IPv4 addresses on the interfaces or networks of ``listen``; ValueError when it is malformed
+    or names none of them."""
+    rules, interfaces = _rules(listen), _interface_addresses()
+    found = [address for name, address in interfaces
+             if any(rule == name if isinstance(rule, str) else ipaddress.ip_address(address) in rule for rule in rules)]
+    if not found:
+        have = ", ".join(f"{name} {address}" for name, address in interfaces)
+        raise ValueError(f"no interface or network of this host is in {listen!r} (this host has {have})")
+    return found
+
+
+def is_loopback(listen: str) -> bool:
+    """Whether the interfaces and networks of ``listen`` are all loopback: `lo`, or 127.0.0.0/8."""
+    interfaces = _interface_addresses()
+
+    def loopback(rule) -> bool:
+        if not isinstance(rule, str):
+            return rule.is_loopback
+        addresses = [address for name, address in interfaces if name == rule]
         return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
-    return all(loopback(rule) for rule in listen.split(","))
+    return all(loopback(rule) for rule in _rules(listen))
 
 
 def listen_address(hosts: list[str], listen: str | None) -> str:
@@ -65,14 +98,7 @@ def listen_address(hosts: list[str], listen: str | None) -> str:
     if listen == "any":
         return "*"
     if listen and listen != "loopback":
-        rules = listen.split(",")
-        for name, addrs in psutil.net_if_addrs().items():
-            for addr in addrs:
-                if addr.family == socket.AF_INET and any(
-                        rule == name or ("/" in rule and ipaddress.ip_address(addr.address) in
-                                         ipaddress.ip_network(rule, strict=False)) for rule in rules):
-                    return addr.address
-        raise ValueError(f"no address of this host is on {listen}")
+        return addresses_on(listen)[0]
     sources = {host: source_address(host) for host in dict.fromkeys(hosts)}
     unknown = [host for host, source in sources.items() if source is None]
     if unknown:
