@@ -302,6 +302,18 @@ def test_start_timeout_is_a_clear_error_leaves_no_processes_and_is_kept(ip, star
     assert result.success and result.result == 0 and "[hvd] started 2 ranks" in out, out
 
 
+def test_a_listen_setting_that_names_nothing_here_fails_before_anything_starts(ip, started, capsys, monkeypatch):
+    """Open MPI's launcher would only say that it found no interface, after the controller had started."""
+    monkeypatch.setenv("JUPYTER_HVD_LISTEN", "nosuch0")
+    result, out = run(ip, capsys, f"{HEAD} --restart\nhvd.rank()")
+    assert not result.success and ("could not start 2 ranks: JUPYTER_HVD_LISTEN: no interface or network of this "
+                                   "host is in 'nosuch0' (this host has lo 127.0.0.1") in out, out
+    assert cluster_processes() == []
+    monkeypatch.delenv("JUPYTER_HVD_LISTEN")
+    result, out = run(ip, capsys, f"{HEAD}\nhvd.rank()")
+    assert result.success and result.result == 0, out
+
+
 def test_a_controller_that_stalls_as_it_writes_its_connection_file_still_starts_the_job():
     """A controller descheduled on a busy machine (two notebooks starting jobs at once on 2 cores) failed
     starts long before the start timeout: ipyparallel's client gives a silent controller 10 s, an engine 5 s,

@@ -23,7 +23,7 @@ from traitlets import Any as AnyTrait
 
 from ..runner.launch import LISTEN_VAR, LaunchSpec, default_forward, job_hosts, mpiexec_command
 from ..runner.host_loss import start_failure
-from ..runner.networks import listen_address
+from ..runner.networks import check_listen, listen_address
 from .failures import RankError, without_runner_frames
 from .frameworks import api_module
 from .by_value import TransferError, load, pack, pack_names, unpack
@@ -508,10 +508,12 @@ def _controller_listening(config: LaunchConfig) -> tuple[list[str], dict[str, st
     signed (ipyparallel turns signing off with CurveZMQ unless the controller is given a key: in its
     environment, not on its command line)."""
     hosts = job_hosts(LaunchSpec(np=config.np, hosts=config.hosts, hostfile=config.hostfile))
-    if not hosts:
-        return [], {}
+    listen = dict(config.env).get(LISTEN_VAR, os.environ.get(LISTEN_VAR))
     try:
-        address = listen_address(hosts, dict(config.env).get(LISTEN_VAR, os.environ.get(LISTEN_VAR)))
+        check_listen(listen, LISTEN_VAR)
+        if not hosts:
+            return [], {}
+        address = listen_address(hosts, listen)
     except ValueError as exc:
         raise RankError(f"could not start {config.np} ranks: {exc}") from None
     return ([f"--IPController.engine_ip={address}", "--IPController.client_ip=127.0.0.1",

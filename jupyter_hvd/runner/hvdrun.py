@@ -15,9 +15,9 @@ from jupyter_hvd import __version__
 from jupyter_hvd._C import check_setting, settings
 from jupyter_hvd.runner.child import die_with_parent, wait_relaying
 from jupyter_hvd.runner.host_loss import job_failure, ranks_by_host
-from jupyter_hvd.runner.launch import (LISTEN_ANY, LISTEN_LOOPBACK, LISTEN_VAR, START_TIMEOUT_S, START_TIMEOUT_VAR,
-                                      LaunchSpec, default_forward, mpiexec_command, parse_export, placement)
-from jupyter_hvd.runner.networks import addresses_on
+from jupyter_hvd.runner.launch import (LISTEN_VAR, START_TIMEOUT_S, START_TIMEOUT_VAR, LaunchSpec, default_forward,
+                                      mpiexec_command, parse_export, placement)
+from jupyter_hvd.runner.networks import check_listen
 from jupyter_hvd.runner.slurm import allocation
 from jupyter_hvd.runner.stdin_program import from_stdin
 from jupyter_hvd.runner.session_folder import session_folder
@@ -275,18 +275,6 @@ def launch_spec(args: argparse.Namespace, environ: Mapping[str, str], session_di
     )
 
 
-def check_listen_here(spec: LaunchSpec, environ: Mapping[str, str]) -> None:
-    """ValueError, naming where it came from, when the interfaces or networks the job is to listen on are
-    malformed or none of them is on this host, where mpiexec listens (Open MPI would only say that it found
-    no interface for its messages)."""
-    chosen = spec.listen or environ.get(LISTEN_VAR)
-    if chosen and chosen not in (LISTEN_LOOPBACK, LISTEN_ANY):
-        try:
-            addresses_on(chosen)
-        except ValueError as exc:
-            raise ValueError(f"{'--network-interface' if spec.listen else LISTEN_VAR}: {exc}") from None
-
-
 def rank_command(args: argparse.Namespace, command: list[str]) -> list[str]:
     """What mpiexec starts on each rank to run ``command``: itself, or through rank_output, which also writes
     the rank's output to the --output-filename folder."""
@@ -345,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with session_folder() as session_dir:
         try:
             spec = launch_spec(args, os.environ, session_dir)
-            check_listen_here(spec, os.environ)
+            check_listen(spec.listen or os.environ.get(LISTEN_VAR), "--network-interface" if spec.listen else LISTEN_VAR)
             cmd, env = mpiexec_command(spec, command)
             ranks = ranks_by_host(placement(spec), spec.np)
         except ValueError as exc:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from .binding import BOUND_VAR, binding_options, binds_ranks
 from .host_loss import KEEPALIVE
-from .networks import is_loopback, reaching_networks
+from .networks import LISTEN_ANY, LISTEN_LOOPBACK, is_loopback, reaching_networks
 from .slurm import Allocation, in_step
 
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -49,7 +49,7 @@ LONE_PROCESS_BTL = "self"
 # choose; libjhvd_listen.so (csrc/listen_address.cc), preloaded into mpiexec, its daemons and the ranks, binds
 # them where LISTEN_VAR says instead: loopback for a job on one host, the interfaces or networks that reach the
 # other hosts for a job on several. LISTEN_ANY (the user's choice) leaves Open MPI as it is.
-LISTEN_VAR, LISTEN_LOOPBACK, LISTEN_ANY = "JUPYTER_HVD_LISTEN", "loopback", "any"
+LISTEN_VAR = "JUPYTER_HVD_LISTEN"
 LOOPBACK_NETWORK = "127.0.0.0/8"
 LISTEN_LIBRARY = "libjhvd_listen.so"
 IF_INCLUDE_VARS = ("OMPI_MCA_btl_tcp_if_include", "PRTE_MCA_prte_if_include")

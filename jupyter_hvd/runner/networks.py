@@ -7,6 +7,7 @@ import socket
 import psutil
 
 _PROBE_PORT = 9  # UDP "connect" only picks a route and a source address: nothing is sent
+LISTEN_LOOPBACK, LISTEN_ANY = "loopback", "any"  # JUPYTER_HVD_LISTEN's two words besides interfaces and networks
 
 
 def source_address(host: str) -> str | None:
@@ -78,6 +79,17 @@ def addresses_on(listen: str) -> list[str]:
     return found
 
 
+def check_listen(listen: str | None, source: str) -> None:
+    """ValueError, naming ``source``, when ``listen`` (a JUPYTER_HVD_LISTEN value) is malformed or names nothing
+    on this host, where mpiexec and the notebook's controller listen (Open MPI's launcher would only say that it
+    found no interface)."""
+    if listen and listen not in (LISTEN_LOOPBACK, LISTEN_ANY):
+        try:
+            addresses_on(listen)
+        except ValueError as exc:
+            raise ValueError(f"{source}: {exc}") from None
+
+
 def is_loopback(listen: str) -> bool:
     """Whether the interfaces and networks of ``listen`` are all loopback: `lo`, or 127.0.0.0/8."""
     interfaces = _interface_addresses()
@@ -95,9 +107,9 @@ def listen_address(hosts: list[str], listen: str | None) -> str:
     controller): loopback when they all are this host, an address in ``listen`` (interface names or CIDR
     networks, "any" for every address) when given, else the address that reaches them. ValueError when
     that is not one address."""
-    if listen == "any":
+    if listen == LISTEN_ANY:
         return "*"
-    if listen and listen != "loopback":
+    if listen and listen != LISTEN_LOOPBACK:
         return addresses_on(listen)[0]
     sources = {host: source_address(host) for host in dict.fromkeys(hosts)}
     unknown = [host for host, source in sources.items() if source is None]
