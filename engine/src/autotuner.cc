@@ -11,6 +11,11 @@ namespace {
 
 constexpr double kMb = 1024.0 * 1024.0;
 
+// HOROVOD_AUTOTUNE_LOG's columns, Horovod's: this engine has no torus allreduce (always 0)
+constexpr const char* kLogHeader =
+    "hierarchical_allreduce,hierarchical_allgather,torus_allreduce,cache_enabled,cycle_time_ms,"
+    "tensor_fusion_threshold,score";
+
 // Settings tried first, after the starting one: spread over the box.
 const std::vector<TunedParams> kDesign = {{4 << 20, 5}, {32 << 20, 12.5}, {64 << 20, 2}, {16 << 20, 0.5}};
 

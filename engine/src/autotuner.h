@@ -28,10 +28,6 @@ class Autotuner {
   static constexpr double kMaxCycleMs = 25;
   static constexpr int kSamplesPerSetting = 3;  // a setting's score is the median of this many samples
   static constexpr size_t kMaxNamesPerSample = 10000;  // more distinct names and no step: names never repeat
-  // HOROVOD_AUTOTUNE_LOG's columns, Horovod's: this engine has no torus allreduce (always 0)
-  static constexpr const char* kLogHeader =
-      "hierarchical_allreduce,hierarchical_allgather,torus_allreduce,cache_enabled,cycle_time_ms,"
-      "tensor_fusion_threshold,score";
 
   // `hierarchical_allreduce` and `cache_enabled` are not tuned: the log has them in Horovod's columns.
   Autotuner(const AutotuneOptions& options, TunedParams initial, bool hierarchical_allreduce, bool cache_enabled);
