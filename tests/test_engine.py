@@ -86,6 +86,8 @@ def test_timeline_of_a_job_shorter_than_the_forwarding_period_is_written(tmp_pat
     run_ranks(np_, [str(script)], env={"HOROVOD_TIMELINE": str(path)})
     events = json.loads(path.read_text())["traceEvents"]
     assert any(e["pid"] == 0 and e["name"] == "ALLREDUCE" for e in events), events
+    stops = [e["name"] for e in events if e.get("args", {}).get("tensor", "").endswith("shut the engine down")]
+    assert stops and set(stops) == {"SHUTDOWN"}, events  # a stop, not an abort
 
 
 def test_a_dynamic_timeline_is_written_only_once_started(tmp_path):

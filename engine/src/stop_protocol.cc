@@ -33,7 +33,7 @@ void Engine::begin_stop(const Status& s) {
   int64_t now = now_us();
   const bool aborted = s.code == Status::Code::Aborted;
   log::write(log::Level::Info, std::string(aborted ? "aborting: " : "stopping: ") + s.message);
-  record(Phase::Abort, s.message, aborted ? "abort" : "shutdown", now, 0, now);
+  record(aborted ? Phase::Abort : Phase::Shutdown, s.message, aborted ? "abort" : "shutdown", now, 0, now);
   forward_timeline();  // rank 0 may stop listening soon: send it this rank's last events now
   const int tag = aborted ? kAbort : kShutdown;
   if (coordinator_) {

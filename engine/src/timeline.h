@@ -12,10 +12,11 @@ namespace hvd {
 
 // The phases of timeline events, named as Horovod's timeline names them; the monitor widget gets
 // this list with its state. WAIT_FOR_DATA: the engine's stream waits for a GPU tensor's producer.
+// ABORT and SHUTDOWN: the engine stops, after a failure or at hvd.shutdown() (or the program's end).
 #define HVD_PHASES(X)                                                                               \
   X(Negotiate, "NEGOTIATE") X(Queue, "QUEUE") X(MemcpyIn, "MEMCPY_IN_FUSION_BUFFER")                   \
   X(Collective, "COLLECTIVE") X(MemcpyOut, "MEMCPY_OUT_FUSION_BUFFER") X(Cycle, "CYCLE") X(Stall, "STALL") \
-  X(Abort, "ABORT") X(WaitForData, "WAIT_FOR_DATA")
+  X(Abort, "ABORT") X(WaitForData, "WAIT_FOR_DATA") X(Shutdown, "SHUTDOWN")
 
 enum class Phase : uint8_t { HVD_PHASES(HVD_ENUM_VALUE) };
 template <>

@@ -108,7 +108,8 @@ int64_t TraceWriter::origin(int32_t rank) const {
 void TraceWriter::write(const std::vector<Event>& events) {
   std::string out;
   for (const Event& e : events) {
-    bool engine_wide = e.phase == Phase::Cycle || e.phase == Phase::Stall || e.phase == Phase::Abort;
+    bool engine_wide = e.phase == Phase::Cycle || e.phase == Phase::Stall || e.phase == Phase::Abort ||
+                       e.phase == Phase::Shutdown;
     int tid = lane(e.rank, engine_wide ? std::string("engine") : e.name, &out);
     std::string label = trace_name(e);
     out += (first_ ? "\n" : ",\n");

@@ -197,6 +197,8 @@ TEST_CASE("a shutdown on one rank stops every rank") {
   }
   std::vector<float> o0;
   CHECK(finish(job[0].enqueue(allreduce("after", x, &o0))).code == Status::Code::Shutdown);
+  CHECK(has_event(job[0], Phase::Shutdown, "rank 2 shut the engine down"));  // a stop, not a failure
+  CHECK_FALSE(has_event(job[0], Phase::Abort, ""));
 }
 
 TEST_CASE("a stall is reported with the ranks that have not submitted") {

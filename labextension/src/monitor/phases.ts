@@ -15,7 +15,7 @@ export const PHASE_ROWS: readonly PhaseRow[] = [
   { label: "memcpy in / out", phases: ["MEMCPY_IN_FUSION_BUFFER", "MEMCPY_OUT_FUSION_BUFFER"] },
   { label: "collective", phases: ["COLLECTIVE"] },
   { label: "cycle", phases: ["CYCLE"] },
-  { label: "stall / abort", phases: ["STALL", "ABORT"] },
+  { label: "stall / stop", phases: ["STALL", "ABORT", "SHUTDOWN"] },
 ];
 
 export const OTHER_ROW = PHASE_ROWS.length;
@@ -30,6 +30,7 @@ const KNOWN_COLOURS: Record<string, string> = {
   CYCLE: "#93c47d",
   STALL: "#e6a700",
   ABORT: "#d93025",
+  SHUTDOWN: "#7f7f7f",
 };
 
 const FALLBACK_COLOURS = ["#bcbd22", "#e377c2", "#8c564b", "#2ca02c", "#9467bd", "#7f7f7f"];

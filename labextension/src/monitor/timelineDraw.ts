@@ -96,7 +96,7 @@ function drawRank(ctx: CanvasRenderingContext2D, d: DrawInput, rank: number, plo
       const w = right - left;
       if (health && w < HEALTH_MIN_PX) out.push((left + right) / 2 - HEALTH_MIN_PX / 2, y, HEALTH_MIN_PX, h);
       else out.push(left, y, Math.max(w, 1), h);
-      if (phase === "ABORT") out.push(left, laneTop(g, rank), 1.5, g.laneHeight);
+      if (phase === "ABORT" || phase === "SHUTDOWN") out.push(left, laneTop(g, rank), 1.5, g.laneHeight);
       count += 1;
     });
     coalescers.set(phase, c);
