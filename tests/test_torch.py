@@ -207,6 +207,11 @@ def test_on_ranks(np_):
     run_rank_tests(np_, RANK_MODULES, timeout=280 * len(RANK_MODULES), env=ENV)
 
 
+def test_under_torch_compile_on_ranks():
+    """Compiled functions that call the collectives, a compiled training step and a compiled SyncBatchNorm model."""
+    run_rank_tests(2, "rank_torch_compile.py", timeout=240, env=ENV)
+
+
 def test_bad_input_on_ranks():
     """Every rank gets the error (the core's tests cover error paths at 4 ranks and more)."""
     run_rank_tests(2, "rank_torch_errors.py", timeout=200, env=ENV)

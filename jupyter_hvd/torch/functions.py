@@ -3,12 +3,17 @@ from typing import Any, Optional, Sequence, Tuple
 
 import torch
 
+from .. import objects
 from ..basics import rank
-from ..objects import allgather_object, broadcast_object  # noqa: F401 (allgather_object: re-exported, as Horovod's)
 from ..process_sets import ProcessSet, global_process_set
+from .eager import eager
 from .mpi_ops import broadcast_async_
 
+# Horovod's torch module has them here; pickling and the engine's byte transfers stay out of compiled graphs
+broadcast_object, allgather_object = eager(objects.broadcast_object), eager(objects.allgather_object)
 
+
+@eager
 def broadcast_parameters(params: Any, root_rank: int, prefix: Optional[str] = None) -> None:
     """Overwrite every rank's tensors with ``root_rank``'s, in place: ``model.state_dict()``, a dict of
     tensors, ``model.named_parameters()`` or ``model.parameters()``. Use distinct ``prefix`` values when
@@ -58,6 +63,7 @@ def _to_cpu(value: Any) -> Any:
     return value
 
 
+@eager
 def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int,
                               model: Optional[torch.nn.Module] = None) -> None:
     """Give every rank ``root_rank``'s optimizer state and hyper-parameters (learning rates, momentum

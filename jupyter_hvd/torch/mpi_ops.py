@@ -24,6 +24,7 @@ from ..process_sets import ProcessSet, add_process_set, global_process_set, remo
 from ..timeline import start_timeline, stop_timeline  # noqa: F401 (re-exported)
 from . import recording
 from .compression import Compression, Compressor
+from .eager import eager
 from .tensors import check_tensors, engine_array, engine_tensor, new_output, to_torch
 
 
@@ -57,6 +58,7 @@ class Handle:
         return self._result(self._op.wait())
 
 
+@eager
 def synchronize(handle: Handle) -> Any:
     """Wait for an async operation and return its output (a tensor, a list or a tuple of tensors)."""
     if not isinstance(handle, Handle):
@@ -64,6 +66,7 @@ def synchronize(handle: Handle) -> Any:
     return handle.wait()
 
 
+@eager
 def poll(handle: Handle) -> bool:
     """True when the async operation has completed, so synchronize() will not block."""
     if not isinstance(handle, Handle):
@@ -78,6 +81,7 @@ def _as_tensors(result: Any, like: Sequence[torch.Tensor]) -> Tuple[torch.Tensor
 
 # allreduce
 
+@eager
 def _allreduce(tensors: Sequence[torch.Tensor], in_place: bool, group: bool, kind: str, name: Optional[str], op: int,
                prescale: float, postscale: float, process_set: ProcessSet, wait: bool = False) -> Any:
     """A Handle, or with ``wait`` the result: a blocking call takes the core's blocking path, which makes no
@@ -234,6 +238,7 @@ class SparseHandle(Handle):
         return self.wait()
 
 
+@eager
 def sparse_allreduce_async(tensor: torch.Tensor, name: Optional[str], op: int,
                            process_set: ProcessSet = global_process_set) -> SparseHandle:
     """Start reducing a sparse COO tensor by allgathering its indices and values (Sum or Average)."""
@@ -244,6 +249,7 @@ def sparse_allreduce_async(tensor: torch.Tensor, name: Optional[str], op: int,
 
 # allgather
 
+@eager
 def _allgather(tensors: Sequence[torch.Tensor], group: bool, name: Optional[str], process_set: ProcessSet,
                wait: bool = False) -> Any:
     """A Handle, or with ``wait`` the result (as _allreduce)."""
@@ -327,6 +333,7 @@ def grouped_allgather(tensors: Sequence[torch.Tensor], name: Optional[str] = Non
 
 # broadcast
 
+@eager
 def _broadcast(tensor: torch.Tensor, root_rank: int, name: Optional[str], process_set: ProcessSet, in_place: bool,
                wait: bool = False) -> Any:
     """A Handle, or with ``wait`` the result (as _allreduce)."""
@@ -394,6 +401,7 @@ def _splits_list(splits: Any) -> Optional[Sequence[int]]:
     return splits
 
 
+@eager
 def _alltoall(tensor: torch.Tensor, splits: Any, name: Optional[str], process_set: ProcessSet,
               wait: bool = False) -> Any:
     """A Handle, or with ``wait`` the result (as _allreduce): the gathered tensor and the rows received."""
@@ -450,6 +458,7 @@ def alltoall(tensor: torch.Tensor, splits: Optional[Union[torch.Tensor, Sequence
 
 # reducescatter
 
+@eager
 def _reducescatter(tensors: Sequence[torch.Tensor], group: bool, name: Optional[str], op: int,
                    process_set: ProcessSet, prescale: float, postscale: float, wait: bool = False) -> Any:
     """A Handle, or with ``wait`` the result (as _allreduce)."""
@@ -541,11 +550,13 @@ def grouped_reducescatter(tensors: Sequence[torch.Tensor], name: Optional[str] =
 
 # synchronisation
 
+@eager
 def barrier(process_set: ProcessSet = global_process_set) -> None:
     """Return once every rank of ``process_set`` has called barrier()."""
     core.barrier(process_set)
 
 
+@eager
 def join(device: int = -1) -> int:
     """Horovod's join: this rank is done; it stands in for the others' allreduces (zeros, so an Average
     still divides by every rank) and barriers until all have joined, and returns the rank that joined last.

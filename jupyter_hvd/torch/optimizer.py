@@ -35,6 +35,7 @@ from ..process_sets import ProcessSet, global_process_set
 from . import samples
 from .compression import Compression, Compressor
 from ..objects import broadcast_object
+from .eager import eager
 from .functions import broadcast_tensors, load_root_state
 from .mpi_ops import Average, Handle, allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async
 
@@ -243,6 +244,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """The allreduce of a parameter's gradient, or of a group's."""
         return self._grouped_allreduce_grad_async(key) if isinstance(key, tuple) else self._allreduce_grad_async(key)
 
+    @eager
     def synchronize(self) -> None:
         """Wait for every gradient's allreduce (starting those whose hooks did not run) and write the results
         into the gradients."""
@@ -286,6 +288,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         finally:
             self._should_synchronize = True
 
+    @eager
     def step(self, closure: Any = None) -> Any:
         """Wait for the gradients' allreduces, update the parameters, and count the step for the monitor."""
         self._check_run()
@@ -306,6 +309,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         trainer_step(samples.take())
         return loss
 
+    @eager
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients; an error while their allreduces are still in flight."""
         self._check_run()
