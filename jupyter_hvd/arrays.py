@@ -17,6 +17,14 @@ class _WritableImport:
         self.__array_interface__ = {**view.__array_interface__, "data": (address, False)}
 
 
+def as_group(tensors: Any, what: str) -> list:
+    """A grouped op's tensors, as a list. TypeError for one tensor (anything with a shape: numpy, torch, MXNet,
+    CuPy), whose rows would otherwise be the group."""
+    if hasattr(tensors, "shape"):
+        raise TypeError(f"{what}: expected a list or tuple of tensors, got one tensor ({type(tensors).__name__})")
+    return list(tensors)
+
+
 def as_array(tensor: Any, what: str, in_place: bool = False) -> Union[np.ndarray, DeviceArray]:
     """A zero-copy numpy view of ``tensor`` (numpy or any CPU DLPack tensor), or for a CUDA tensor
     (CuPy, __cuda_array_interface__, CUDA DLPack) a DeviceArray describing it. ``in_place``: the op

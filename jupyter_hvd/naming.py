@@ -41,8 +41,14 @@ def group_names(name: Optional[str], n: int) -> List[Optional[str]]:
 
 def prefixed_name(kind: str, name: Optional[str]) -> Optional[str]:
     """Horovod's naming in its framework APIs: the op kind prefixes a caller's name (``allreduce.w``);
-    None (or '') stays unnamed, for the core to number."""
-    return None if name is None or name == "" else f"{kind}.{name}"
+    None (or '') stays unnamed, for the core to number. ValueError for a name that is not a string, as the
+    core's (Horovod's encodes it: an AttributeError), so that no object's repr, which may differ between
+    the ranks, names an op."""
+    if name is None or name == "":
+        return None
+    if not isinstance(name, str):
+        raise ValueError(f"{kind}: name must be a string, got {name!r}")
+    return f"{kind}.{name}"
 
 
 def op_names(kind: str, name: Optional[str], n: int, set_id: int) -> List[str]:

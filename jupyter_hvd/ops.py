@@ -1,4 +1,5 @@
 """Collective operations on host arrays (numpy or DLPack), with Horovod's names and defaults."""
+import numbers
 import warnings
 from typing import Any, Callable, Optional, Sequence
 
@@ -6,7 +7,7 @@ import numpy as np
 
 from . import _C
 from ._C import OpType, ReduceOp
-from .arrays import as_array
+from .arrays import as_array, as_group
 from .dtypes import CODES, dtype_code
 from .gpu import DeviceArray
 from .handles import Handle, release_orphans, wait_for_result
@@ -18,6 +19,7 @@ Sum, Average, Min, Max, Product = (int(r) for r in (ReduceOp.Sum, ReduceOp.Avera
                                                      ReduceOp.Product))
 Adasum = 1 + max(ReduceOp)  # not an engine op: refused by name
 _REDUCE_OPS = frozenset(int(r) for r in ReduceOp)
+_OP_NAMES = ", ".join(f"hvd.{r.name}" for r in ReduceOp)
 
 # The engine's op codes (hvd::OpType), as _C.submit and OpSpec take them.
 ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER, JOIN = (
@@ -33,11 +35,14 @@ def resolve_op(average: Optional[bool], op: Optional[int], default: int = Averag
         warnings.warn("average= is deprecated; use op=hvd.Average or op=hvd.Sum", DeprecationWarning, stacklevel=3)
         return Average if average else Sum
     op = default if op is None else op
+    if type(op) is not int:  # a numpy integer or an IntEnum is one; 1.0 and True are not
+        if isinstance(op, bool) or not isinstance(op, numbers.Integral):
+            raise ValueError(f"unknown reduce op {op!r}; use {_OP_NAMES}")
+        op = int(op)
     if op == Adasum:
         raise NotImplementedError("Adasum is not supported by jupyter_hvd; use op=hvd.Average")
     if op not in _REDUCE_OPS:
-        names = ", ".join(f"hvd.{r.name}" for r in ReduceOp)
-        raise ValueError(f"unknown reduce op {op!r}; use {names}")
+        raise ValueError(f"unknown reduce op {op!r}; use {_OP_NAMES}")
     return op
 
 
@@ -152,6 +157,7 @@ def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = No
                             out: Optional[Sequence[Any]] = None) -> Handle:
     """Start allreduces of several tensors as one group, which negotiates and fuses as one; the handle's
     wait() returns the reduced arrays in order (``out``'s, when given: one array per tensor)."""
+    tensors = as_group(tensors, "grouped_allreduce_async")
     return allreduce_arrays(tensors, False, "grouped_allreduce", group_names(name, len(tensors)),
                             resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out)
 
@@ -160,6 +166,7 @@ def grouped_allreduce(tensors: Sequence[Any], average: Optional[bool] = None, na
                       op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                       process_set: ProcessSet = global_process_set, out: Optional[Sequence[Any]] = None) -> list:
     """Allreduce a list of tensors; returns the reduced arrays in order (into ``out``'s, when given)."""
+    tensors = as_group(tensors, "grouped_allreduce")
     return allreduce_arrays(tensors, False, "grouped_allreduce", group_names(name, len(tensors)),
                             resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out,
                             wait=True)
@@ -170,6 +177,7 @@ def grouped_allreduce_async_(tensors: Sequence[np.ndarray], average: Optional[bo
                              postscale_factor: float = 1.0,
                              process_set: ProcessSet = global_process_set) -> Handle:
     """Start in-place allreduces of several tensors as one group."""
+    tensors = as_group(tensors, "grouped_allreduce_async_")
     return allreduce_arrays(tensors, True, "grouped_allreduce_", group_names(name, len(tensors)),
                             resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
 
@@ -178,6 +186,7 @@ def grouped_allreduce_(tensors: Sequence[np.ndarray], average: Optional[bool] = 
                        op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                        process_set: ProcessSet = global_process_set) -> list:
     """Allreduce a list of tensors in place."""
+    tensors = as_group(tensors, "grouped_allreduce_")
     return allreduce_arrays(tensors, True, "grouped_allreduce_", group_names(name, len(tensors)),
                             resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, wait=True)
 
@@ -210,12 +219,14 @@ def allgather(tensor: Any, name: Optional[str] = None, process_set: ProcessSet =
 def grouped_allgather_async(tensors: Sequence[Any], name: Optional[str] = None,
                             process_set: ProcessSet = global_process_set) -> Handle:
     """Start allgathers of several tensors as one group; the handle's wait() returns the list."""
+    tensors = as_group(tensors, "grouped_allgather_async")
     return _allgather(tensors, "grouped_allgather", group_names(name, len(tensors)), process_set, True)
 
 
 def grouped_allgather(tensors: Sequence[Any], name: Optional[str] = None,
                       process_set: ProcessSet = global_process_set) -> list:
     """Allgather a list of tensors."""
+    tensors = as_group(tensors, "grouped_allgather")
     return _allgather(tensors, "grouped_allgather", group_names(name, len(tensors)), process_set, True, wait=True)
 
 
@@ -340,6 +351,7 @@ def grouped_reducescatter_async(tensors: Sequence[Any], op: Optional[int] = None
                                 process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                                 postscale_factor: float = 1.0) -> Handle:
     """Start reducescatters of several tensors as one group; the handle's wait() returns the list."""
+    tensors = as_group(tensors, "grouped_reducescatter_async")
     return _reducescatter(tensors, "grouped_reducescatter", group_names(name, len(tensors)), op, prescale_factor,
                           postscale_factor, process_set, True)
 
@@ -348,6 +360,7 @@ def grouped_reducescatter(tensors: Sequence[Any], op: Optional[int] = None, name
                           process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                           postscale_factor: float = 1.0) -> list:
     """Reducescatter a list of tensors."""
+    tensors = as_group(tensors, "grouped_reducescatter")
     return _reducescatter(tensors, "grouped_reducescatter", group_names(name, len(tensors)), op, prescale_factor,
                           postscale_factor, process_set, True, wait=True)
 

@@ -14,6 +14,7 @@ from mxnet.base import MXNetError
 
 from .. import _C
 from .. import ops as core
+from ..arrays import as_group
 # horovod.mxnet.mpi_ops also carries the basics and process sets: code imports them from there
 # (``from horovod.mxnet.mpi_ops import allreduce_, size``).
 from ..basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,  # noqa: F401
@@ -110,6 +111,7 @@ def grouped_allreduce(tensors: Sequence[NDArray], average: Optional[bool] = None
                       priority: int = 0, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                       process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> List[NDArray]:
     """Reduce a list of NDArrays into new ones, as one engine operation the engine can fuse."""
+    tensors = as_group(tensors, "grouped_allreduce")
     op = resolve_op(average, op)
     if not tensors:
         return tensors
@@ -121,10 +123,10 @@ def grouped_allreduce_(tensors: Sequence[NDArray], average: Optional[bool] = Non
                        priority: int = 0, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                        process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> Sequence[NDArray]:
     """Reduce a list of NDArrays in place, as one engine operation; returns the list at once."""
+    group = as_group(tensors, "grouped_allreduce_")
     op = resolve_op(average, op)
-    if not tensors:
-        return tensors
-    _push_allreduce(list(tensors), name, op, prescale_factor, postscale_factor, process_set, priority)
+    if group:
+        _push_allreduce(group, name, op, prescale_factor, postscale_factor, process_set, priority)
     return tensors
 
 
@@ -168,6 +170,7 @@ def allgather(tensor: NDArray, name: Optional[str] = None, priority: int = 0,
 def grouped_allgather(tensors: Sequence[NDArray], name: Optional[str] = None, priority: int = 0,
                       process_set: ProcessSet = global_process_set) -> List[NDArray]:
     """Allgather a list of NDArrays (synchronous, like allgather)."""
+    tensors = as_group(tensors, "grouped_allgather")
     _require_init()
     hosts = [_host(t, "grouped_allgather") for t in tensors]
     with mxnet_errors():
@@ -213,6 +216,7 @@ def grouped_reducescatter(tensors: Sequence[NDArray], op: int = Average, name: O
                           priority: int = 0, process_set: ProcessSet = global_process_set,
                           prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> List[NDArray]:
     """Reducescatter a list of NDArrays (synchronous, like reducescatter)."""
+    tensors = as_group(tensors, "grouped_reducescatter")
     _require_init()
     _check_ndarrays(tensors, "grouped_reducescatter")
     core.require_rows(tensors, "grouped_reducescatter")

@@ -26,6 +26,10 @@ def broadcast_parameters(params: Any, root_rank: int, prefix: Optional[str] = No
         items = [p if isinstance(p, tuple) else (None, p) for p in params]
     else:
         raise ValueError(f"invalid params of type: {type(params)}")
+    for name, p in items:
+        if not isinstance(p, torch.Tensor):
+            raise TypeError(f"broadcast_parameters: {'a value' if name is None else repr(name)} is a "
+                            f"{type(p).__name__}, not a torch.Tensor")
     broadcast_tensors([(None if name is None else (prefix or "") + str(name), p) for name, p in items], root_rank)
 
 

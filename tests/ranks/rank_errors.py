@@ -204,3 +204,19 @@ def test_wait_timeout_then_completes():
         hvd.barrier()
         h = hvd.allreduce_async(np.ones(2, np.float32), name="late", op=hvd.Sum)
     np.testing.assert_array_equal(h.wait(), np.full(2, hvd.size()))
+
+
+@pytest.mark.parametrize("call", ["grouped_allreduce", "grouped_allreduce_async", "grouped_allreduce_",
+                                  "grouped_allreduce_async_", "grouped_allgather", "grouped_allgather_async",
+                                  "grouped_reducescatter", "grouped_reducescatter_async"])
+def test_a_grouped_op_given_one_array_says_so(call):
+    """Its rows were the group: a list of reduced rows came back."""
+    with pytest.raises(TypeError, match=rf"{call}: expected a list or tuple of tensors, got one tensor \(ndarray\)"):
+        getattr(hvd, call)(np.ones((hvd.size(), 2)))
+
+
+@pytest.mark.parametrize("op", [1.0, True], ids=["float", "bool"])
+def test_a_reduce_op_that_is_not_an_integer_code_is_a_value_error(op):
+    """1.0 went on to the engine's binding (a TypeError naming its C++ signature); True was taken for Sum."""
+    with pytest.raises(ValueError, match=f"unknown reduce op {op!r}"):
+        hvd.allreduce(np.ones(2), op=op)

@@ -103,3 +103,11 @@ def test_errors_are_raised_once_then_waitall_is_clean():
     """MXNet raises a failed operation's error once; every error above was read, so nothing is left over."""
     mx.nd.waitall()
     engine_still_works()
+
+
+@pytest.mark.parametrize("call", ["grouped_allreduce", "grouped_allreduce_", "grouped_allgather",
+                                  "grouped_reducescatter"])
+def test_a_grouped_op_given_one_ndarray_says_so(call):
+    """Its rows were the group, or MXNet's "truth value of an NDArray" error was raised."""
+    with pytest.raises(TypeError, match=rf"{call}: expected a list or tuple of tensors, got one tensor \(NDArray\)"):
+        getattr(hvd, call)(mx.nd.ones((hvd.size(), 2)))

@@ -26,6 +26,38 @@ def test_unsupported_dtype_non_tensor_and_layout():
     assert torch.equal(scaled, torch.full((2,), hvd.size(), dtype=torch.int32))  # as Horovod: 1.5 -> 1 per rank
 
 
+@pytest.mark.parametrize("name", [1, b"w", object()], ids=["int", "bytes", "object"])
+def test_a_name_that_is_not_a_string_is_refused_before_the_ranks_could_disagree_on_it(name):
+    """str() of it was sent: an object's repr differs between the ranks, and each waited for the other's op."""
+    with pytest.raises(ValueError, match="allreduce: name must be a string, got "):
+        hvd.allreduce(torch.ones(2), name=name)
+    with pytest.raises(ValueError, match="broadcast: name must be a string, got "):
+        hvd.broadcast_(torch.ones(2), root_rank=0, name=name)
+
+
+@pytest.mark.parametrize("op", [1.0, True, "sum"], ids=["float", "bool", "str"])
+def test_a_reduce_op_that_is_not_an_integer_code_is_refused(op):
+    with pytest.raises(ValueError, match=f"unknown reduce op {op!r}; use hvd.Sum"):
+        hvd.allreduce(torch.ones(2), op=op)
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=np.int64(hvd.Sum)), torch.full((2,), float(hvd.size())))
+
+
+@pytest.mark.parametrize("call", ["grouped_allreduce", "grouped_allreduce_async", "grouped_allreduce_",
+                                  "grouped_allreduce_async_", "grouped_allgather", "grouped_allgather_async",
+                                  "grouped_reducescatter", "grouped_reducescatter_async"])
+def test_a_grouped_op_given_one_tensor_says_so(call):
+    """Its rows were the group (a tuple of rows came back), or torch's 'Boolean value of Tensor' was raised."""
+    with pytest.raises(TypeError, match=f"{call}: expected a list or tuple of tensors, got one tensor"):
+        getattr(hvd, call)(torch.ones(hvd.size(), 2))
+
+
+def test_broadcast_parameters_names_a_value_that_is_not_a_tensor():
+    with pytest.raises(TypeError, match="broadcast_parameters: 'lr' is a float, not a torch.Tensor"):
+        hvd.broadcast_parameters({"w": torch.ones(2), "lr": 0.1}, root_rank=0)
+    with pytest.raises(TypeError, match="broadcast_parameters: a value is a ndarray, not a torch.Tensor"):
+        hvd.broadcast_parameters([np.ones(2)], root_rank=0)
+
+
 def test_shape_mismatch_fails_on_every_rank():
     shape = (2 + hvd.rank(),)
     with pytest.raises(hvd.TensorMismatchError, match="shape"):
