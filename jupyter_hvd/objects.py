@@ -3,7 +3,7 @@
 cloudpickle (Horovod's choice) is used when installed, so lambdas and local classes travel too.
 """
 import pickle
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 try:
     import cloudpickle as _pickler
@@ -17,23 +17,48 @@ from .ops import allgather, broadcast
 from .process_sets import ProcessSet, global_process_set
 
 
+def _pickled(obj: Any) -> Tuple[bytes, Optional[Exception]]:
+    """``obj`` pickled; or, when it cannot be, the error's text and the error. A rank that fails to pickle still
+    takes part in the collectives, sending the text, so that its peers raise too instead of waiting for it."""
+    try:
+        return _pickler.dumps(obj), None
+    except Exception as exc:  # noqa: BLE001 (any error of any object's __reduce__)
+        return f"{type(exc).__name__}: {exc}".encode(), exc
+
+
 def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
                      process_set: ProcessSet = global_process_set) -> Any:
-    """Return ``root_rank``'s ``obj`` on every rank: on the root, ``obj`` itself (as Horovod), elsewhere a copy."""
+    """Return ``root_rank``'s ``obj`` on every rank: on the root, ``obj`` itself (as Horovod), elsewhere a copy.
+    When the root cannot pickle it, the root raises that error and the others a PicklingError that names it."""
     name = name or f"broadcast_object.{process_set.process_set_id}"
     root = rank() == root_rank
-    payload = _pickler.dumps(obj) if root else b""
-    length = broadcast(np.array([len(payload)], dtype=np.int64), root_rank, f"{name}.len", process_set)
-    buf = np.frombuffer(payload, dtype=np.uint8) if payload else np.zeros(int(length[0]), dtype=np.uint8)
+    payload, error = _pickled(obj) if root else (b"", None)
+    told = len(payload) if error is None else -len(payload)  # negative: the text of the root's error follows
+    length = int(broadcast(np.array([told], dtype=np.int64), root_rank, f"{name}.len", process_set)[0])
+    buf = np.frombuffer(payload, dtype=np.uint8) if root else np.zeros(abs(length), dtype=np.uint8)
     data = broadcast(buf, root_rank, f"{name}.data", process_set)
+    if error is not None:
+        raise error
+    if length < 0:
+        raise pickle.PicklingError(f"broadcast_object: root rank {root_rank} could not pickle its object "
+                                   f"({data.tobytes().decode(errors='replace')})")
     return obj if root else pickle.loads(data.tobytes())
 
 
 def allgather_object(obj: Any, name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> list:
-    """Return the list of every rank's ``obj``, in rank order."""
+    """Return the list of every rank's ``obj``, in rank order. When a rank cannot pickle its object, it raises
+    that error and the others a PicklingError that names the rank and the error."""
     name = name or f"allgather_object.{process_set.process_set_id}"
-    payload = np.frombuffer(_pickler.dumps(obj), dtype=np.uint8)
-    sizes = allgather(np.array([payload.size], dtype=np.int64), f"{name}.len", process_set)
-    data = allgather(payload, f"{name}.data", process_set)
-    bounds = np.concatenate([[0], np.cumsum(sizes)])
-    return [pickle.loads(data[bounds[i]:bounds[i + 1]].tobytes()) for i in range(len(sizes))]
+    payload, error = _pickled(obj)
+    told = len(payload) if error is None else -len(payload)
+    sizes = allgather(np.array([told], dtype=np.int64), f"{name}.len", process_set)
+    data = allgather(np.frombuffer(payload, dtype=np.uint8), f"{name}.data", process_set)
+    bounds = np.concatenate([[0], np.cumsum(np.abs(sizes))])
+    pieces = [data[bounds[i]:bounds[i + 1]].tobytes() for i in range(len(sizes))]
+    if error is not None:
+        raise error
+    if (sizes < 0).any():
+        told = "; ".join(f"rank {process_set.ranks[i]}: {pieces[i].decode(errors='replace')}"
+                         for i in np.flatnonzero(sizes < 0))
+        raise pickle.PicklingError(f"allgather_object: ranks could not pickle their objects ({told})")
+    return [pickle.loads(piece) for piece in pieces]

@@ -220,3 +220,27 @@ def test_a_reduce_op_that_is_not_an_integer_code_is_a_value_error(op):
     """1.0 went on to the engine's binding (a TypeError naming its C++ signature); True was taken for Sum."""
     with pytest.raises(ValueError, match=f"unknown reduce op {op!r}"):
         hvd.allreduce(np.ones(2), op=op)
+
+
+def test_an_object_that_cannot_be_pickled_fails_on_every_rank_instead_of_leaving_the_others_waiting():
+    """The rank that failed to pickle raised before its collective; its peers waited for it (as in Horovod)."""
+    import pickle
+    import threading
+
+    lock, last = threading.Lock(), hvd.size() - 1
+    if hvd.rank() == 0:
+        with pytest.raises(TypeError, match="cannot pickle '_thread.lock' object"):
+            hvd.broadcast_object(lock, root_rank=0)
+    else:
+        with pytest.raises(pickle.PicklingError, match=r"broadcast_object: root rank 0 could not pickle its object "
+                                                       r"\(TypeError: cannot pickle '_thread.lock' object\)"):
+            hvd.broadcast_object(None, root_rank=0)
+    if hvd.rank() == last:
+        with pytest.raises(TypeError, match="cannot pickle"):
+            hvd.allgather_object(lock)
+    else:
+        with pytest.raises(pickle.PicklingError, match=rf"allgather_object: ranks could not pickle their objects "
+                                                       rf"\(rank {last}: TypeError: cannot pickle"):
+            hvd.allgather_object(hvd.rank())
+    assert hvd.broadcast_object("still works", root_rank=last) == "still works"
+    assert hvd.allgather_object(hvd.rank()) == list(range(hvd.size()))
