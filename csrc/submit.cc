@@ -174,6 +174,10 @@ hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handl
 }  // namespace
 
 void bind_submit(nb::module_& m) {
+  // The rule of submit()'s scale factors, for the callers that build an OpSpec themselves (MXNet's bridge).
+  m.def("scale_factor", [](nb::handle x, const std::string& what, const std::string& which) {
+    return scale_factor(x, what, which.c_str());
+  }, "x"_a.none(), "what"_a, "which"_a);
   m.def("set_python_rules", [](nb::dict codes, nb::object dtype_code, nb::object engine_name, nb::type_object device) {
     g_rules = new PythonRules{std::move(codes), std::move(dtype_code), std::move(engine_name), std::move(device)};
   }, "codes"_a, "dtype_code"_a, "engine_name"_a, "device_array"_a);

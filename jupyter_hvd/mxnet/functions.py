@@ -45,8 +45,10 @@ def broadcast_parameters(params: Any, root_rank: int = 0, prefix: Optional[str] 
                 tensors.append((p.data(), prefix + str(name)))
             except mx.gluon.parameter.DeferredInitializationError:
                 _broadcast_after_init(p, root_rank, prefix + str(name))
-        else:
+        elif isinstance(p, mx.nd.NDArray):
             tensors.append((p, prefix + str(name)))
+        else:
+            raise TypeError(f"broadcast_parameters: {name!r} is a {type(p).__name__}, not an NDArray or Parameter")
     broadcast_tensors(tensors, root_rank)
 
 

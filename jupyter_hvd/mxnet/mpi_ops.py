@@ -67,7 +67,8 @@ def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, pr
     NDArrays, which it returns."""
     _require_init()
     _check_ndarrays(tensors, "allreduce")
-    prescale, postscale = float(prescale), float(postscale)
+    prescale = _C.scale_factor(prescale, "allreduce", "prescale_factor")
+    postscale = _C.scale_factor(postscale, "allreduce", "postscale_factor")
     _C.check_reduce([_dtype_code(t, "allreduce") for t in tensors], op, prescale, postscale, "allreduce", False)
     with mxnet_errors():
         pid = set_id(process_set)

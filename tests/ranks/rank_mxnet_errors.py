@@ -111,3 +111,18 @@ def test_a_grouped_op_given_one_ndarray_says_so(call):
     """Its rows were the group, or MXNet's "truth value of an NDArray" error was raised."""
     with pytest.raises(TypeError, match=rf"{call}: expected a list or tuple of tensors, got one tensor \(NDArray\)"):
         getattr(hvd, call)(mx.nd.ones((hvd.size(), 2)))
+
+
+@pytest.mark.parametrize("factor", ["2", None], ids=["str", "None"])
+def test_a_scale_factor_that_is_not_a_number_is_refused_as_in_the_other_apis(factor):
+    """float() took the string '2' for 2.0, where jupyter_hvd and jupyter_hvd.torch refuse it."""
+    with pytest.raises(TypeError, match=f"allreduce: prescale_factor must be a number, got {factor!r}"):
+        hvd.allreduce(mx.nd.ones(2), prescale_factor=factor)
+    assert hvd.allreduce(mx.nd.ones(2), op=hvd.Sum, postscale_factor=np.float32(0.5)).asnumpy().tolist() == \
+        [hvd.size() / 2] * 2
+
+
+def test_broadcast_parameters_names_a_value_that_is_not_an_ndarray():
+    """It failed with "'float' object has no attribute 'wait_to_read'", after broadcasting what came before it."""
+    with pytest.raises(TypeError, match="broadcast_parameters: 'lr' is a float, not an NDArray or Parameter"):
+        hvd.broadcast_parameters({"a": mx.nd.ones(2), "lr": 0.1}, root_rank=0)
