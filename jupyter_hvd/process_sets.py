@@ -9,6 +9,7 @@ from . import _C
 
 
 def is_communicator(obj: Any) -> bool:
+    """Whether ``obj`` is an mpi4py communicator (MPI.COMM_NULL too)."""
     mpi = sys.modules.get("mpi4py.MPI")  # whoever holds a communicator has imported it
     return mpi is not None and isinstance(obj, mpi.Comm)
 

@@ -333,7 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with session_folder() as session_dir:
         try:
             spec = launch_spec(args, os.environ, session_dir)
-            check_listen(spec.listen or os.environ.get(LISTEN_VAR), "--network-interface" if spec.listen else LISTEN_VAR)
+            check_listen(spec.listen or os.environ.get(LISTEN_VAR),
+                         "--network-interface" if spec.listen else LISTEN_VAR)
             cmd, env = mpiexec_command(spec, command)
             ranks = ranks_by_host(placement(spec), spec.np)
         except ValueError as exc:
