@@ -276,6 +276,8 @@ def _split_counts(splits: Any) -> list:
     arr = np.asarray(splits.numpy() if hasattr(splits, "numpy") and not isinstance(splits, np.ndarray) else splits)
     if arr.size and arr.dtype.kind not in "iu":
         raise ValueError(f"alltoall: splits must be integers, got {arr.dtype}")
+    if arr.ndim > 1:  # Horovod's "alltoall expects a 1D splits tensor"
+        raise ValueError(f"alltoall: splits must be one count per rank (one dimension), got shape {arr.shape}")
     return [int(s) for s in arr.reshape(-1)]
 
 

@@ -74,6 +74,8 @@ def test_bad_root_rank_and_splits():
         hvd.alltoall(torch.ones(3, 2), splits=[1] * (hvd.size() + 1))
     with pytest.raises(ValueError, match="divisible"):
         hvd.alltoall(torch.ones(2 * hvd.size() + 1))
+    with pytest.raises(ValueError, match=r"splits must be one count per rank \(one dimension\), got shape \(1, "):
+        hvd.alltoall(torch.ones(hvd.size(), 2), splits=torch.ones(1, hvd.size(), dtype=torch.int32))  # was flattened
 
 
 def test_optimizer_arguments():
