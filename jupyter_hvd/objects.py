@@ -13,7 +13,7 @@ except ImportError:
 import numpy as np
 
 from .basics import rank
-from .ops import allgather, broadcast
+from .ops import allgather, broadcast, check_root
 from .process_sets import ProcessSet, global_process_set
 
 
@@ -31,6 +31,7 @@ def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
     """Return ``root_rank``'s ``obj`` on every rank: on the root, ``obj`` itself (as Horovod), elsewhere a copy.
     When the root cannot pickle it, the root raises that error and the others a PicklingError that names it."""
     name = name or f"broadcast_object.{process_set.process_set_id}"
+    root_rank = check_root(root_rank, process_set, "broadcast_object")
     root = rank() == root_rank
     payload, error = _pickled(obj) if root else (b"", None)
     told = len(payload) if error is None else -len(payload)  # negative: the text of the root's error follows

@@ -1,5 +1,6 @@
 """Collective operations on host arrays (numpy or DLPack), with Horovod's names and defaults."""
 import numbers
+import operator
 import warnings
 from typing import Any, Callable, Optional, Sequence
 
@@ -231,12 +232,18 @@ def grouped_allgather(tensors: Sequence[Any], name: Optional[str] = None,
 
 
 def check_root(root_rank: int, process_set: ProcessSet, what: str) -> int:
-    """``root_rank`` as an int; TypeError or ValueError unless it is a rank of ``process_set``."""
-    if isinstance(root_rank, bool) or not isinstance(root_rank, (int, np.integer)):
+    """``root_rank`` as an int (anything with ``__index__``, as Horovod's binding takes: a numpy integer, a torch
+    integer tensor of one element such as an argmax; not a bool); TypeError or ValueError unless it is a rank of
+    ``process_set``."""
+    try:
+        root = None if isinstance(root_rank, bool) else operator.index(root_rank)
+    except TypeError:
+        root = None
+    if root is None:
         raise TypeError(f"{what}: root_rank must be an int, got {type(root_rank).__name__}")
-    if int(root_rank) not in process_set.ranks:
-        raise ValueError(f"{what}: root_rank {root_rank} is not a rank of {process_set}")
-    return int(root_rank)
+    if root not in (process_set.ranks or ()):  # None: a communicator's set not yet registered
+        raise ValueError(f"{what}: root_rank {root} is not a rank of {process_set}")
+    return root
 
 
 def _broadcast(tensor: Any, root_rank: int, name: Optional[str], process_set: ProcessSet, in_place: bool,

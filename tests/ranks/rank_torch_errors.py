@@ -67,6 +67,15 @@ def test_shape_mismatch_fails_on_every_rank():
     assert torch.equal(hvd.allreduce(torch.ones(2), name="after"), torch.ones(2))  # the engine goes on
 
 
+def test_a_root_rank_from_an_argmax_is_a_rank():
+    """An integer tensor of one element is an index, as Horovod's binding takes it: broadcasting from the best rank."""
+    best = torch.argmax(hvd.allgather(torch.tensor([float(hvd.rank())])))
+    assert hvd.broadcast(torch.tensor([hvd.rank()]), root_rank=best).item() == hvd.size() - 1
+    assert hvd.broadcast_object(f"from {hvd.rank()}", root_rank=best) == f"from {hvd.size() - 1}"
+    with pytest.raises(TypeError, match="root_rank must be an int, got Tensor"):
+        hvd.broadcast(torch.ones(1), root_rank=torch.tensor(0.0))
+
+
 def test_bad_root_rank_and_splits():
     with pytest.raises(ValueError, match="root_rank"):
         hvd.broadcast(torch.ones(2), root_rank=hvd.size())
