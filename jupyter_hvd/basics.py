@@ -7,13 +7,14 @@ import warnings
 from typing import Any, Callable, Optional, Sequence
 
 from . import _C
-from .errors import raise_for_status
+from .errors import HorovodInternalError, raise_for_status, raised_reason
 from .handles import release_orphans
 from .naming import restart as restart_auto_names
 from .gpu import cuda_available, nccl_available
 from .runner.launch import BTL_VAR, LONE_PROCESS_BTL, launched_size, started_by_launcher
 
 _atexit_registered = False
+_uncaught: Optional[BaseException] = None  # the exception that ends the program, once sys.excepthook saw it
 _engine_runs = 0  # how many times init() has started the engine in this process
 _drains: list[Callable[[], None]] = []  # frontends' waits for the collectives they queued (MXNet's)
 # Set by init() for the processes a rank starts: "<the rank's pid> <PMIX_NAMESPACE> <topology ...>".
@@ -102,7 +103,8 @@ def init(comm: Any = None, process_sets: Optional[Sequence[Any]] = None) -> None
     restart_auto_names()  # every rank starts the engine at once: their automatic names agree again
     ps.on_init()
     if not _atexit_registered:
-        atexit.register(shutdown)
+        atexit.register(_shutdown_at_exit)
+        sys.excepthook = _noting_uncaught(sys.excepthook)
         _atexit_registered = True
     ps.register_at_init(process_sets or ())
 
@@ -141,6 +143,25 @@ def shutdown() -> None:
         _C.shutdown()
         ps.on_shutdown()
         release_orphans(all_done=True)
+
+
+def _noting_uncaught(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """``hook`` (sys.excepthook, which Python calls with the exception that ends the program, before atexit), first
+    noting the exception for _shutdown_at_exit."""
+    def note(kind: type, value: BaseException, tb: Any) -> None:
+        global _uncaught
+        _uncaught = value
+        hook(kind, value, tb)
+    return note
+
+
+def _shutdown_at_exit() -> None:
+    """shutdown() at the program's end; after an exception nobody caught, an abort that names it first, so the
+    other ranks' error says why (a plain shutdown reads to them as ranks that ran different numbers of
+    collectives). A collective's own error is every rank's already."""
+    if _uncaught is not None and _C.is_initialized() and not isinstance(_uncaught, HorovodInternalError):
+        abort(raised_reason(rank(), _uncaught))
+    shutdown()
 
 
 def engine_run() -> int:

@@ -23,6 +23,11 @@ class EngineShutdownError(HorovodInternalError):
     """The engine was shut down (on this rank or another) while the operation was pending."""
 
 
+def raised_reason(rank: int, exc: BaseException) -> str:
+    """The reason an abort gives when ``rank`` failed with ``exc``: "rank 1 raised ValueError: bad shape"."""
+    return f"rank {rank} raised {type(exc).__name__}: {exc}"
+
+
 # The exception of each failing status code (the engine's hvd::Status::Code); Aborted carries its origin.
 _RAISES = {int(StatusCode.Mismatch): TensorMismatchError, int(StatusCode.Invalid): ValueError,
            int(StatusCode.Shutdown): EngineShutdownError}

@@ -136,6 +136,21 @@ def test_a_rank_that_ends_first_fails_its_peers_ops_saying_why_and_what_to_do(tm
             "data), end each rank's loop with hvd.join()") in out, out
 
 
+def test_a_rank_that_ends_on_an_exception_fails_its_peers_ops_naming_it(tmp_path):
+    """Its atexit shutdown told the peers 'rank 1 shut the engine down ... uneven data ... hvd.join()': the
+    advice for a rank that ended its loop early, where it had failed. Its traceback is still printed."""
+    script = tmp_path / "raises.py"
+    script.write_text("import sys, numpy as np, jupyter_hvd as hvd\n"
+                      "hvd.init()\n"
+                      "if hvd.rank() == 1:\n"
+                      "    raise ValueError('bad batch on rank 1')\n"
+                      "hvd.allreduce(np.ones(2), name='waits')\n")
+    out = run_ranks(2, [str(script)], check=False).stdout
+    assert "ValueError: bad batch on rank 1" in out, out
+    assert "EngineAbortedError: engine aborted by rank 1: rank 1 raised ValueError: bad batch on rank 1" in out, out
+    assert "shut the engine down" not in out, out
+
+
 def test_init_starts_mpi_itself_where_the_script_told_mpi4py_not_to(tmp_path):
     """Horovod's pattern for scripts that start MPI themselves, or let Horovod do it: with
     `mpi4py.rc.initialize = False`, init() found MPI unstarted and the job aborted. Now init() starts it (with

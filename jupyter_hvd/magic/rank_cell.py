@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import raised_reason
 from ..runner.launch import rank_place
 from . import rank_awaiting, rank_shell
 from .engine_restart import restart_engine
@@ -107,7 +108,7 @@ def _abort_job(exc: BaseException) -> None:
         return
     # A failing abort must not hide the cell's own error; peers it failed to free get SIGINT from the kernel.
     with contextlib.suppress(Exception):
-        engine.abort(f"rank {rank_place().rank} raised {type(exc).__name__}: {exc}")
+        engine.abort(raised_reason(rank_place().rank, exc))
 
 
 def _run(code: CodeType, namespace: dict[str, Any]) -> Any:
