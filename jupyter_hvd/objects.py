@@ -17,13 +17,16 @@ from .ops import allgather, broadcast, check_root
 from .process_sets import ProcessSet, global_process_set
 
 
-def _pickled(obj: Any) -> Tuple[bytes, Optional[Exception]]:
-    """``obj`` pickled; or, when it cannot be, the error's text and the error. A rank that fails to pickle still
-    takes part in the collectives, sending the text, so that its peers raise too instead of waiting for it."""
+def _pickled(obj: Any) -> Tuple[bytes, int, Optional[Exception]]:
+    """``obj`` pickled, the length to announce, and no error; or, when it cannot be pickled, the error's text, its
+    length negated and the error. A rank that fails to pickle still takes part in the collectives, sending the
+    text, so that its peers raise too instead of waiting for it."""
     try:
-        return _pickler.dumps(obj), None
+        payload = _pickler.dumps(obj)
+        return payload, len(payload), None
     except Exception as exc:  # noqa: BLE001 (any error of any object's __reduce__)
-        return f"{type(exc).__name__}: {exc}".encode(), exc
+        text = f"{type(exc).__name__}: {exc}".encode()
+        return text, -len(text), exc
 
 
 def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
@@ -33,8 +36,7 @@ def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
     name = name or f"broadcast_object.{process_set.process_set_id}"
     root_rank = check_root(root_rank, process_set, "broadcast_object")
     root = rank() == root_rank
-    payload, error = _pickled(obj) if root else (b"", None)
-    told = len(payload) if error is None else -len(payload)  # negative: the text of the root's error follows
+    payload, told, error = _pickled(obj) if root else (b"", 0, None)
     length = int(broadcast(np.array([told], dtype=np.int64), root_rank, f"{name}.len", process_set)[0])
     buf = np.frombuffer(payload, dtype=np.uint8) if root else np.zeros(abs(length), dtype=np.uint8)
     data = broadcast(buf, root_rank, f"{name}.data", process_set)
@@ -50,8 +52,7 @@ def allgather_object(obj: Any, name: Optional[str] = None, process_set: ProcessS
     """Return the list of every rank's ``obj``, in rank order. When a rank cannot pickle its object, it raises
     that error and the others a PicklingError that names the rank and the error."""
     name = name or f"allgather_object.{process_set.process_set_id}"
-    payload, error = _pickled(obj)
-    told = len(payload) if error is None else -len(payload)
+    payload, told, error = _pickled(obj)
     sizes = allgather(np.array([told], dtype=np.int64), f"{name}.len", process_set)
     data = allgather(np.frombuffer(payload, dtype=np.uint8), f"{name}.data", process_set)
     bounds = np.concatenate([[0], np.cumsum(np.abs(sizes))])
@@ -59,7 +60,7 @@ def allgather_object(obj: Any, name: Optional[str] = None, process_set: ProcessS
     if error is not None:
         raise error
     if (sizes < 0).any():
-        told = "; ".join(f"rank {process_set.ranks[i]}: {pieces[i].decode(errors='replace')}"
-                         for i in np.flatnonzero(sizes < 0))
-        raise pickle.PicklingError(f"allgather_object: ranks could not pickle their objects ({told})")
+        failures = "; ".join(f"rank {process_set.ranks[i]}: {pieces[i].decode(errors='replace')}"
+                             for i in np.flatnonzero(sizes < 0))
+        raise pickle.PicklingError(f"allgather_object: ranks could not pickle their objects ({failures})")
     return [pickle.loads(piece) for piece in pieces]

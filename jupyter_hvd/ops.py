@@ -236,11 +236,11 @@ def check_root(root_rank: int, process_set: ProcessSet, what: str) -> int:
     integer tensor of one element such as an argmax; not a bool); TypeError or ValueError unless it is a rank of
     ``process_set``."""
     try:
-        root = None if isinstance(root_rank, bool) else operator.index(root_rank)
+        if isinstance(root_rank, bool):
+            raise TypeError
+        root = operator.index(root_rank)
     except TypeError:
-        root = None
-    if root is None:
-        raise TypeError(f"{what}: root_rank must be an int, got {type(root_rank).__name__}")
+        raise TypeError(f"{what}: root_rank must be an int, got {type(root_rank).__name__}") from None
     if root not in (process_set.ranks or ()):  # None: a communicator's set not yet registered
         raise ValueError(f"{what}: root_rank {root} is not a rank of {process_set}")
     return root
