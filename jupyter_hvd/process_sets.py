@@ -109,6 +109,19 @@ def set_id(process_set: ProcessSet) -> int:
     return registered
 
 
+def require_ranks(process_set: ProcessSet, user: str) -> ProcessSet:
+    """``process_set`` for an optimizer or trainer, which needs its ranks when made (its average's divisor, whether
+    this rank takes part). A communicator's set that init() has not registered has none: Horovod's optimizers then
+    average nothing (torch's, silently) or fail on None; here it is a ValueError naming the fix."""
+    if not isinstance(process_set, ProcessSet):
+        raise TypeError(f"{user}: process_set must be a ProcessSet, got {type(process_set).__name__}")
+    if process_set.ranks is None:
+        raise ValueError(f"{user}: {process_set} was made from an MPI communicator that hvd.init(comm, "
+                         f"process_sets=[...]) has not registered, so its ranks are unknown and no gradient "
+                         f"would be averaged; pass it to hvd.init() first")
+    return process_set
+
+
 def add_process_set(process_set: Union[ProcessSet, Iterable[int]]) -> ProcessSet:
     """Register a set on every rank (all ranks must call this with the same ranks)."""
     from .ops import allgather

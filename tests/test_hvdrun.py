@@ -422,7 +422,7 @@ def test_a_killed_hvdrun_ends_its_ranks_and_the_next_one_clears_its_folder(tmp_p
         assert [p.name for p in tmp.iterdir()] == left
     finally:
         proc.kill()
-        proc.wait()
+        proc.communicate()  # waits, and closes its stderr pipe
     done = run_hvdrun("-np", "1", sys.executable, "-c", "print('ran')", env=env)
     assert done.returncode == 0 and "ran" in done.stdout, done.stderr
     assert list(tmp.iterdir()) == []

@@ -155,7 +155,10 @@ def test_arguments_that_cannot_work_are_a_value_error(arguments, message):
 def test_np_is_deprecated_as_in_horovod_at_the_callers_line():
     with pytest.warns(DeprecationWarning, match="np is deprecated, use num_proc instead") as told:
         assert jupyter_hvd.run(lambda: 1, np=2) == [1, 1]
-    assert [w.filename for w in told] == [__file__]  # so Python shows it when a script's own code calls run
+    # so Python shows it when a script's own code calls run. Only ours: the recorder also takes any warning
+    # raised meanwhile, such as a ResourceWarning that a garbage collection happens to run inside os's code
+    mine = [w.filename for w in told if "np is deprecated" in str(w.message)]
+    assert mine == [__file__], [(w.category.__name__, w.filename, str(w.message)) for w in told]
 
 
 def test_ranks_that_never_fetch_the_function_stop_the_job_after_start_timeout(tmp_path):

@@ -28,22 +28,21 @@ WAITING_RANK = (
 
 def sockets_of_running_job(env: dict[str, str]) -> list[Sock]:
     """Start 2 ranks under hvdrun; once both are ready, the listening sockets of every process of the job."""
-    proc = subprocess.Popen(hvdrun_argv("-np", "2", sys.executable, "-c", WAITING_RANK), env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        lines = [proc.stdout.readline() for _ in range(2)]
-        assert all(line.startswith("ready") for line in lines), lines + [proc.stdout.read()]
-        processes = tree(psutil.Process(proc.pid))
-        assert any(p.name() == "prterun" for p in processes)
-        found = listening(processes)
-        proc.stdin.write("end\n")
-        proc.stdin.flush()
-        assert proc.wait(timeout=60) == 0, proc.stdout.read()
-        return found
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with subprocess.Popen(hvdrun_argv("-np", "2", sys.executable, "-c", WAITING_RANK), env=env,
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        try:
+            lines = [proc.stdout.readline() for _ in range(2)]
+            assert all(line.startswith("ready") for line in lines), lines + [proc.stdout.read()]
+            processes = tree(psutil.Process(proc.pid))
+            assert any(p.name() == "prterun" for p in processes)
+            found = listening(processes)
+            proc.stdin.write("end\n")
+            proc.stdin.flush()
+            assert proc.wait(timeout=60) == 0, proc.stdout.read()
+            return found
+        finally:
+            if proc.poll() is None:
+                proc.kill()  # leaving the with block waits for it and closes its pipes
 
 
 def test_hvdrun_job_listens_on_loopback_only():

@@ -14,18 +14,18 @@ from ..agreement import digest, ranks_agree, warn_apart, warn_replaced
 from ..basics import engine_run, rank
 from ..groups import split_list
 from ..monitor.samples import trainer_step
-from ..process_sets import ProcessSet, global_process_set
+from ..process_sets import ProcessSet, global_process_set, require_ranks
 from .compression import Compression, Compressor
 from .functions import broadcast_object, broadcast_tensors
 from .mpi_ops import Sum, _require_init, allreduce_, grouped_allreduce_, mxnet_errors
 
 
-def _average_factor(gradient_predivide_factor: float, process_set: ProcessSet) -> float:
+def _average_factor(gradient_predivide_factor: float, process_set: ProcessSet, user: str) -> float:
     """What the optimizer's rescaling takes on to turn the sum of prescaled gradients into their average.
 
     A set of one rank skips the allreduce (and with it the 1 / gradient_predivide_factor prescale).
     """
-    n = process_set.size()
+    n = require_ranks(process_set, user).size()
     return gradient_predivide_factor / n if n > 1 else 1.0
 
 
@@ -52,7 +52,7 @@ class DistributedOptimizer(mx.optimizer.Optimizer):
         _require_init()
         self._optimizer = optimizer
         self._gradient_predivide_factor = gradient_predivide_factor
-        self._average_factor = _average_factor(gradient_predivide_factor, process_set)
+        self._average_factor = _average_factor(gradient_predivide_factor, process_set, "DistributedOptimizer")
         self._optimizer.rescale_grad *= self._average_factor
         self._num_groups = num_groups
         self._process_set = process_set
@@ -196,7 +196,7 @@ class DistributedTrainer(mx.gluon.Trainer):
         self._compression: Compressor = compression
         self._process_set = process_set
         self._gradient_predivide_factor = gradient_predivide_factor
-        self._scale *= _average_factor(gradient_predivide_factor, process_set)
+        self._scale *= _average_factor(gradient_predivide_factor, process_set, "DistributedTrainer")
         self._prefix = prefix or ""
         self._num_groups = num_groups
         self._made_in_run = engine_run()  # a later run's check of the ranks' parameters repairs rather than warns

@@ -31,7 +31,7 @@ from ..monitor.samples import trainer_step
 from ..groups import split_list
 from ..ops import resolve_op
 from ..other_framework import other_framework_hint
-from ..process_sets import ProcessSet, global_process_set
+from ..process_sets import ProcessSet, global_process_set, require_ranks
 from . import samples
 from .compression import Compression, Compressor
 from ..objects import broadcast_object
@@ -373,6 +373,7 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
     in float16 (``compression``) and in fused ``groups``; step() waits for them before updating.
     """
     resolve_op(None, op)  # Adasum: NotImplementedError; unknown ops: ValueError
+    require_ranks(process_set, "DistributedOptimizer")
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if num_groups != 0:

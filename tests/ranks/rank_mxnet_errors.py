@@ -89,6 +89,19 @@ def test_a_torch_tensor_names_the_api_for_it():
         hvd.allreduce(torch.ones(2))
 
 
+def test_a_trainer_over_a_communicator_set_init_never_registered_is_refused():
+    """Horovod's fails comparing its size(), None, with 1."""
+    from mpi4py import MPI
+
+    unregistered = hvd.ProcessSet(MPI.COMM_WORLD)
+    with pytest.raises(ValueError, match=r"DistributedOptimizer: .* was made from an MPI communicator"):
+        hvd.DistributedOptimizer(mx.optimizer.SGD(), process_set=unregistered)
+    net = mx.gluon.nn.Dense(2, in_units=2)
+    net.initialize()
+    with pytest.raises(ValueError, match=r"DistributedTrainer: .* pass it to hvd.init\(\) first"):
+        hvd.DistributedTrainer(net.collect_params(), "sgd", process_set=unregistered)
+
+
 def test_bad_arguments_are_local_python_errors():
     with pytest.raises(TypeError, match=r"NDArray, got ndarray; wrap it with mx.nd.array\(...\); for numpy arrays use "
                                         r"jupyter_hvd \(in a notebook: %%hvd -np N --framework none\)"):

@@ -103,6 +103,20 @@ def test_optimizer_arguments():
     for passes in (0, -1):  # Horovod's check: such an optimizer would start no allreduce from its hooks
         with pytest.raises(ValueError, match="backward_passes_per_step must be > 0"):
             hvd.DistributedOptimizer(opt, model.named_parameters(), backward_passes_per_step=passes)
+    with pytest.raises(TypeError, match="DistributedOptimizer: process_set must be a ProcessSet, got list"):
+        hvd.DistributedOptimizer(opt, model.named_parameters(), process_set=[0, 1])
+
+
+def test_an_optimizer_over_a_communicator_set_init_never_registered_is_refused():
+    """Horovod's optimizer reads such a set's included() None as "not a member" and averages nothing."""
+    from mpi4py import MPI
+
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    unregistered = hvd.ProcessSet(MPI.COMM_WORLD)
+    with pytest.raises(ValueError, match=r"DistributedOptimizer: ProcessSet\(.*\) was made from an MPI communicator "
+                                         r"that hvd.init\(comm, process_sets=\[...\]\) has not registered"):
+        hvd.DistributedOptimizer(opt, model.named_parameters(), process_set=unregistered)
 
 
 def test_zero_grad_between_backward_and_step_is_an_error():
