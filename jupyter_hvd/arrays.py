@@ -1,4 +1,5 @@
 """Turning caller tensors into contiguous arrays the engine can read by address."""
+from collections.abc import Mapping
 from typing import Any, Union
 
 import numpy as np
@@ -19,9 +20,12 @@ class _WritableImport:
 
 def as_group(tensors: Any, what: str) -> list:
     """A grouped op's tensors, as a list. TypeError for one tensor (anything with a shape: numpy, torch, MXNet,
-    CuPy), whose rows would otherwise be the group."""
+    CuPy), whose rows would otherwise be the group, and for a mapping (a state_dict), whose keys would be."""
     if hasattr(tensors, "shape"):
         raise TypeError(f"{what}: expected a list or tuple of tensors, got one tensor ({type(tensors).__name__})")
+    if isinstance(tensors, Mapping):
+        raise TypeError(f"{what}: expected a list or tuple of tensors, got a {type(tensors).__name__} (pass "
+                        f"list(d.values()))")
     return list(tensors)
 
 

@@ -33,4 +33,7 @@ def dtype_code(dtype: np.dtype, what: str) -> int:
         return CODES[np.dtype(dtype)]
     except (KeyError, TypeError):
         names = ", ".join(sorted(str(d) for d in CODES))
-        raise TypeError(f"{what}: unsupported dtype {dtype}; supported: {names}") from None
+        order = ""
+        if isinstance(dtype, np.dtype) and not dtype.isnative and dtype.newbyteorder("=") in CODES:
+            order = f" (only in this machine's byte order: convert with .astype({str(dtype.newbyteorder('='))!r}))"
+        raise TypeError(f"{what}: unsupported dtype {dtype}{order}; supported: {names}") from None

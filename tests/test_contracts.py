@@ -31,6 +31,10 @@ def test_dtype_codes_follow_the_engine_list() -> None:
         assert dtypes.dtype_code(np.dtype(numpy_type), "x") == int(t)
     with pytest.raises(TypeError, match="allreduce: unsupported dtype uint32; supported: bfloat16, bool, float16, "):
         dtypes.dtype_code(np.dtype(np.uint32), "allreduce")
+    swapped = ">f8" if np.little_endian else "<f8"  # a file's byte order (np.fromfile, FITS): never read as ours
+    with pytest.raises(TypeError, match=re.escape(f"allreduce: unsupported dtype {swapped} (only in this machine's "
+                                                  "byte order: convert with .astype('float64'))")):
+        dtypes.dtype_code(np.ones(2, dtype=swapped).dtype, "allreduce")
 
 
 def test_reductions_each_dtype_can_do() -> None:

@@ -213,6 +213,9 @@ def test_a_grouped_op_given_one_array_says_so(call):
     """Its rows were the group: a list of reduced rows came back."""
     with pytest.raises(TypeError, match=rf"{call}: expected a list or tuple of tensors, got one tensor \(ndarray\)"):
         getattr(hvd, call)(np.ones((hvd.size(), 2)))
+    with pytest.raises(TypeError, match=rf"{call}: expected a list or tuple of tensors, got a dict \(pass "
+                                        r"list\(d.values\(\)\)\)"):
+        getattr(hvd, call)({"w": np.ones(2)})  # its keys were the group: "unsupported dtype <U1"
 
 
 @pytest.mark.parametrize("op", [1.0, True], ids=["float", "bool"])

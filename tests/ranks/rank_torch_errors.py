@@ -49,6 +49,9 @@ def test_a_grouped_op_given_one_tensor_says_so(call):
     """Its rows were the group (a tuple of rows came back), or torch's 'Boolean value of Tensor' was raised."""
     with pytest.raises(TypeError, match=f"{call}: expected a list or tuple of tensors, got one tensor"):
         getattr(hvd, call)(torch.ones(hvd.size(), 2))
+    with pytest.raises(TypeError, match=rf"{call}: expected a list or tuple of tensors, got a dict \(pass "
+                                        r"list\(d.values\(\)\)\)"):
+        getattr(hvd, call)({"w": torch.ones(2)})  # its keys (strings) were the group
 
 
 def test_broadcast_parameters_names_a_value_that_is_not_a_tensor():
