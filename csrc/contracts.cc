@@ -66,10 +66,18 @@ const hvd::Setting& find_setting(const std::string& name) {
 
 hvd::DataType data_type(int code) { return code_of<hvd::DataType>(code, "dtype code"); }
 
+// A reduce op Python passed: Adasum keeps Horovod's number among the codes, but the engine has none.
+static hvd::ReduceOp reduce_op(int code) {
+  const auto op = code_of<hvd::ReduceOp>(code, "reduce op");
+  if (op == hvd::ReduceOp::Adasum)
+    throw hvd::InvalidArgument("reduce op " + std::to_string(code) + " (Adasum) is not one the engine has");
+  return op;
+}
+
 hvd::OpSpec op_spec(int op, int reduce, int process_set, int root_rank, double prescale, double postscale) {
   hvd::OpSpec s;
   s.op = code_of<hvd::OpType>(op, "op");
-  s.reduce = code_of<hvd::ReduceOp>(reduce, "reduce op");
+  s.reduce = reduce_op(reduce);
   s.process_set = process_set;
   s.root_rank = root_rank;
   s.prescale = prescale;
@@ -100,7 +108,7 @@ void bind_contracts(nb::module_& m) {
   bind_enum<hvd::Phase>(m, "Phase");
   m.def("check_reduce", [](const std::vector<int>& codes, int op, double prescale, double postscale,
                            const std::string& what, bool on_device) {
-    check_reduce(codes, code_of<hvd::ReduceOp>(op, "reduce op"), prescale, postscale, what, on_device);
+    check_reduce(codes, reduce_op(op), prescale, postscale, what, on_device);
   }, "codes"_a, "op"_a, "prescale"_a, "postscale"_a, "what"_a, "on_device"_a);
 
   // Codes in, as Python holds them (plain ints, as Horovod's constants are); the dtype and memory are
@@ -109,8 +117,8 @@ void bind_contracts(nb::module_& m) {
       .def("__init__", [](hvd::OpSpec* self, int op, int reduce, int process_set, int root_rank, double prescale,
                           double postscale) {
         new (self) hvd::OpSpec(op_spec(op, reduce, process_set, root_rank, prescale, postscale));
-      }, "op"_a, nb::kw_only(), "reduce"_a = 0, "process_set"_a = 0, "root_rank"_a = -1, "prescale"_a = 1.0,
-         "postscale"_a = 1.0)
+      }, "op"_a, nb::kw_only(), "reduce"_a = static_cast<int>(hvd::ReduceOp::Sum), "process_set"_a = 0,
+         "root_rank"_a = -1, "prescale"_a = 1.0, "postscale"_a = 1.0)
       .def_ro("op", &hvd::OpSpec::op)
       .def_ro("reduce", &hvd::OpSpec::reduce)
       .def_ro("process_set", &hvd::OpSpec::process_set)

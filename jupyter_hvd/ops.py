@@ -15,12 +15,11 @@ from .handles import Handle, release_orphans, wait_for_result
 from .naming import engine_name, group_names, restart as restart_names
 from .process_sets import ProcessSet, global_process_set, set_id
 
-# Horovod's reduce-op constants: plain ints, as in Horovod, valued as the engine's codes (hvd::ReduceOp).
-Sum, Average, Min, Max, Product = (int(r) for r in (ReduceOp.Sum, ReduceOp.Average, ReduceOp.Min, ReduceOp.Max,
-                                                     ReduceOp.Product))
-Adasum = 1 + max(ReduceOp)  # not an engine op: refused by name
-_REDUCE_OPS = frozenset(int(r) for r in ReduceOp)
-_OP_NAMES = ", ".join(f"hvd.{r.name}" for r in ReduceOp)
+# Horovod's reduce-op constants: plain ints with Horovod's values, which are the engine's codes (hvd::ReduceOp).
+Average, Sum, Adasum, Min, Max, Product = (int(r) for r in (ReduceOp.Average, ReduceOp.Sum, ReduceOp.Adasum,
+                                                             ReduceOp.Min, ReduceOp.Max, ReduceOp.Product))
+_REDUCE_OPS = frozenset(int(r) for r in ReduceOp if r != ReduceOp.Adasum)  # Adasum: refused by name
+_OP_NAMES = ", ".join(f"hvd.{r.name}" for r in ReduceOp if r != ReduceOp.Adasum)
 
 # The engine's op codes (hvd::OpType), as _C.submit and OpSpec take them.
 ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER, JOIN = (

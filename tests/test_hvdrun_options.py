@@ -6,6 +6,7 @@ import importlib.util
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from hvdrun_cli import PRINT_ENV, PRINT_RANK, RUN_TIMEOUT_S, clean_env, hvdrun_argv, rank_lines, run_hvdrun, running
 
-from jupyter_hvd.runner import hvdrun
+from jupyter_hvd.runner import hvdrun, rank_output
 from jupyter_hvd.runner.launch import IF_INCLUDE_VARS, LISTEN_VAR, mpiexec_command
 from jupyter_hvd.runner.rank_output import rank_folder
 
@@ -261,10 +262,48 @@ def test_output_filename_keeps_a_failing_rank_exit_code(tmp_path: Path) -> None:
     assert (tmp_path / "rank.1" / "stdout").read_text() == "bye\n"
 
 
-def test_output_filename_reports_a_missing_program(tmp_path: Path) -> None:
-    result = run_hvdrun("-np", "1", "--output-filename", str(tmp_path), "no-such-program-xyz")
-    assert result.returncode == 127
-    assert "cannot run 'no-such-program-xyz'" in result.stderr
+@pytest.mark.parametrize(("program", "message"), [
+    ("no-such-program-xyz", "cannot run 'no-such-program-xyz': not found on PATH"),
+    ("./no_such_script.sh", "cannot run './no_such_script.sh': no such file"),
+    ("train.py", "cannot run 'train.py': it is not executable; run it with its interpreter (hvdrun -np N python "
+                 "train.py)"),
+], ids=["not on PATH", "no file", "script without its interpreter"])
+def test_a_program_that_cannot_run_here_is_refused_before_the_job_starts(program: str, message: str,
+                                                                         tmp_path: Path) -> None:
+    """Open MPI said only that it 'could not access an executable', in a box, after starting its daemons."""
+    (tmp_path / "train.py").write_text("print('never')\n")
+    result = subprocess.run(hvdrun_argv("-np", "2", program), cwd=tmp_path, env=clean_env(), input="",
+                            capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert result.returncode == 2 and result.stderr == f"hvdrun: error: {message} (see hvdrun --help)\n", result
+
+
+def test_an_executable_in_the_working_folder_runs_by_its_bare_name_as_mpiexec_finds_it(tmp_path: Path) -> None:
+    (tmp_path / "job.sh").write_text("#!/bin/sh\necho ran $OMPI_COMM_WORLD_RANK\n")
+    (tmp_path / "job.sh").chmod(0o755)
+    result = subprocess.run(hvdrun_argv("-np", "2", "job.sh"), cwd=tmp_path, env=clean_env(), input="",
+                            capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert result.returncode == 0 and sorted(result.stdout.split()) == ["0", "1", "ran", "ran"], result
+
+
+def test_an_output_folder_that_cannot_be_made_is_refused_before_the_job_starts(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    result = run_hvdrun("-np", "2", "--output-filename", str(tmp_path / "file" / "logs"), sys.executable, "-c", "0")
+    assert result.returncode == 2, result
+    assert result.stderr == f"hvdrun: error: --output-filename {tmp_path}/file/logs: cannot make it: Not a directory " \
+                            f"(see hvdrun --help)\n"
+
+
+def test_a_rank_on_another_host_reports_its_output_folder_or_program_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """There hvdrun cannot check first: each rank's wrapper says what failed, with no traceback."""
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    (tmp_path / "file").write_text("")
+    assert rank_output.main([str(tmp_path / "file"), sys.executable, "-c", "0"]) == 1
+    assert capsys.readouterr().err == (f"hvdrun: --output-filename: cannot make {tmp_path}/file/rank.1 on "
+                                       f"{socket.gethostname()}: Not a directory\n")
+    assert rank_output.main([str(tmp_path / "logs"), "no-such-program-xyz"]) == 127
+    assert "hvdrun: cannot run 'no-such-program-xyz'" in capsys.readouterr().err
 
 
 def test_a_killed_output_wrapper_takes_its_rank_along(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ void wrap_sum(void* in, void* inout, int* len, MPI_Datatype*) {
 
 int op_index(ReduceOp r) {
   switch (r) {
-    case ReduceOp::Sum: case ReduceOp::Average: return 0;
+    case ReduceOp::Sum: case ReduceOp::Average: case ReduceOp::Adasum: return 0;  // Adasum: never valid
     case ReduceOp::Min: return 1;
     case ReduceOp::Max: return 2;
     case ReduceOp::Product: return 3;
@@ -101,7 +101,7 @@ MPI_Op Reductions::op(DataType t, ReduceOp r) const {
   if ((t == DataType::UInt8 || t == DataType::Int8) && sum) return wrap_sum8_;
   if ((t == DataType::UInt16 || t == DataType::Int16) && sum) return wrap_sum16_;
   switch (r) {
-    case ReduceOp::Sum: case ReduceOp::Average: return MPI_SUM;
+    case ReduceOp::Sum: case ReduceOp::Average: case ReduceOp::Adasum: return MPI_SUM;
     case ReduceOp::Min: return MPI_MIN;
     case ReduceOp::Max: return MPI_MAX;
     case ReduceOp::Product: return MPI_PROD;

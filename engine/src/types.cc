@@ -24,7 +24,8 @@ bool is_float(DataType t) {
 }
 
 bool OpSpec::valid() const {
-  return enum_valid(op) && enum_valid(reduce) && enum_valid(dtype) && memory <= Memory::Cuda;
+  return enum_valid(op) && enum_valid(reduce) && reduce != ReduceOp::Adasum && enum_valid(dtype) &&
+         memory <= Memory::Cuda;
 }
 
 std::string describe_key(const TensorKey& k) {

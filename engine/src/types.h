@@ -16,8 +16,11 @@ namespace hvd {
 #define HVD_OP_TYPES(X)                                                                            \
   X(Allreduce, "allreduce") X(Allgather, "allgather") X(Broadcast, "broadcast") X(Alltoall, "alltoall") \
   X(Reducescatter, "reducescatter") X(Barrier, "barrier") X(Join, "join")
-// Named as Horovod's Python constants (hvd.Sum, ...), which are these codes.
-#define HVD_REDUCE_OPS(X) X(Sum, "Sum") X(Average, "Average") X(Min, "Min") X(Max, "Max") X(Product, "Product")
+// Named and numbered as Horovod's Python constants (hvd.Average == 0, ...; its common/message.h), which are these
+// codes, so that a code a script kept from Horovod means the same op. Adasum holds Horovod's number only: the
+// engine has no Adasum, and refuses it (OpSpec::valid, and the extension before that).
+#define HVD_REDUCE_OPS(X) \
+  X(Average, "Average") X(Sum, "Sum") X(Adasum, "Adasum") X(Min, "Min") X(Max, "Max") X(Product, "Product")
 // Named as numpy names the dtypes.
 #define HVD_DATA_TYPES(X)                                                                                \
   X(UInt8, "uint8") X(Int8, "int8") X(Int32, "int32") X(Int64, "int64") X(Float16, "float16")          \

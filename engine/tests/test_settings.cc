@@ -36,7 +36,9 @@ TEST_CASE("settings_defaults_come_from_config") {
 }
 
 TEST_CASE("enum_lists_give_names_counts_and_validity") {
-  CHECK(enum_count<ReduceOp>() == 5);
+  CHECK(enum_count<ReduceOp>() == 6);
+  CHECK(static_cast<int>(ReduceOp::Average) == 0);  // Horovod's numbering
+  CHECK(static_cast<int>(ReduceOp::Product) == 5);
   CHECK(std::string(enum_name(ReduceOp::Product)) == "Product");
   CHECK(std::string(op_name(OpType::Reducescatter)) == "reducescatter");
   CHECK(std::string(dtype_name(DataType::BFloat16)) == "bfloat16");
@@ -47,5 +49,7 @@ TEST_CASE("enum_lists_give_names_counts_and_validity") {
   CHECK(std::string(enum_name(static_cast<OpType>(200))) == "unknown");
   OpSpec spec;
   spec.reduce = static_cast<ReduceOp>(enum_count<ReduceOp>());
+  CHECK(!spec.valid());
+  spec.reduce = ReduceOp::Adasum;  // Horovod's number, no engine op
   CHECK(!spec.valid());
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -283,6 +284,30 @@ def rank_command(args: argparse.Namespace, command: list[str]) -> list[str]:
     return [sys.executable, "-m", "jupyter_hvd.runner.rank_output", os.path.abspath(args.output_filename), *command]
 
 
+def check_program(program: str, path: str | None) -> None:
+    """A ValueError, before anything starts, for a program that cannot run on this host: one not found (on
+    ``path``, mpiexec's PATH, for a bare name), or a file without execute permission, such as a script given
+    without its interpreter. Open MPI says only that it 'could not access an executable'. As mpiexec does, a
+    bare name is also looked for in the working folder."""
+    if shutil.which(program, path=path) is not None or os.path.isfile(program) and os.access(program, os.X_OK):
+        return
+    if not os.path.isfile(program):
+        where = "no such file" if os.sep in program else "not found on PATH"
+        raise ValueError(f"cannot run {program!r}: {where}")
+    advice = f"run it with its interpreter (hvdrun -np N python {program})" if program.endswith(".py") else \
+        f"chmod +x {program}, or run it with its interpreter"
+    raise ValueError(f"cannot run {program!r}: it is not executable; {advice}")
+
+
+def check_output_folder(folder: str | None) -> None:
+    """Make the --output-filename folder, or a ValueError saying why it cannot be (each rank would fail alike)."""
+    if folder:
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"--output-filename {folder}: cannot make it: {exc.strerror}") from None
+
+
 def run(cmd: list[str], env: dict[str, str], ranks: dict[str, list[int]] | None = None) -> int:
     """Run mpiexec, relaying signals; return its exit code, or 128+signum if a signal killed it.
 
@@ -329,6 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = from_stdin(command, sys.stdin.buffer, sys.stdin.isatty())
         except ValueError as exc:
             parser.error(str(exc))
+    program = command[0]
     command = rank_command(args, command)
     with session_folder() as session_dir:
         try:
@@ -337,6 +363,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "--network-interface" if spec.listen else LISTEN_VAR)
             cmd, env = mpiexec_command(spec, command)
             ranks = ranks_by_host(placement(spec), spec.np)
+            if not ranks:  # this host alone: its PATH and files are the ranks'
+                check_program(program, env.get("PATH"))
+                check_output_folder(args.output_filename)
         except ValueError as exc:
             parser.error(str(exc))
         except RuntimeError as exc:

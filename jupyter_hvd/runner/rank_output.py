@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -51,7 +52,12 @@ def main(argv: list[str]) -> int:
         print("usage: python -m jupyter_hvd.runner.rank_output DIR COMMAND...", file=sys.stderr)
         return 2
     folder = rank_folder(argv[0], os.environ)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # on another host than hvdrun's, which checks its own first
+        print(f"hvdrun: --output-filename: cannot make {folder} on {socket.gethostname()}: {exc.strerror}",
+              file=sys.stderr)
+        return 1
     # A SIGKILL of this wrapper (mpiexec's last resort) also ends the rank.
     die = die_with_parent(signal.SIGKILL) if sys.platform == "linux" else None
     try:

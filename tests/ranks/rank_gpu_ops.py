@@ -243,7 +243,7 @@ def test_reducescatter_even_and_uneven_rows(sets, dtype):
             continue
         n = ps.size()
         for rows in (2 * n, 2 * n + 1):
-            for op in (hvd.Sum, hvd.Average):
+            for op in (hvd.Average, hvd.Sum):
                 x = on_gpu(data(hvd.rank(), dtype, (rows, 2), si))
                 got = hvd.reducescatter(x, op=op, process_set=ps, name=f"g.rs.{dtype}.{si}.{rows}.{op}")
                 full = expected_reduce(op, dtype, ps.ranks, (rows, 2), si, 4)

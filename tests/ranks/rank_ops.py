@@ -96,7 +96,7 @@ def test_allreduce_into_out_arrays_the_caller_keeps():
         np.testing.assert_array_equal(o, stacked(ranks, np.int32, (i + 2,), i).max(0))
 
 
-@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average])
+@pytest.mark.parametrize("op", [hvd.Average, hvd.Sum])
 def test_ranks_may_mix_in_place_and_out_of_place_forms_of_one_allreduce(op):
     """Each rank picks its own form, so how the engine reduces must not depend on it: sizes either side of
     the ring's threshold (1 MiB by default) and past it, with and without a prescale factor."""
@@ -311,7 +311,7 @@ def test_reducescatter_uneven_rows(sets, dtype):
         n = ps.size()
         # uneven blocks; fewer rows than ranks (some blocks empty); blocks of many KiB
         for shape in [(2 * n + 1, 2), (n - 1, 3), (1, 4), (64 * n + 3, 257)]:
-            for op in (hvd.Sum, hvd.Average):
+            for op in (hvd.Average, hvd.Sum):
                 x = data(hvd.rank(), dtype, shape, si)
                 got = hvd.reducescatter(x, op=op, process_set=ps, name=f"rs.{dtype}.{si}.{op}.{shape}")
                 full = expected_reduce(op, dtype, ps.ranks, shape, si, 4)

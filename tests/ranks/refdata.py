@@ -15,7 +15,7 @@ INTS16 = [np.dtype(t) for t in (np.int16, np.uint16)]  # reduced on the host onl
 FLOATS = [np.dtype(t) for t in (np.float16, np.float32, np.float64)] + BF16
 BOOL = [np.dtype(np.bool_)]
 ALL = INTS + INTS16 + FLOATS + BOOL
-OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
+OPS = [hvd.Average, hvd.Sum, hvd.Min, hvd.Max, hvd.Product]
 
 
 def reduce_cases(sets: list, dtype: np.dtype):

@@ -64,6 +64,7 @@ NcclReduction nccl_reduction(const OpSpec& spec, int n, int version) {
     case ReduceOp::Min: r.op = ncclMin; break;
     case ReduceOp::Max: r.op = ncclMax; break;
     case ReduceOp::Product: r.op = ncclProd; break;
+    case ReduceOp::Adasum:  // never valid (OpSpec::valid)
     case ReduceOp::Sum:
       r.op = ncclSum;
       r.pre_mul_sum = scaled;
