@@ -12,7 +12,9 @@ import numpy as np
 
 from .data import FLOATS, INTS, dtype_of
 
-SUM, AVERAGE, MIN, MAX, PRODUCT = 0, 1, 2, 3, 4  # hvd.Sum ... hvd.Product
+AVERAGE, SUM, MIN, MAX, PRODUCT = 0, 1, 3, 4, 5  # hvd.Average ... hvd.Product: Horovod's codes (Adasum is 2)
+# The order a plan draws them in (by index, so that a seed replays the same storm whatever their codes)
+REDUCES = (SUM, AVERAGE, MIN, MAX, PRODUCT)
 REDUCE_NAMES = {SUM: "Sum", AVERAGE: "Average", MIN: "Min", MAX: "Max", PRODUCT: "Product"}
 
 # Unit roundoff (doubled: the engine may round twice where numpy rounds once) and the smallest subnormal.

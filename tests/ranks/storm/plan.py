@@ -14,7 +14,7 @@ import numpy as np
 
 from . import settings as engine_settings
 from .data import FLOATS, INTS, available_dtypes
-from .model import AVERAGE, MAX, MIN, PRODUCT, SUM
+from .model import AVERAGE, MAX, MIN, PRODUCT, REDUCES, SUM
 
 MAX_ASYNC = 24     # outstanding async ops before the plan waits for some
 MAX_SETS = 6       # live process sets besides the global one
@@ -330,7 +330,7 @@ class Planner:
         if op.group:  # mostly a few tensors, sometimes many
             count = int(rng.integers(1, 7)) if rng.random() < 0.9 else int(rng.integers(7, 25))
         if op.api == "allreduce":
-            op.reduce = int(rng.integers(5))
+            op.reduce = REDUCES[int(rng.integers(len(REDUCES)))]
         elif op.api == "reducescatter":
             op.reduce = SUM if rng.random() < 0.5 else AVERAGE
         if op.api in ("allreduce", "broadcast"):
