@@ -196,6 +196,11 @@ NB_MODULE(_C, m) {
         }
         return open(first) == g.handles.end();
       })
+      // Whether every handle is done, by their status alone: no step is run and the core is not given up, for
+      // the bookkeeping of dropped handles (a finalizer that a garbage collection runs anywhere).
+      .def("done", [](const jhvd::HandleGroup& g) {
+        return std::all_of(g.handles.begin(), g.handles.end(), [](const auto& h) { return h->poll(); });
+      })
       // The group's status code once every handle is done (0: all succeeded; `status` has the failure),
       // or None when `timeout_s` passed first: one call on a blocking op's usual path.
       .def("wait", [](const jhvd::HandleGroup& g, double timeout_s) -> std::optional<int> {

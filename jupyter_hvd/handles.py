@@ -15,7 +15,7 @@ def release_orphans(all_done: bool = False) -> None:
     if not _orphans:  # the usual case, on every enqueue
         return
     for key, (natives, _) in list(_orphans.items()):
-        if all_done or natives.poll():
+        if all_done or natives.done():
             _orphans.pop(key, None)
 
 
@@ -53,7 +53,7 @@ class Handle:
     synchronize = wait
 
     def __del__(self) -> None:
-        if not self._done and self._keep and not self._natives.poll():
+        if not self._done and self._keep and not self._natives.done():
             _orphans[id(self._natives)] = (self._natives, self._keep)
 
 
@@ -65,7 +65,7 @@ def wait_for_result(natives: Any, keep: tuple, finishes: Sequence[Optional[Calla
     try:
         code = natives.wait(-1.0)
     except BaseException:
-        if not natives.poll():
+        if not natives.done():
             _orphans[id(natives)] = (natives, keep)
         raise
     return _result(natives, code, keep[1], finishes, group)

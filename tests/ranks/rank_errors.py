@@ -115,6 +115,25 @@ def test_name_in_flight_twice_is_rejected():
     still_works()
 
 
+def test_a_dropped_handle_leaves_its_op_in_flight_under_its_name_as_horovods_test_has_it():
+    """Horovod's duplicate-name test: rank 1 queues the op the others wait with, drops the handle and queues the
+    name again. The dropped handle's finalizer polled, and a poll runs an engine step itself: the op ended
+    there, the second was queued as a new op (no error) and waited forever for its peer. 128 MiB, so that the
+    engine thread's own work cannot end it between the two calls either."""
+    big = np.ones(1 << 25, np.float32)
+    if hvd.rank() != 1:
+        held = hvd.allreduce_async(big, name="dup.dropped", op=hvd.Sum)
+    hvd.barrier()
+    if hvd.rank() == 1:
+        hvd.allreduce_async(big, name="dup.dropped", op=hvd.Sum)  # its handle is dropped at once
+        with pytest.raises(ValueError, match="already in flight"):
+            hvd.allreduce_async(big, name="dup.dropped", op=hvd.Sum)
+    else:
+        assert held.wait()[0] == hvd.size()
+    hvd.barrier()
+    still_works()
+
+
 def test_a_group_is_queued_whole_or_not_at_all():
     xs = [np.ones(2, np.float32) for _ in range(3)]
 
