@@ -18,8 +18,9 @@ from .process_sets import ProcessSet, global_process_set, set_id
 # Horovod's reduce-op constants: plain ints with Horovod's values, which are the engine's codes (hvd::ReduceOp).
 Average, Sum, Adasum, Min, Max, Product = (int(r) for r in (ReduceOp.Average, ReduceOp.Sum, ReduceOp.Adasum,
                                                              ReduceOp.Min, ReduceOp.Max, ReduceOp.Product))
-_REDUCE_OPS = frozenset(int(r) for r in ReduceOp if r != ReduceOp.Adasum)  # Adasum: refused by name
-_OP_NAMES = ", ".join(f"hvd.{r.name}" for r in ReduceOp if r != ReduceOp.Adasum)
+_ENGINE_OPS = [r for r in ReduceOp if r != ReduceOp.Adasum]  # Adasum holds Horovod's number only: refused by name
+_REDUCE_OPS = frozenset(int(r) for r in _ENGINE_OPS)
+_OP_NAMES = ", ".join(f"hvd.{r.name}" for r in _ENGINE_OPS)
 
 # The engine's op codes (hvd::OpType), as _C.submit and OpSpec take them.
 ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER, JOIN = (

@@ -289,11 +289,13 @@ def check_program(program: str, path: str | None) -> None:
     ``path``, mpiexec's PATH, for a bare name), or a file without execute permission, such as a script given
     without its interpreter. Open MPI says only that it 'could not access an executable'. As mpiexec does, a
     bare name is also looked for in the working folder."""
-    if shutil.which(program, path=path) is not None or os.path.isfile(program) and os.access(program, os.X_OK):
+    if shutil.which(program, path=path) is not None:
         return
     if not os.path.isfile(program):
         where = "no such file" if os.sep in program else "not found on PATH"
         raise ValueError(f"cannot run {program!r}: {where}")
+    if os.access(program, os.X_OK):  # a bare name in the working folder
+        return
     advice = f"run it with its interpreter (hvdrun -np N python {program})" if program.endswith(".py") else \
         f"chmod +x {program}, or run it with its interpreter"
     raise ValueError(f"cannot run {program!r}: it is not executable; {advice}")
