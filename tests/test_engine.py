@@ -119,16 +119,19 @@ def test_stop_timeline_right_after_the_ops_writes_rank_0s_events_of_them(tmp_pat
     assert {"op.0", "op.1", "op.2"} <= tensors and "after" not in tensors, tensors
 
 
-UNEVEN = ("import numpy as np, jupyter_hvd as hvd\nhvd.init()\n"
+UNEVEN = ("import time, numpy as np, jupyter_hvd as hvd\nhvd.init()\n"
           "for step in range(5 if hvd.rank() == 0 else 3):  # rank 1 has less data\n"
+          "    if step == 3: time.sleep({late})\n"
           "    hvd.allreduce(np.ones(3), name='grad')\n"
           "print('rank', hvd.rank(), 'done')\n")
 
 
-def test_a_rank_that_ends_first_fails_its_peers_ops_saying_why_and_what_to_do(tmp_path):
-    """Horovod's message lists the causes; ours said only 'rank 1 shut the engine down'."""
+@pytest.mark.parametrize("late", [0, 1])
+def test_a_rank_that_ends_first_fails_its_peers_ops_saying_why_and_what_to_do(tmp_path, late):
+    """Horovod's message lists the causes; ours said only 'rank 1 shut the engine down'. With late=1 rank 0
+    queues its 4th op after rank 1's stop notice reached it: that op failed with the bare message."""
     script = tmp_path / "uneven.py"
-    script.write_text(UNEVEN)
+    script.write_text(UNEVEN.format(late=late))
     out = run_ranks(2, [str(script)], check=False).stdout
     assert "rank 1 done" in out and "rank 0 done" not in out, out
     assert ("EngineShutdownError: rank 1 shut the engine down (hvd.shutdown(), or the end of its program) before "

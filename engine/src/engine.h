@@ -115,6 +115,7 @@ class Engine {
   Status run(const Response& r, std::vector<TensorEntry*>& entries, const ProcessSet& set);
   void begin_stop(const Status& s);   // this rank starts a stop (abort or shutdown)
   void finish_stop();                 // fail what is left; the loop ends
+  static Status left_unsubmitted(Status s);  // a stop's status as it fails an op some rank never queued
   void periodic(int64_t now);
   void forward_timeline();
   void forward_timeline_locked();  // with timeline_mu_ held

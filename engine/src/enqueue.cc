@@ -54,7 +54,7 @@ std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> gr
   std::unique_lock<std::mutex> lk(mu_);
   if (state_ != State::Running || stop_requested_) {
     Status s = stop_status_.ok() ? Status::Error(Status::Code::Shutdown, "the engine is shut down")
-                                 : stop_status_;
+                                 : left_unsubmitted(stop_status_);
     lk.unlock();
     for (auto& h : handles) h->complete(s);
     return handles;

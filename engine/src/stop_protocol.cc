@@ -49,17 +49,23 @@ void Engine::begin_stop(const Status& s) {
   drain_deadline_us_ = now_us() + kDrainTimeoutUs;
 }
 
+// What a shutdown leaves pending, or a rank queues once a peer's shutdown reached it, some rank never
+// submitted: it runs a collective its peers did not.
+Status Engine::left_unsubmitted(Status s) {
+  if (s.code == Status::Code::Shutdown)
+    s.message += " (hvd.shutdown(), or the end of its program) before every rank had submitted this operation; "
+                 "where ranks run different numbers of collectives (uneven data), end each rank's loop with "
+                 "hvd.join()";
+  return s;
+}
+
 void Engine::finish_stop() {
   Status s;
   {
     std::lock_guard<std::mutex> g(mu_);
     s = stop_status_;
   }
-  // What a shutdown leaves pending, some rank never submitted: it runs a collective its peers did not.
-  if (s.code == Status::Code::Shutdown)
-    s.message += " (hvd.shutdown(), or the end of its program) before every rank had submitted this operation; "
-                 "where ranks run different numbers of collectives (uneven data), end each rank's loop with "
-                 "hvd.join()";
+  s = left_unsubmitted(s);
   // The table is emptied before the engine says it stopped: from then on remove_process_set works on it from
   // the caller's thread.
   for (auto& kv : table_) fail(kv.second, s);
