@@ -119,24 +119,29 @@ def test_stop_timeline_right_after_the_ops_writes_rank_0s_events_of_them(tmp_pat
     assert {"op.0", "op.1", "op.2"} <= tensors and "after" not in tensors, tensors
 
 
-UNEVEN = ("import time, numpy as np, jupyter_hvd as hvd\nhvd.init()\n"
-          "for step in range(5 if hvd.rank() == 0 else 3):  # rank 1 has less data\n"
-          "    if step == 3: time.sleep({late})\n"
-          "    hvd.allreduce(np.ones(3), name='grad')\n"
-          "print('rank', hvd.rank(), 'done')\n")
+UNEVEN = ("import time, numpy as np, jupyter_hvd as hvd\nhvd.init()\nlast = hvd.size() - 1\ntry:\n"
+          "    for step in range(3 if hvd.rank() == last else 5):  # the last rank has less data\n"
+          "        if step == 3: time.sleep({late})\n"
+          "        hvd.allreduce(np.ones(3), name='grad')\n"
+          "    print('rank', hvd.rank(), 'done')\n"
+          "except hvd.EngineShutdownError as exc:\n"
+          "    print('rank', hvd.rank(), 'failed:', exc)\n")
 
 
-@pytest.mark.parametrize("late", [0, 1])
-def test_a_rank_that_ends_first_fails_its_peers_ops_saying_why_and_what_to_do(tmp_path, late):
-    """Horovod's message lists the causes; ours said only 'rank 1 shut the engine down'. With late=1 rank 0
-    queues its 4th op after rank 1's stop notice reached it: that op failed with the bare message."""
+@pytest.mark.parametrize("np_, late", [(2, 0), (2, 1), (3, 0), (3, 1)])
+def test_a_rank_that_ends_first_fails_its_peers_ops_saying_why_and_what_to_do(tmp_path, np_, late):
+    """Horovod's message lists the causes; ours said only 'rank 1 shut the engine down'. With late=1 the other
+    ranks queue their 4th op after the last rank's stop notice reached them: that op failed with the bare
+    message. At 3 ranks rank 1 hears of it from rank 2 and from rank 0, whichever comes first."""
     script = tmp_path / "uneven.py"
     script.write_text(UNEVEN.format(late=late))
-    out = run_ranks(2, [str(script)], check=False).stdout
-    assert "rank 1 done" in out and "rank 0 done" not in out, out
-    assert ("EngineShutdownError: rank 1 shut the engine down (hvd.shutdown(), or the end of its program) before "
-            "every rank had submitted this operation; where ranks run different numbers of collectives (uneven "
-            "data), end each rank's loop with hvd.join()") in out, out
+    out = run_ranks(np_, [str(script)]).stdout
+    last = np_ - 1
+    assert f"rank {last} done" in out, out
+    for rank in range(last):
+        assert (f"rank {rank} failed: rank {last} shut the engine down (hvd.shutdown(), or the end of its program) "
+                "before every rank had submitted this operation; where ranks run different numbers of collectives "
+                "(uneven data), end each rank's loop with hvd.join()") in out, out
 
 
 def test_a_rank_that_ends_on_an_exception_fails_its_peers_ops_naming_it(tmp_path):

@@ -18,6 +18,7 @@ from hvdrun_cli import PRINT_ENV, PRINT_RANK, clean_env, hvdrun_argv, rank_lines
 from jupyter_hvd.runner import child as child_process
 from jupyter_hvd.runner import binding, hvdrun, session_folder
 from jupyter_hvd.runner.binding import binding_options
+from jupyter_hvd.runner.slurm import Allocation
 from jupyter_hvd.runner.launch import (
     BTL_VAR,
     KEEP_FREED_MEMORY,
@@ -164,8 +165,8 @@ def test_ssh_gives_up_on_an_unreachable_host_after_the_start_timeout(monkeypatch
 @pytest.mark.parametrize(
     ("spec", "placement"),
     [
-        (LaunchSpec(np=8, hosts="h1:4, h2", listen="any"), ["--host", "h1:4,h2:1"]),
-        (LaunchSpec(np=8, hostfile="hosts.txt", listen="any"), ["--hostfile", "hosts.txt"]),
+        (LaunchSpec(np=5, hosts="h1:4, h2", listen="any"), ["--host", "h1:4,h2:1"]),
+        (LaunchSpec(np=4, hostfile="hosts.txt", listen="any"), ["--hostfile", "hosts.txt"]),
     ],
 )
 def test_mpiexec_command_placement(spec: LaunchSpec, placement: list[str], tmp_path: Path,
@@ -184,10 +185,21 @@ def test_mpiexec_command_placement(spec: LaunchSpec, placement: list[str], tmp_p
         (LaunchSpec(np=2, hosts="a", hostfile="f"), ["prog"], "not both"),
         (LaunchSpec(np=2, hosts="a:0"), ["prog"], "bad host entry"),
         (LaunchSpec(np=2), [], "no command"),
-        (LaunchSpec(np=2, hosts="no-such-host.invalid"), ["prog"], "cannot tell which network leads to no-such-host"),
+        (LaunchSpec(np=1, hosts="no-such-host.invalid"), ["prog"], "cannot tell which network leads to no-such-host"),
+        (LaunchSpec(np=3, hosts="h1,h2", listen="any"), ["prog"],
+         r"3 ranks, but the hosts have 2 slots \(h1:1,h2:1\): a host takes one rank per slot; start 2 or fewer "
+         r"ranks, or give the hosts more slots"),
+        (LaunchSpec(np=5, hostfile="hosts.txt", listen="any"), ["prog"], r"5 ranks, but the hosts have 4 slots \(h1:4\)"),
+        (LaunchSpec(np=5, allocation=Allocation("7", (("h1", 2), ("h2", 2))), listen="any"), ["prog"],
+         r"5 ranks, but the hosts have 4 slots \(h1:2,h2:2\)"),
     ],
 )
-def test_mpiexec_command_rejects_bad_specs(spec: LaunchSpec, argv: list[str], message: str) -> None:
+def test_mpiexec_command_rejects_bad_specs(spec: LaunchSpec, argv: list[str], message: str, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A placement with fewer slots than ranks among them: Horovod refuses it, as mpiexec does without
+    --oversubscribe (which hvdrun passes for a job on this host alone with more ranks than cores)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hosts.txt").write_text("h1 slots=4\n")
     with pytest.raises(ValueError, match=message):
         mpiexec_command(spec, argv)
 
@@ -300,6 +312,7 @@ def test_verbose_prints_mpiexec_command() -> None:
         (["-np", "2"], "no command given"),
         (["-np", "2", "--"], "no command given"),
         (["-np", "2", "-H", "localhost:0", "prog"], "bad host entry"),
+        (["-np", "4", "-H", "localhost:2", "prog"], "4 ranks, but the hosts have 2 slots (localhost:2)"),
         (["-np", "2", "-x", "=1", "prog"], "-x needs a variable name, got '=1'"),
         (["-np", "2", "--no-such-flag", "prog"], "unrecognized arguments"),
     ],

@@ -603,13 +603,18 @@ def test_a_child_signal_handler_that_raises_between_cells_leaves_the_ranks_runni
     """torch's DataLoader installs a SIGCHLD handler that raises when a worker fails: a worker failing after
     its cell (one left starting when the cell was interrupted) raised in the rank's idle event loop and ended
     the rank. In a cell the handler still raises."""
-    before = [r.pid for r in magics(ip).cluster.ranks]
+    before, began = [r.pid for r in magics(ip).cluster.ranks], time.time()
     fail = "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep({}); raise SystemExit(1)'])"
     result, out = run(ip, capsys, f"{HEAD}\nimport signal, subprocess, sys, time\n"
                                   "def loud(signum, frame):\n    raise RuntimeError('a child failed')\n"
                                   f"signal.signal(signal.SIGCHLD, loud)\nchild = {fail.format(0.3)}")
     assert result.success, out
-    time.sleep(1.5)  # the child fails between cells
+    children = [c for pid in before for c in psutil.Process(pid).children() if c.create_time() >= began - 1]
+    assert len(children) == 2, children
+    deadline = time.monotonic() + 60
+    while not all(c.status() == psutil.STATUS_ZOMBIE for c in children):  # the child fails between cells
+        assert time.monotonic() < deadline, [c.status() for c in children]
+        time.sleep(0.05)
     result, out = run(ip, capsys, f"{HEAD}\nchild.wait()")
     assert result.success and result.result == 1, out
     assert [r.pid for r in magics(ip).cluster.ranks] == before

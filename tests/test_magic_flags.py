@@ -24,6 +24,7 @@ def config_of(magics: HvdMagics, line: str, cell: str = "") -> LaunchConfig:
         ("%%hvd -np two", "invalid int value"),
         ("%%hvd -np 2 --hosts no-such-host.invalid:2", "unknown host 'no-such-host.invalid'"),
         ("%%hvd -np 2 --hosts localhost:0", "--hosts: bad host entry 'localhost:0'"),
+        ("%%hvd -np 3 --hosts localhost:2", "3 ranks, but the hosts have 2 slots (localhost:2)"),
         ("%%hvd -np 2 --hostfile /no/such/hostfile", "no such file"),
         ("%%hvd -np 2 --hosts localhost --hostfile /etc/hostname", "give --hosts or --hostfile, not both"),
         ("%%hvd -np 2 --framework tensorflow", "invalid choice: 'tensorflow'"),

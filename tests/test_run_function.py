@@ -144,8 +144,9 @@ def test_a_function_that_does_not_pickle_is_refused_before_any_rank_starts():
     ({"hosts": "h1:two"}, "h1:two"),
     ({"mpi_args": '--bind-to "core'}, "run: No closing quotation"),
     ({"start_timeout": "soon"}, "run: start_timeout: could not convert string to float: 'soon'"),
+    ({"num_proc": 3, "hosts": "localhost:2"}, "run: 3 ranks, but the hosts have 2 slots (localhost:2)"),
 ], ids=["elastic", "deprecated elastic", "gloo", "hosts and hostfile", "no ranks", "ssh port", "hosts", "mpi args",
-        "start timeout"])
+        "start timeout", "too few slots"])
 @pytest.mark.filterwarnings("ignore:max_np is deprecated:DeprecationWarning")
 def test_arguments_that_cannot_work_are_a_value_error(arguments, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -164,7 +164,7 @@ bool Engine::work() {
 
 void Engine::submit(std::vector<TensorEntry> fresh) {
   if (state_ != State::Running) {
-    for (auto& e : fresh) fail(e, stop_status());
+    for (auto& e : fresh) fail(e, left_unsubmitted(stop_status()));
     return;
   }
   RequestBatch batch;
@@ -264,7 +264,7 @@ void Engine::dispatch(Message& m) {
     case kTimeline: {
       std::vector<Event> events = decode_events(m.bytes.data(), m.bytes.size());
       std::lock_guard<std::mutex> g(timeline_mu_);
-      if (writer_) writer_->add(std::move(events));
+      if (writer_) writer_->add_forwarded(std::move(events));
       return;
     }
     default:

@@ -1,5 +1,6 @@
 #include "trace_writer.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <stdexcept>
@@ -36,7 +37,10 @@ std::string trace_name(const Event& e) {
 }  // namespace
 
 TraceWriter::TraceWriter(const std::string& path, std::vector<int64_t> origins_us)
-    : path_(path), origins_us_(std::move(origins_us)), file_(create_output_file(path, "timeline file")) {
+    : path_(path),
+      origins_us_(std::move(origins_us)),
+      opened_us_(now_us() - origin(0)),
+      file_(create_output_file(path, "timeline file")) {
   FILE* f = file_.get();
   std::setvbuf(f, nullptr, _IONBF, 0);  // each append reaches the file as one write
   // The wall-clock time of the trace's time 0 (on this rank's clock), which Horovod's timeline gives too.
@@ -65,6 +69,12 @@ void TraceWriter::add(std::vector<Event> events) {
   std::lock_guard<std::mutex> g(mu_);
   for (auto& e : events) queue_.push_back(std::move(e));
   cv_.notify_all();
+}
+
+void TraceWriter::add_forwarded(std::vector<Event> events) {
+  auto ended_before = [this](const Event& e) { return e.start_us + e.dur_us - origin(e.rank) < opened_us_; };
+  events.erase(std::remove_if(events.begin(), events.end(), ended_before), events.end());
+  add(std::move(events));
 }
 
 void TraceWriter::run() {

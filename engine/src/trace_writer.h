@@ -26,6 +26,10 @@ class TraceWriter {
 
   // Queues events for the writer thread (any rank's events; the rank is the trace process).
   void add(std::vector<Event> events);
+  // add() for the events other ranks forwarded, less those that ended before this file was opened: they
+  // belong to the timeline before it, and a peer's last batch for that one can reach rank 0 after
+  // hvd.start_timeline() opened this file. (Rank 0's own are cut at the opening as they are recorded.)
+  void add_forwarded(std::vector<Event> events);
   const std::string& path() const { return path_; }
 
  private:
@@ -36,6 +40,7 @@ class TraceWriter {
 
   std::string path_;
   std::vector<int64_t> origins_us_;
+  int64_t opened_us_;  // when the file was opened, in trace time
   OutputFile file_;
   long end_ = 0;  // offset of the closing bracket
   bool first_ = true;

@@ -96,6 +96,26 @@ TEST_CASE("trace_puts_every_rank_on_one_time_axis") {
   unlink(path.c_str());
 }
 
+TEST_CASE("a_new_trace_leaves_out_forwarded_events_that_ended_before_it_was_opened") {
+  // Rank 1's clock reads 200 us more than rank 0's; its batches for an earlier timeline can arrive late.
+  char tmpl[] = "/tmp/trace_testXXXXXX";
+  int fd = mkstemp(tmpl);
+  close(fd);
+  std::string path = tmpl;
+  const int64_t now = now_us();
+  {
+    TraceWriter w(path, {now - 1000000, now - 1000000 + 200});
+    Event before = ev(1, "before"), after = ev(1, "after");
+    before.start_us = now + 200 - 3000;  // ended 3 ms before the file was opened, on rank 1's clock
+    after.start_us = now + 200 + 1000000;  // a second after
+    w.add_forwarded({before, after});
+  }
+  std::string out = slurp(path);
+  CHECK(out.find("\"tensor\": \"after\"") != std::string::npos);
+  CHECK(out.find("\"tensor\": \"before\"") == std::string::npos);
+  unlink(path.c_str());
+}
+
 TEST_CASE("trace_file_is_complete_json_after_every_write") {
   char tmpl[] = "/tmp/trace_testXXXXXX";
   int fd = mkstemp(tmpl);

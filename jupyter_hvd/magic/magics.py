@@ -14,7 +14,7 @@ from IPython.utils._process_common import arg_split
 
 from ..monitor import Monitor, cell_key
 from ..runner.host_loss import hosts_left
-from ..runner.launch import LaunchSpec, check_placement, parse_export, placement
+from ..runner.launch import LaunchSpec, check_placement, check_slots, parse_export, placement
 from ..runner.slurm import allocation
 from .cluster import START_TIMEOUT_S, LaunchConfig, RankCluster
 from .background import Feeder, IdleInterrupt, Submitted, cell_outputs
@@ -407,6 +407,7 @@ def _check_placement(config: LaunchConfig) -> None:
     resolve here: ranks there are started after the controller, which would wait for them in vain."""
     try:
         hosts = check_placement(config.hosts, config.hostfile)
+        check_slots(config.np, hosts)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     for host, _ in hosts if config.hosts else []:

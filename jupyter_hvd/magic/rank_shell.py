@@ -75,8 +75,9 @@ def forward_captured_output(limit_s: float = 0.2) -> None:
             pipes = [fid for fid in pipes if _unread(fid)]
         except OSError:  # closed meanwhile
             return
-        if pipes:
-            time.sleep(0.0005)
+        # An empty pipe may mean that thread has read the last bytes but not yet written them to the stream,
+        # which needs the GIL this thread holds: a pause gives it the GIL.
+        time.sleep(0.0005)
 
 
 def _unread(fd: int) -> int:

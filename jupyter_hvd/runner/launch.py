@@ -224,11 +224,25 @@ def parse_hostfile(path: str) -> list[tuple[str, int]]:
     return hosts
 
 
+def check_slots(np: int, hosts: list[tuple[str, int]]) -> None:
+    """A ValueError where the hosts a job is placed on have fewer slots than it has ranks. Horovod refuses that
+    too: mpiexec would start a host's extra ranks beside the others, two to a GPU where slots are GPUs."""
+    slots = sum(n for _, n in hosts)
+    if hosts and np > slots:
+        listing = ",".join(f"{host}:{n}" for host, n in hosts)
+        raise ValueError(f"{np} ranks, but the hosts have {slots} slots ({listing}): a host takes one rank per "
+                         f"slot; start {slots} or fewer ranks, or give the hosts more slots")
+
+
 def placement(spec: LaunchSpec) -> list[tuple[str, int]]:
-    """The hosts and slots spec places ranks on, in order; empty for this host alone."""
+    """The hosts and slots spec places ranks on, in order; empty for this host alone. A ValueError where they
+    have fewer slots than spec has ranks."""
     if spec.hosts or spec.hostfile:
-        return check_placement(spec.hosts, spec.hostfile)
-    return list(spec.allocation.hosts) if spec.allocation else []
+        hosts = check_placement(spec.hosts, spec.hostfile)
+    else:
+        hosts = list(spec.allocation.hosts) if spec.allocation else []
+    check_slots(spec.np, hosts)
+    return hosts
 
 
 def job_hosts(spec: LaunchSpec) -> list[str]:
@@ -327,7 +341,7 @@ def _host_args(spec: LaunchSpec, env: Mapping[str, str]) -> list[str]:
     """mpiexec options that place ranks on the requested hosts. Within a Slurm step (srun --pty bash, or a
     notebook server srun started), mpiexec would read the step's tasks as the job's slots and crowd the ranks
     onto the first host: there it gets the hosts and slots as given, and still starts its daemons with srun."""
-    hosts = check_placement(spec.hosts, spec.hostfile)
+    hosts = placement(spec)
     step = in_step(env)
     if spec.hosts:
         args = ["--host", ",".join(f"{host}:{slots}" for host, slots in hosts)]
