@@ -1,6 +1,6 @@
 """What hvdrun and %%hvd say when Open MPI's launcher loses a host, or never starts on one: read from what the
 launcher and ssh printed (tests/hosts runs the real cases)."""
-from jupyter_hvd.runner.host_loss import describe, lost_hosts, start_failure
+from jupyter_hvd.runner.host_loss import describe, lost_hosts, ranks_by_host, start_failure
 
 BLOCK = """------------------------------------------------------------
 A daemon failed to report back after being spawned. This could
@@ -44,3 +44,9 @@ def test_a_host_lost_while_the_job_ran_is_not_a_start_failure():
              "on node h2\n"
     assert lost_hosts(output) == ["h2"] and start_failure(output) == ""
     assert describe(["h2"], {"h1": [0], "h2": [1]}, "gone").startswith("lost host h2 (rank 1): gone; the ranks on h1")
+
+
+def test_ranks_fill_each_hosts_slots_in_order_as_mpiexec_places_them():
+    assert ranks_by_host([("h1", 2), ("h2", 2)], 3) == {"h1": [0, 1], "h2": [2]}
+    assert ranks_by_host([("h1", 1), ("h2", 2), ("h3", 2)], 5) == {"h1": [0], "h2": [1, 2], "h3": [3, 4]}
+    assert ranks_by_host([], 4) == {}  # this host alone

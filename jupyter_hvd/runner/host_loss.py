@@ -58,15 +58,14 @@ def lost_hosts(output: str) -> list[str]:
 
 
 def ranks_by_host(placement: list[tuple[str, int]], np: int) -> dict[str, list[int]]:
-    """Which ranks mpiexec puts on each host by default: it fills each host's slots in order, then starts over
-    (oversubscribed) while ranks are left."""
+    """Which ranks mpiexec puts on each host by default: it fills each host's slots in order (a placement has a
+    slot for every rank: launch.check_slots)."""
     ranks: dict[str, list[int]] = {host: [] for host, _ in placement}
     rank = 0
-    while rank < np and placement:
-        for host, slots in placement:
-            take = min(slots, np - rank)
-            ranks[host] += range(rank, rank + take)
-            rank += take
+    for host, slots in placement:
+        take = min(slots, np - rank)
+        ranks[host] += range(rank, rank + take)
+        rank += take
     return ranks
 
 
