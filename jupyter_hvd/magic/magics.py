@@ -15,7 +15,7 @@ from IPython.utils._process_common import arg_split
 from ..monitor import Monitor, cell_key
 from ..runner.host_loss import hosts_left
 from ..runner.launch import LaunchSpec, check_placement, check_slots, parse_export, placement
-from ..runner.slurm import allocation
+from ..runner.slurm import allocation, hosts_listing
 from .cluster import START_TIMEOUT_S, LaunchConfig, RankCluster
 from .background import Feeder, IdleInterrupt, Submitted, cell_outputs
 from .execution import CellRun
@@ -323,7 +323,7 @@ class HvdMagics(Magics):
             return config
         lost = ", ".join(sorted(self._lost_hosts))
         slots = sum(n for _, n in left)
-        listing = ",".join(f"{host}:{n}" for host, n in left)
+        listing = hosts_listing(left)
         if slots < config.np:
             instead = f"run %%hvd -np {slots} --hosts {listing} to go on there, or " if left else ""
             raise UsageError(f"host {lost} was lost, and the hosts left ({listing or 'none'}) have {slots} slots for "

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from .binding import BOUND_VAR, binding_options, binds_ranks
 from .host_loss import KEEPALIVE
 from .networks import LISTEN_ANY, LISTEN_LOOPBACK, is_loopback, reaching_networks
-from .slurm import Allocation, in_step
+from .slurm import Allocation, hosts_listing, in_step
 
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # Where mpiexec keeps its session files. Under the default, $TMPDIR/ompi.<mpiexec pid>, the files a killed
@@ -229,9 +229,8 @@ def check_slots(np: int, hosts: list[tuple[str, int]]) -> None:
     too: mpiexec would start a host's extra ranks beside the others, two to a GPU where slots are GPUs."""
     slots = sum(n for _, n in hosts)
     if hosts and np > slots:
-        listing = ",".join(f"{host}:{n}" for host, n in hosts)
-        raise ValueError(f"{np} ranks, but the hosts have {slots} slots ({listing}): a host takes one rank per "
-                         f"slot; start {slots} or fewer ranks, or give the hosts more slots")
+        raise ValueError(f"{np} ranks, but the hosts have {slots} slots ({hosts_listing(hosts)}): a host takes one "
+                         f"rank per slot; start {slots} or fewer ranks, or give the hosts more slots")
 
 
 def placement(spec: LaunchSpec) -> list[tuple[str, int]]:
@@ -344,7 +343,7 @@ def _host_args(spec: LaunchSpec, env: Mapping[str, str]) -> list[str]:
     hosts = placement(spec)
     step = in_step(env)
     if spec.hosts:
-        args = ["--host", ",".join(f"{host}:{slots}" for host, slots in hosts)]
+        args = ["--host", hosts_listing(hosts)]
     elif spec.hostfile:
         args = ["--hostfile", spec.hostfile]
     elif spec.allocation and step:

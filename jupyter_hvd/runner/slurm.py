@@ -6,10 +6,15 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 _COUNT = re.compile(r"([0-9]+)(?:\(x([0-9]+)\))?")
+
+
+def hosts_listing(hosts: Iterable[tuple[str, int]]) -> str:
+    """"h1:2,h2:2": hosts and their slots, as --hosts takes them."""
+    return ",".join(f"{host}:{slots}" for host, slots in hosts)
 
 
 @dataclass(frozen=True)
@@ -18,8 +23,8 @@ class Allocation:
     hosts: tuple[tuple[str, int], ...]  # each host and its slots (tasks), in Slurm's order
 
     def listing(self) -> str:
-        """"h1:2,h2:2": the hosts and slots, as --hosts takes them."""
-        return ",".join(f"{host}:{slots}" for host, slots in self.hosts)
+        """The allocation's hosts and slots, as --hosts takes them."""
+        return hosts_listing(self.hosts)
 
     def __str__(self) -> str:
         return f"Slurm allocation {self.job_id} ({self.listing()})"
