@@ -156,6 +156,16 @@ HandleGroup enqueue_entries(std::vector<hvd::TensorEntry> group, bool caller_wai
   return {g_engine->enqueue(std::move(group), caller_waits)};
 }
 
+void refuse_entries(const hvd::OpSpec& spec, const std::vector<std::string>& names, const std::string& why) {
+  HandleGroup told;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    if (!g_engine || names.empty()) return;
+    told.handles = g_engine->refuse(spec, names, why);
+  }
+  wait_group(told, -1.0);
+}
+
 }  // namespace jhvd
 
 NB_MODULE(_C, m) {

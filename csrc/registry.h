@@ -32,4 +32,9 @@ void check_reduce(const std::vector<int>& codes, hvd::ReduceOp op, double presca
 // bad requests and std::runtime_error when no engine is running.
 HandleGroup enqueue_entries(std::vector<hvd::TensorEntry> group, bool caller_waits = false);
 
+// A call that failed this rank's checks: tells the set's other members, so that their operations of `names`
+// fail saying `why` instead of waiting (Engine::refuse), and returns once every member has reached them (with
+// the GIL released; Ctrl-C raises), so that the caller may use the names again at once. No engine: nothing.
+void refuse_entries(const hvd::OpSpec& spec, const std::vector<std::string>& names, const std::string& why);
+
 }  // namespace jhvd

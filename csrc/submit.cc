@@ -171,6 +171,34 @@ hvd::TensorEntry host_entry(const hvd::OpSpec& spec, std::string name, nb::handl
   return e;
 }
 
+// submit's checks and entries, once its names are taken; `named` stays whole for a refusal.
+HandleGroup checked_submit(const PythonRules& r, const hvd::OpSpec& spec, const std::string& what, nb::list arrays,
+                           nb::list outputs, const std::vector<std::string>& named, const std::vector<int64_t>& splits,
+                           bool waits) {
+  const size_t n = arrays.size();
+  std::vector<int> codes(n);
+  size_t on_device = 0;
+  for (size_t i = 0; i < n; ++i) {
+    codes[i] = dtype_code(r, arrays[i], tensor_type(arrays[i]), what);
+    on_device += PyObject_TypeCheck(arrays[i].ptr(), reinterpret_cast<PyTypeObject*>(r.device_array.ptr()));
+  }
+  if (on_device && on_device != n)
+    throw nb::value_error((what + ": the tensors of one group must all be on the host or all on the GPU").c_str());
+  if (spec.op == hvd::OpType::Allreduce || spec.op == hvd::OpType::Reducescatter)
+    check_reduce(codes, spec.reduce, spec.prescale, spec.postscale, what, on_device > 0);
+  if (on_device) return enqueue_entries(device_entries(spec, named, codes, arrays, outputs, splits));
+  std::vector<hvd::TensorEntry> group;
+  group.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    hvd::OpSpec tensor_spec = spec;
+    tensor_spec.dtype = data_type(codes[i]);
+    tensor_spec.memory = hvd::Memory::Host;
+    group.push_back(host_entry(tensor_spec, named[i], arrays[i], outputs[i]));
+    group.back().splits = splits;
+  }
+  return enqueue_entries(std::move(group), waits);
+}
+
 }  // namespace
 
 void bind_submit(nb::module_& m) {
@@ -191,9 +219,10 @@ void bind_submit(nb::module_& m) {
 
   // One operation on each array of `arrays` (host arrays, or device tensors: all one or all the other), queued
   // together under `names` (None: numbered); `outputs` holds where each result goes (None: the engine
-  // allocates it). `what` names the call in errors. Checks the dtypes, then the reduction, then the names, so
-  // a call refused by those takes no automatic name; then the engine's own checks. `waits`: the caller waits
-  // for the group at once (a blocking call; see Engine::enqueue).
+  // allocates it). `what` names the call in errors. Takes the names first (a bad name fails the call there),
+  // then checks the dtypes, the reduction and the arrays, and the engine its own; a call those refuse tells
+  // the set's other members (refuse_entries), so that theirs fail too, and keeps the numbering of unnamed ops
+  // in step with theirs. `waits`: the caller waits for the group at once (a blocking call; see Engine::enqueue).
   m.def("submit", [](int op, const std::string& what, nb::list arrays, nb::list outputs, nb::list names, int set_id,
                      int reduce, int root_rank, nb::handle prescale_arg, nb::handle postscale_arg,
                      std::vector<int64_t> splits, bool waits) {
@@ -205,31 +234,27 @@ void bind_submit(nb::module_& m) {
     const double prescale = scale_factor(prescale_arg, what, "prescale_factor");
     const double postscale = scale_factor(postscale_arg, what, "postscale_factor");
     const hvd::OpSpec spec = op_spec(op, reduce, set_id, root_rank, prescale, postscale);
-    std::vector<int> codes(n);
-    size_t on_device = 0;
-    for (size_t i = 0; i < n; ++i) {
-      codes[i] = dtype_code(r, arrays[i], tensor_type(arrays[i]), what);
-      on_device += PyObject_TypeCheck(arrays[i].ptr(), reinterpret_cast<PyTypeObject*>(r.device_array.ptr()));
-    }
-    if (on_device && on_device != n)
-      throw nb::value_error((what + ": the tensors of one group must all be on the host or all on the GPU").c_str());
-    if (spec.op == hvd::OpType::Allreduce || spec.op == hvd::OpType::Reducescatter)
-      check_reduce(codes, spec.reduce, prescale, postscale, what, on_device > 0);
     std::vector<std::string> named(n);
     for (size_t i = 0; i < n; ++i) named[i] = engine_name(r, names[i], what, set_id);
-    if (on_device) return enqueue_entries(device_entries(spec, named, codes, arrays, outputs, splits));
-    std::vector<hvd::TensorEntry> group;
-    group.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      hvd::OpSpec tensor_spec = spec;
-      tensor_spec.dtype = data_type(codes[i]);
-      tensor_spec.memory = hvd::Memory::Host;
-      group.push_back(host_entry(tensor_spec, std::move(named[i]), arrays[i], outputs[i]));
-      group.back().splits = splits;
+    try {
+      return checked_submit(r, spec, what, arrays, outputs, named, splits, waits);
+    } catch (nb::python_error& e) {
+      refuse_entries(spec, named, nb::cast<std::string>(nb::str(e.value())));
+      throw;
+    } catch (const std::exception& e) {
+      refuse_entries(spec, named, e.what());
+      throw;
     }
-    return enqueue_entries(std::move(group), waits);
   }, "op"_a, "what"_a, "arrays"_a, "outputs"_a, "names"_a, "set_id"_a, "reduce"_a, "root_rank"_a, "prescale"_a.none(),
      "postscale"_a.none(), "splits"_a, "waits"_a = false);
+
+  // A call of `op` under `names` (None: numbered, as submit numbers them) that failed this rank's checks
+  // before submit: the set's other members are told `why` (see submit).
+  m.def("refuse", [](int op, const std::string& what, nb::list names, int set_id, const std::string& why) {
+    std::vector<std::string> named(names.size());
+    for (size_t i = 0; i < named.size(); ++i) named[i] = engine_name(*g_rules, names[i], what, set_id);
+    refuse_entries(op_spec(op, static_cast<int>(hvd::ReduceOp::Sum), set_id, -1, 1.0, 1.0), named, why);
+  }, "op"_a, "what"_a, "names"_a, "set_id"_a, "why"_a);
 }
 
 }  // namespace jhvd

@@ -9,7 +9,8 @@ from .basics import (abort, ccl_built, check_running, cross_rank, cross_size, cu
                      gloo_built, gloo_enabled, init, is_initialized, local_rank, local_size,
                      metrics, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built,
                      shutdown, size)
-from .errors import EngineAbortedError, EngineShutdownError, HorovodInternalError, TensorMismatchError
+from .errors import (EngineAbortedError, EngineShutdownError, HorovodInternalError, PeerArgumentError,
+                     TensorMismatchError)
 from .gpu import GpuUnavailableError, gpu_status
 from .handles import Handle, poll, synchronize
 from . import monitor

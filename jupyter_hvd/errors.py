@@ -10,6 +10,11 @@ class TensorMismatchError(HorovodInternalError, ValueError):
     """Ranks submitted the same tensor name with different shape, dtype, op or root."""
 
 
+class PeerArgumentError(TensorMismatchError):
+    """Another rank's call of this operation failed its own argument checks, so the operation could not run on
+    any rank; the message names that rank and its error, which that rank raised at its call."""
+
+
 class EngineAbortedError(HorovodInternalError):
     """The job's engine was aborted; ``reason`` and ``origin_rank`` say why and where."""
 
@@ -30,7 +35,7 @@ def raised_reason(rank: int, exc: BaseException) -> str:
 
 # The exception of each failing status code (the engine's hvd::Status::Code); Aborted carries its origin.
 _RAISES = {int(StatusCode.Mismatch): TensorMismatchError, int(StatusCode.Invalid): ValueError,
-           int(StatusCode.Shutdown): EngineShutdownError}
+           int(StatusCode.Shutdown): EngineShutdownError, int(StatusCode.Refused): PeerArgumentError}
 _OK, _ABORTED = int(StatusCode.Ok), int(StatusCode.Aborted)
 
 

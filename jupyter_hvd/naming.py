@@ -2,9 +2,11 @@
 unnamed ops, which must come out the same on every rank of a process set.
 
 Ranks match an op by its name, so an unnamed op is numbered: the n-th unnamed op of a kind on a set
-is ``KIND.noname.SET.n`` on every member that calls ops in the same order. The count starts at every
-engine start, which every rank makes at once; counts left apart by a failed step (a rank that raised
-before an op its peers ran) therefore end with the engine that failed, and cannot drift into the next.
+is ``KIND.noname.SET.n`` on every member that calls ops in the same order. A call that fails its own
+checks takes its number too (and tells the others, ops.refuse), so one rank's bad argument leaves no
+count apart. The count starts at every engine start, which every rank makes at once; counts left apart
+by a failed step (a rank that raised before an op its peers ran) therefore end with the engine that
+failed, and cannot drift into the next.
 The counters are the native module's (csrc/auto_names.cc), which numbers the unnamed ops it is given
 itself; the functions here reach the same ones.
 """

@@ -12,7 +12,7 @@ from .arrays import as_array, as_group
 from .dtypes import CODES, dtype_code
 from .gpu import DeviceArray
 from .handles import Handle, release_orphans, wait_for_result
-from .naming import engine_name, group_names, restart as restart_names
+from .naming import engine_name, group_names, prefixed_name, restart as restart_names
 from .process_sets import ProcessSet, global_process_set, set_id
 
 # Horovod's reduce-op constants: plain ints with Horovod's values, which are the engine's codes (hvd::ReduceOp).
@@ -63,6 +63,29 @@ def enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names:
     return Handle(natives, (arrs, outs), finishes, group)
 
 
+def refuse(op: int, kind: str, names: Sequence[Optional[str]], process_set: ProcessSet, error: BaseException) -> None:
+    """This rank's call of ``op`` failed its checks before reaching the engine (``error``, which the caller then
+    raises): the other members of ``process_set`` are told, so that their operations of these ``names`` fail
+    too, saying why, instead of waiting for this rank; unnamed ones take their numbers, so that the ranks'
+    numbering stays in step. Returns once every member has reached the op, so the names are free again.
+    _C.submit does the same for the checks it makes (csrc/submit.cc)."""
+    try:
+        _C.refuse(op, kind, list(names), set_id(process_set), str(error))
+    except (TypeError, ValueError):  # a bad name or process set, or no engine: nothing to tell; ``error`` stands
+        pass
+
+
+def refuse_prefixed(op: int, kind: str, prefix: str, name: Optional[str], n: int, group: bool, process_set: ProcessSet,
+                    error: BaseException) -> None:
+    """refuse() for a framework API's call of ``n`` tensors under ``name``, named as it names them (``prefix.name``,
+    and ``prefix.name.i`` in a ``group``; see naming.prefixed_name)."""
+    try:
+        given = prefixed_name(prefix, name)
+    except ValueError:  # a bad name: nothing to tell the others under
+        return
+    refuse(op, kind, group_names(given, n) if group else [given], process_set, error)
+
+
 # What _C.submit takes from Python: each numpy dtype's engine code, automatic names, and what a GPU tensor is.
 _C.set_python_rules(CODES, dtype_code, engine_name, DeviceArray)
 
@@ -94,16 +117,20 @@ def allreduce_arrays(tensors: Sequence[Any], in_place: bool, kind: str, names: S
     """The one path of every allreduce form of host and DLPack arrays: ``tensors`` reduced in place, or
     into new arrays (``out``'s when given), under the engine names ``names``; a Handle, or with ``wait``
     the result (a group's: the list of results), with no handle made."""
-    if out is not None and len(out) != len(tensors):
-        raise ValueError(f"{kind}: out= needs one array per tensor, got {len(out)} for {len(tensors)}")
     arrs, outs, finishes = [], [], []
-    for i, t in enumerate(tensors):
-        arr = as_array(t, kind, in_place)
-        given = arr if in_place else None if out is None else _given_output(out[i], arr, kind)
-        o, finish = _output_like(arr, given)
-        arrs.append(arr)
-        outs.append(o)
-        finishes.append(finish)
+    try:
+        if out is not None and len(out) != len(tensors):
+            raise ValueError(f"{kind}: out= needs one array per tensor, got {len(out)} for {len(tensors)}")
+        for i, t in enumerate(tensors):
+            arr = as_array(t, kind, in_place)
+            given = arr if in_place else None if out is None else _given_output(out[i], arr, kind)
+            o, finish = _output_like(arr, given)
+            arrs.append(arr)
+            outs.append(o)
+            finishes.append(finish)
+    except Exception as e:
+        refuse(ALLREDUCE, kind, names, process_set, e)
+        raise
     return enqueue(ALLREDUCE, kind, arrs, outs, names, process_set, finishes, group=group, reduce=op,
                    prescale=prescale, postscale=postscale, wait=wait)
 
@@ -200,8 +227,12 @@ def require_rows(tensors: Sequence[Any], kind: str) -> None:
 
 def _allgather(tensors: Sequence[Any], kind: str, names: Sequence[Optional[str]], process_set: ProcessSet,
                group: bool, wait: bool = False) -> Any:
-    arrs = [as_array(t, kind) for t in tensors]
-    require_rows(arrs, kind)
+    try:
+        arrs = [as_array(t, kind) for t in tensors]
+        require_rows(arrs, kind)
+    except Exception as e:
+        refuse(ALLGATHER, kind, names, process_set, e)
+        raise
     return enqueue(ALLGATHER, kind, arrs, [None] * len(arrs), names, process_set,
                    [_engine_output(a) for a in arrs], group=group, wait=wait)
 
@@ -248,8 +279,12 @@ def check_root(root_rank: int, process_set: ProcessSet, what: str) -> int:
 
 def _broadcast(tensor: Any, root_rank: int, name: Optional[str], process_set: ProcessSet, in_place: bool,
                wait: bool = False) -> Any:
-    arr = as_array(tensor, "broadcast_" if in_place else "broadcast", in_place)
-    root = check_root(root_rank, process_set, "broadcast")
+    try:
+        arr = as_array(tensor, "broadcast_" if in_place else "broadcast", in_place)
+        root = check_root(root_rank, process_set, "broadcast")
+    except Exception as e:
+        refuse(BROADCAST, "broadcast", [name], process_set, e)
+        raise
     out, finish = _output_like(arr, arr if in_place else None)
     return enqueue(BROADCAST, "broadcast", [arr], [out], [name], process_set, [finish], root_rank=root, wait=wait)
 
@@ -293,20 +328,28 @@ def _received_rows(rows: list) -> np.ndarray:
     return np.asarray(rows, dtype=np.int32 if max(rows, default=0) < 2**31 else np.int64)
 
 
-def _alltoall(tensor: Any, splits: Optional[Sequence[int]], name: Optional[str], process_set: ProcessSet,
-              wait: bool = False) -> Any:
-    arr = as_array(tensor, "alltoall")
-    n = process_set.size()
+def _alltoall_splits(arr: Any, splits: Any, n: int) -> list:
+    """The rows of ``arr`` each of the ``n`` members gets: [] for equal blocks, else ``splits`` checked."""
     require_rows([arr], "alltoall")
     if splits is None:
         if arr.shape[0] % n:
             raise ValueError(f"alltoall: first dimension {arr.shape[0]} is not divisible by {n} ranks; pass splits")
-        split_list: list = []
-    else:
-        split_list = _split_counts(splits)
-        if len(split_list) != n or any(s < 0 for s in split_list) or sum(split_list) != arr.shape[0]:
-            raise ValueError(f"alltoall: splits {split_list} must be {n} non-negative counts "
-                             f"summing to the first dimension {arr.shape[0]}")
+        return []
+    split_list = _split_counts(splits)
+    if len(split_list) != n or any(s < 0 for s in split_list) or sum(split_list) != arr.shape[0]:
+        raise ValueError(f"alltoall: splits {split_list} must be {n} non-negative counts "
+                         f"summing to the first dimension {arr.shape[0]}")
+    return split_list
+
+
+def _alltoall(tensor: Any, splits: Optional[Sequence[int]], name: Optional[str], process_set: ProcessSet,
+              wait: bool = False) -> Any:
+    try:
+        arr = as_array(tensor, "alltoall")
+        split_list = _alltoall_splits(arr, splits, process_set.size())
+    except Exception as e:
+        refuse(ALLTOALL, "alltoall", [name], process_set, e)
+        raise
     want_splits = splits is not None
 
     def finish(native: Any) -> Any:
@@ -330,11 +373,15 @@ def alltoall(tensor: Any, splits: Optional[Sequence[int]] = None, name: Optional
 
 def _reducescatter(tensors: Sequence[Any], kind: str, names: Sequence[Optional[str]], op: Optional[int],
                    prescale: float, postscale: float, process_set: ProcessSet, group: bool, wait: bool = False) -> Any:
-    arrs = [as_array(t, kind) for t in tensors]
-    op = resolve_op(None, op)
-    if op not in (Sum, Average):
-        raise ValueError(f"{kind} supports op=hvd.Sum or hvd.Average")
-    require_rows(arrs, kind)
+    try:
+        arrs = [as_array(t, kind) for t in tensors]
+        op = resolve_op(None, op)
+        if op not in (Sum, Average):
+            raise ValueError(f"{kind} supports op=hvd.Sum or hvd.Average")
+        require_rows(arrs, kind)
+    except Exception as e:
+        refuse(REDUCESCATTER, kind, names, process_set, e)
+        raise
     return enqueue(REDUCESCATTER, kind, arrs, [None] * len(arrs), names, process_set,
                    [_engine_output(a) for a in arrs], group=group, reduce=op, prescale=prescale, postscale=postscale,
                    wait=wait)

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 
 # Exceptions a rank raises because of another rank's failure or our interrupt, not as a cause.
-CONSEQUENCES = frozenset({"EngineAbortedError", "EngineShutdownError", "KeyboardInterrupt"})
+CONSEQUENCES = frozenset({"EngineAbortedError", "EngineShutdownError", "PeerArgumentError", "KeyboardInterrupt"})
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

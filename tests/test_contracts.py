@@ -78,7 +78,7 @@ def test_every_status_code_raises_its_exception() -> None:
     assert "Ok" not in raised
     assert {name: type(e) for name, e in raised.items()} == {
         "Mismatch": hvd.TensorMismatchError, "Invalid": ValueError, "Aborted": hvd.EngineAbortedError,
-        "Shutdown": hvd.EngineShutdownError, "Internal": hvd.HorovodInternalError}
+        "Shutdown": hvd.EngineShutdownError, "Internal": hvd.HorovodInternalError, "Refused": hvd.PeerArgumentError}
     assert raised["Aborted"].origin_rank == 3 and str(raised["Invalid"]) == "why Invalid"
     with pytest.raises(hvd.HorovodInternalError, match="later"):
         errors.raise_for_status((len(_C.StatusCode), "later", -1))

@@ -19,10 +19,10 @@ pytestmark = pytest.mark.timeout(400)
 # engine down and starts it again, so it runs last.
 MODULE_TIMEOUT_S = 180
 RANK_MODULES = {
-    2: ["rank_ops.py", "rank_errors.py", "rank_set_names.py", "rank_horovod_semantics.py", "rank_join.py",
-        "rank_idle_engine.py", "rank_init_sets.py", "rank_abort.py"],
-    3: ["rank_set_names.py", "rank_horovod_semantics.py", "rank_join.py", "rank_init_sets.py"],
-    4: ["rank_ops.py", "rank_errors.py", "rank_set_names.py", "rank_join.py", "rank_abort.py"],
+    2: ["rank_ops.py", "rank_errors.py", "rank_refusals.py", "rank_set_names.py", "rank_horovod_semantics.py",
+        "rank_join.py", "rank_idle_engine.py", "rank_init_sets.py", "rank_abort.py"],
+    3: ["rank_refusals.py", "rank_set_names.py", "rank_horovod_semantics.py", "rank_join.py", "rank_init_sets.py"],
+    4: ["rank_ops.py", "rank_errors.py", "rank_refusals.py", "rank_set_names.py", "rank_join.py", "rank_abort.py"],
 }
 
 

@@ -42,3 +42,11 @@ def test_a_start_up_traceback_starts_after_ipyparallels_frames():
     assert trimmed.splitlines()[:2] == HEADER and "in setup_rank" in trimmed.splitlines()[2]
     only_runner = "\n".join(HEADER + RUNNER + ["KeyError: 'x'"])
     assert without_runner_frames(only_runner) == only_runner
+
+
+def test_a_rank_whose_op_failed_for_another_ranks_bad_argument_is_not_the_cause():
+    """Rank 0's PeerArgumentError may come back first; the report still leads with rank 1's own error."""
+    peer = remote("PeerArgumentError", "allreduce of tensor 'm': rank 1 could not start it: allreduce: bad", CELL)
+    report = str(describe_failure({0: peer, 1: remote("TypeError", "allreduce: bad", CELL)}, [0, 1]))
+    assert report.splitlines()[0] == "rank 1 raised TypeError: allreduce: bad"
+    assert report.splitlines()[-1] == "aborted ranks: rank 0 (PeerArgumentError)"

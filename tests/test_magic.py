@@ -718,3 +718,16 @@ def test_outside_a_kernel_a_background_cell_shows_its_output_where_it_is_waited_
     result, out = run(ip, capsys, "%hvd wait")
     assert result.success, out
     assert out.index("[hvd] the end of %%hvd cell") < out.index("[rank 1] early 1") < out.index("[rank 1] late"), out
+
+
+def test_a_bad_argument_on_one_rank_is_reported_as_that_ranks_failure(ip, started, capsys):
+    """Rank 1's allreduce fails its own checks and tells rank 0, whose allreduce then fails saying so: the
+    report leads with rank 1's error, whichever rank's came back first, and lists rank 0's as a consequence."""
+    source = f"{HEAD}\nimport numpy as np\nhvd.allreduce(None if hvd.rank() == 1 else np.ones(2), name='metric')"
+    result, out = run(ip, capsys, source)
+    assert not result.success
+    assert out.splitlines()[0] == ("rank 1 raised TypeError: allreduce: expected a numpy array or a DLPack tensor, "
+                                   "got NoneType"), out
+    assert "aborted ranks: rank 0 (PeerArgumentError)" in out, out
+    result, out = run(ip, capsys, f"{HEAD} --timeout 30\nprint(hvd.allreduce(np.ones(1), op=hvd.Sum))")
+    assert result.success and "[rank 0] [2.]" in out and "[rank 1] [2.]" in out, out

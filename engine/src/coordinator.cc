@@ -151,6 +151,8 @@ std::string Coordinator::validate(const std::vector<Request>& rs, const std::vec
              std::to_string(x.process_set);
     if (i > 0 && rs[i - 1].rank == b.rank) return "rank " + std::to_string(b.rank) + " submitted it twice";
   }
+  for (const Request& b : rs)
+    if (!b.refusal.empty()) return "rank " + std::to_string(b.rank) + " could not start it: " + b.refusal;
   // Built only on a mismatch: this runs for every tensor every step.
   auto on = [](const std::string& what, int rank) { return what + " on rank " + std::to_string(rank); };
   auto device = [](const OpSpec& s) { return std::string(s.memory == Memory::Cuda ? "a GPU tensor" : "a host tensor"); };
@@ -224,7 +226,8 @@ std::vector<Response> Coordinator::take_ready() {
       joined_.erase(key.process_set);
     }
     if (!err.empty()) {
-      r.kind = Response::Kind::Error;
+      const bool refused = std::any_of(rs.begin(), rs.end(), [](const Request& q) { return !q.refusal.empty(); });
+      r.kind = refused ? Response::Kind::Refused : Response::Kind::Error;
       r.error = op_name(a.spec.op) + std::string(" of tensor ") + describe_key(key) + ": " + err;
       r.cache_ids = {-1};
     } else {

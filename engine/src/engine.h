@@ -63,6 +63,13 @@ class Engine {
   // waiter runs its steps and the engine thread is not woken for it (Handle::defer_wake).
   std::vector<std::shared_ptr<Handle>> enqueue(std::vector<TensorEntry> group, bool caller_waits = false);
   std::shared_ptr<Handle> enqueue(TensorEntry entry);
+  // This rank's call of an operation failed its own checks (a bad argument) before reaching enqueue: tells the
+  // other members of the set, whose operations named `names` then fail on every rank, giving `why`, instead
+  // of waiting for this rank. The names stay in flight here until every member has reached them: the handles
+  // returned complete then (with that error). None outside a set of two or more, or for a name already in
+  // flight on this rank.
+  std::vector<std::shared_ptr<Handle>> refuse(const OpSpec& spec, const std::vector<std::string>& names,
+                                              const std::string& why);
   // Stops every rank's engine: pending and later operations fail with `reason`.
   void abort(const std::string& reason);
   // Stops this engine (and, as in Horovod, the job's engines) and joins the thread.
@@ -92,6 +99,8 @@ class Engine {
   // Throws InvalidArgument for an entry this rank cannot run; `set` holds the last set looked up (a group's
   // tensors are of one set, whose lookup takes the table's lock), and is replaced for another.
   void check(const TensorEntry& e, std::shared_ptr<const ProcessSet>& set) const;
+  // enqueue() once its checks passed: the handles, the names' reservation and the queue.
+  std::vector<std::shared_ptr<Handle>> queue(std::vector<TensorEntry> group, bool caller_waits);
   void loop();
   // One pass of the loop, on the engine thread or a waiter's (see progress.h): whether it did work. GPU
   // work runs on either (GpuCollectives::run leaves the thread's current device as it found it).

@@ -192,7 +192,7 @@ void Engine::submit(std::vector<TensorEntry> fresh) {
       mine.data = std::move(data);
       coordinator_->add(std::move(mine), now);
     } else {
-      int32_t id = cache_.lookup(q);
+      int32_t id = q.refusal.empty() ? cache_.lookup(q) : -1;
       if (id >= 0) {
         batch.cached.push_back({id, static_cast<uint32_t>(batch.requests.size()), std::move(data)});
         metrics_.cached_requests += 1;
@@ -362,7 +362,7 @@ void Engine::execute(const Response& r) {
     found.push_back(it);
     es.push_back(&it->second);
   }
-  if (es.empty() && r.kind == Response::Kind::Error) return;  // another rank's error while this one has joined
+  if (es.empty() && r.kind != Response::Kind::Execute) return;  // another rank's error while this one has joined
   int64_t now = now_us();
   for (auto* e : es) {
     metrics_.negotiate_us += now - e->enqueue_us;
@@ -370,8 +370,8 @@ void Engine::execute(const Response& r) {
   }
   Status s;
   auto set = sets_.get(r.spec.process_set);
-  if (r.kind == Response::Kind::Error) {
-    s = Status::Error(Status::Code::Mismatch, r.error);
+  if (r.kind != Response::Kind::Execute) {
+    s = Status::Error(r.kind == Response::Kind::Refused ? Status::Code::Refused : Status::Code::Mismatch, r.error);
   } else if (!set) {
     s = Status::Error(Status::Code::Invalid, "process set " + std::to_string(r.spec.process_set) +
                                                  " was removed while this operation was pending");

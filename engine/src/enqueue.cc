@@ -42,6 +42,27 @@ std::vector<std::shared_ptr<Handle>> Engine::enqueue(std::vector<TensorEntry> gr
     if (!gpu_device_.compare_exchange_strong(claimed, device) && claimed != device)
       for (auto& e : group) check(e, set);  // another thread claimed another device meanwhile: this throws
   }
+  return queue(std::move(group), caller_waits);
+}
+
+std::vector<std::shared_ptr<Handle>> Engine::refuse(const OpSpec& spec, const std::vector<std::string>& names,
+                                                    const std::string& why) {
+  std::shared_ptr<const ProcessSet> set = sets_.get(spec.process_set);
+  if (!set || set->ranks.size() < 2 || set->rank_in_set(topo_.rank) < 0) return {};  // no member to tell
+  std::vector<TensorEntry> group(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    group[i].request.spec = spec;
+    group[i].request.name = names[i];
+    group[i].request.refusal = why.empty() ? "its call raised an error with no message" : why;  // never empty
+  }
+  try {
+    return queue(std::move(group), false);
+  } catch (const InvalidArgument&) {
+    return {};  // a name already in flight on this rank: that operation is the one the members are matching
+  }
+}
+
+std::vector<std::shared_ptr<Handle>> Engine::queue(std::vector<TensorEntry> group, bool caller_waits) {
   std::vector<std::shared_ptr<Handle>> handles;
   handles.reserve(group.size());
   int64_t now = now_us();

@@ -10,7 +10,7 @@ namespace hvd {
 // Python raises one exception class per code (jupyter_hvd/errors.py, by name).
 #define HVD_STATUS_CODES(X)                                                                        \
   X(Ok, "Ok") X(Mismatch, "Mismatch") X(Invalid, "Invalid") X(Aborted, "Aborted") X(Shutdown, "Shutdown") \
-  X(Internal, "Internal")
+  X(Internal, "Internal") X(Refused, "Refused")
 
 struct Status {
   enum class Code { HVD_STATUS_CODES(HVD_ENUM_VALUE) };

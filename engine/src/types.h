@@ -103,6 +103,9 @@ struct Request {
   // A small host allreduce's input, carried to rank 0 with the request (Config::carry_bytes); else empty.
   // Not part of the signature.
   std::vector<char> data;
+  // Set when this rank's call failed its own checks (Engine::refuse): why, for the other members, whose
+  // operation of this name then fails saying so. Not part of the signature: such a request is never cached.
+  std::string refusal;
 
   int64_t num_elements() const;
   int64_t num_bytes() const { return num_elements() * static_cast<int64_t>(dtype_size(spec.dtype)); }
@@ -113,7 +116,8 @@ struct Request {
 
 // What the coordinator tells the members of a process set to do, in a global order.
 struct Response {
-  enum class Kind : uint8_t { Execute, Error };
+  // Refused: an Error because a member's own call failed its checks (Request::refusal).
+  enum class Kind : uint8_t { Execute, Error, Refused };
   Kind kind = Kind::Execute;
   OpSpec spec;
   std::vector<std::string> names;   // several when fused, in buffer order
@@ -125,7 +129,7 @@ struct Response {
   // While members of the set have joined (OpType::Join), they stand in for the tensors they never submitted
   // (allreduces and barriers only): each tensor's element count, parallel to names. Empty otherwise.
   std::vector<int64_t> stand_in_counts;
-  std::string error;                // Kind::Error only
+  std::string error;                // Kind::Error and Kind::Refused only
 };
 
 }  // namespace hvd

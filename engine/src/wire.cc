@@ -8,7 +8,7 @@ namespace {
 
 // The fewest bytes each item can take, for checking a count against the bytes left.
 constexpr size_t kMinString = sizeof(uint32_t);
-constexpr size_t kMinRequest = sizeof(int32_t) + sizeof(OpSpec) + 3 * sizeof(uint32_t);
+constexpr size_t kMinRequest = sizeof(int32_t) + sizeof(OpSpec) + 4 * sizeof(uint32_t);
 constexpr size_t kMinCached = sizeof(int32_t) + 2 * sizeof(uint32_t);
 constexpr size_t kMinResponse = sizeof(Response::Kind) + sizeof(OpSpec) + 6 * sizeof(uint32_t);
 constexpr size_t kMinEvent = sizeof(int32_t) + sizeof(Phase) + 2 * kMinString + 3 * sizeof(int64_t);
@@ -66,6 +66,7 @@ void encode(Writer& w, const Request& r) {
   w.put_vector(r.shape);
   w.put_string(r.name);
   w.put_vector(r.data);
+  w.put_string(r.refusal);
 }
 
 Request decode_request(Reader& rd) {
@@ -76,6 +77,7 @@ Request decode_request(Reader& rd) {
   r.name = rd.get_string();
   check_shape(r);
   r.data = rd.get_vector<char>();
+  r.refusal = rd.get_string();
   return r;
 }
 
@@ -93,7 +95,7 @@ void encode(Writer& w, const Response& r) {
 
 Response decode_response(Reader& rd) {
   Response r;
-  r.kind = rd.get_enum(Response::Kind::Error, "response kind");
+  r.kind = rd.get_enum(Response::Kind::Refused, "response kind");
   r.spec = get_spec(rd);
   r.names.resize(rd.get_count(kMinString));
   for (auto& s : r.names) s = rd.get_string();

@@ -160,6 +160,55 @@ TEST_CASE("a mismatch between ranks is an error on every rank") {
   CHECK(o2 == std::vector<float>(4, 3.0f));
 }
 
+TEST_CASE("a rank that refuses its own call fails the members' operation of that name, cached or not") {
+  InProcessJob job(3, quick_config());
+  std::vector<float> x(1, 1.0f), o0, o1, o2;
+  // A scalar Sum of float32: the signature of what Engine::refuse sends (OpSpec{} and no shape), which must
+  // still not go as the cached request of the name's earlier successes.
+  auto scalar = [](const std::string& name, const std::vector<float>& in, std::vector<float>* out) {
+    TensorEntry e = allreduce(name, in, out);
+    e.request.shape = {};
+    return e;
+  };
+  for (int round = 0; round < 3; ++round) {
+    auto h0 = job[0].enqueue(scalar("m", x, &o0));
+    auto h1 = job[1].enqueue(scalar("m", x, &o1));
+    auto h2 = job[2].enqueue(scalar("m", x, &o2));
+    CHECK(finish(h0).ok());
+    CHECK(finish(h1).ok());
+    CHECK(finish(h2).ok());
+    auto told = job[1].refuse(OpSpec{}, {"m"}, "allreduce: unsupported dtype object");
+    REQUIRE(told.size() == 1);
+    auto g0 = job[0].enqueue(scalar("m", x, &o0));
+    auto g2 = job[2].enqueue(scalar("m", x, &o2));
+    for (const auto& h : {g0, g2, told[0]}) {
+      Status s = finish(h);
+      CHECK(s.code == Status::Code::Refused);
+      CHECK_MESSAGE(s.message == "allreduce of tensor 'm': rank 1 could not start it: allreduce: unsupported dtype "
+                                 "object", s.message);
+    }
+  }
+  // An error without a message is still a refusal (an empty one would be a request to run), and says so.
+  auto told = job[0].refuse(OpSpec{}, {"quiet"}, "");
+  auto q1 = job[1].enqueue(allreduce("quiet", x, &o1));
+  auto q2 = job[2].enqueue(allreduce("quiet", x, &o2));
+  for (const auto& h : {told[0], q1, q2}) {
+    Status s = finish(h);
+    CHECK(s.code == Status::Code::Refused);
+    CHECK_MESSAGE(s.message == "allreduce of tensor 'quiet': rank 0 could not start it: its call raised an error "
+                               "with no message", s.message);
+  }
+  // A name already in flight on the refusing rank is not refused again: that operation is the one that counts.
+  auto h1 = job[1].enqueue(allreduce("n", x, &o1));
+  CHECK(job[1].refuse(OpSpec{}, {"n"}, "no").empty());
+  auto h0 = job[0].enqueue(allreduce("n", x, &o0));
+  auto h2 = job[2].enqueue(allreduce("n", x, &o2));
+  CHECK(finish(h0).ok());
+  CHECK(finish(h1).ok());
+  CHECK(finish(h2).ok());
+  CHECK(o2 == std::vector<float>(1, 3.0f));
+}
+
 TEST_CASE("an abort on one rank reaches every rank") {
   InProcessJob job(3, quick_config());
   std::vector<float> x(2, 1.0f), o0, o2;

@@ -16,6 +16,7 @@ TEST_CASE("batch_round_trip") {
   r.name = "layer.0/weight";
   r.spec.prescale = 0.25;
   r.data = {'a', '\0', 'b'};
+  r.refusal = "alltoall: splits [1] must be 2 counts";
   b.requests = {r};
   b.cached = {{4, 0, {}}, {9, 1, {'x', 'y'}}};
   auto bytes = encode_batch(b);
@@ -24,6 +25,7 @@ TEST_CASE("batch_round_trip") {
   CHECK(d.requests[0].same_signature(r));
   CHECK(d.requests[0].rank == 3);
   CHECK(d.requests[0].data == r.data);
+  CHECK(d.requests[0].refusal == r.refusal);
   CHECK(d.cached == b.cached);
   b.cached = {{4, 1, {}}, {9, 0, {}}};  // out of the order they were submitted in
   auto backwards = encode_batch(b);

@@ -5,7 +5,8 @@ ops are synchronous.
 """
 from ..basics import abort, check_running, metrics
 from .. import monitor
-from ..errors import EngineAbortedError, EngineShutdownError, HorovodInternalError, TensorMismatchError
+from ..errors import (EngineAbortedError, EngineShutdownError, HorovodInternalError, PeerArgumentError,
+                      TensorMismatchError)
 from ..extensions import check_extension
 from ..groups import split_list
 from ..monitor.samples import monitor_step
@@ -23,7 +24,8 @@ from .mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allred
 from .optimizer import DistributedOptimizer, DistributedTrainer
 
 __all__ = [
-    "EngineAbortedError", "EngineShutdownError", "HorovodInternalError", "TensorMismatchError", "abort",
+    "EngineAbortedError", "EngineShutdownError", "HorovodInternalError", "PeerArgumentError", "TensorMismatchError",
+    "abort",
     "check_extension", "check_running", "drain_events", "metrics", "monitor", "monitor_step", "Adasum", "Average",
     "Compression", "DistributedOptimizer", "DistributedTrainer", "Max", "Min", "ProcessSet",
     "Product", "Sum", "add_process_set", "allgather", "allgather_object", "allreduce", "allreduce_", "alltoall",

@@ -23,7 +23,7 @@ from ..basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built, 
 from ..dtypes import dtype_code
 from ..errors import HorovodInternalError
 from ..naming import op_names, prefixed_name
-from ..ops import ALLREDUCE, BROADCAST, check_root
+from ..ops import ALLGATHER, ALLREDUCE, ALLTOALL, BROADCAST, REDUCESCATTER, check_root
 from ..other_framework import other_framework_hint
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set, set_id  # noqa: F401
@@ -61,17 +61,35 @@ def _check_ndarrays(tensors: Sequence[Any], what: str) -> None:
             raise TypeError(f"{what}: sparse NDArrays ({t.stype}) are not supported; use dense ones (tostype)")
 
 
+def _check(tensors: Sequence[Any], what: str, op: int, prefix: str, name: Optional[str], group: bool,
+           process_set: ProcessSet, kind: Optional[str] = None, rows: bool = False) -> None:
+    """_check_ndarrays(tensors, what) (with ``rows``, core.require_rows too), telling the other members when it
+    fails (core.refuse_prefixed) under the names the op takes: ``prefix.name``, or numbered as ``kind``'s
+    (default: ``what``) when unnamed."""
+    try:
+        _check_ndarrays(tensors, what)
+        if rows:
+            core.require_rows(tensors, what)
+    except (TypeError, ValueError) as e:
+        core.refuse_prefixed(op, kind or what, prefix, name, len(tensors), group, process_set, e)
+        raise
+
+
 def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, prescale: float, postscale: float,
                     process_set: ProcessSet, priority: int, out_of_place: bool = False) -> List[NDArray]:
     """Queue an allreduce of ``tensors`` as one MXNet engine operation: in place, or ``out_of_place`` into new
     NDArrays, which it returns."""
     _require_init()
-    _check_ndarrays(tensors, "allreduce")
-    prescale = _C.scale_factor(prescale, "allreduce", "prescale_factor")
-    postscale = _C.scale_factor(postscale, "allreduce", "postscale_factor")
-    _C.check_reduce([_dtype_code(t, "allreduce") for t in tensors], op, prescale, postscale, "allreduce", False)
-    with mxnet_errors():
-        pid = set_id(process_set)
+    try:
+        _check_ndarrays(tensors, "allreduce")
+        prescale = _C.scale_factor(prescale, "allreduce", "prescale_factor")
+        postscale = _C.scale_factor(postscale, "allreduce", "postscale_factor")
+        _C.check_reduce([_dtype_code(t, "allreduce") for t in tensors], op, prescale, postscale, "allreduce", False)
+        with mxnet_errors():
+            pid = set_id(process_set)
+    except Exception as e:  # named as op_names names them
+        core.refuse_prefixed(ALLREDUCE, "allreduce", "allreduce", name, len(tensors), len(tensors) != 1, process_set, e)
+        raise
     spec = _C.OpSpec(ALLREDUCE, reduce=op, process_set=pid, prescale=prescale, postscale=postscale)
     return bridge.push(spec, op_names("allreduce", name, len(tensors), pid), tensors, priority, out_of_place)
 
@@ -81,11 +99,15 @@ def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, proces
     """Queue a broadcast of ``tensor`` from ``root_rank``: in place, or ``out_of_place`` into a new NDArray,
     which it returns."""
     _require_init()
-    _check_ndarrays([tensor], "broadcast")
-    _dtype_code(tensor, "broadcast")
-    with mxnet_errors():
-        pid = set_id(process_set)
-        root = check_root(root_rank, process_set, "broadcast")
+    try:
+        _check_ndarrays([tensor], "broadcast")
+        _dtype_code(tensor, "broadcast")
+        with mxnet_errors():
+            pid = set_id(process_set)
+            root = check_root(root_rank, process_set, "broadcast")
+    except Exception as e:
+        core.refuse_prefixed(BROADCAST, "broadcast", "broadcast", name, 1, False, process_set, e)
+        raise
     spec = _C.OpSpec(BROADCAST, process_set=pid, root_rank=root)
     return bridge.push(spec, op_names("broadcast", name, 1, pid), [tensor], priority, out_of_place)
 
@@ -95,7 +117,7 @@ def allreduce(tensor: NDArray, average: Optional[bool] = None, name: Optional[st
               process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> NDArray:
     """Reduce ``tensor`` over the ranks into a new NDArray (default op: Average); returns at once."""
     op = resolve_op(average, op)
-    _check_ndarrays([tensor], "allreduce")
+    _check([tensor], "allreduce", ALLREDUCE, "allreduce", name, False, process_set)
     return _push_allreduce([tensor], name, op, prescale_factor, postscale_factor, process_set, priority, True)[0]
 
 
@@ -116,7 +138,7 @@ def grouped_allreduce(tensors: Sequence[NDArray], average: Optional[bool] = None
     op = resolve_op(average, op)
     if not tensors:
         return tensors
-    _check_ndarrays(tensors, "grouped_allreduce")
+    _check(tensors, "grouped_allreduce", ALLREDUCE, "allreduce", name, len(tensors) != 1, process_set, "allreduce")
     return _push_allreduce(tensors, name, op, prescale_factor, postscale_factor, process_set, priority, True)
 
 
@@ -134,7 +156,7 @@ def grouped_allreduce_(tensors: Sequence[NDArray], average: Optional[bool] = Non
 def broadcast(tensor: NDArray, root_rank: int, name: Optional[str] = None, priority: int = 0,
               process_set: ProcessSet = global_process_set) -> NDArray:
     """A new NDArray holding ``root_rank``'s value of ``tensor``; returns at once."""
-    _check_ndarrays([tensor], "broadcast")
+    _check([tensor], "broadcast", BROADCAST, "broadcast", name, False, process_set)
     return _push_broadcast(tensor, name, root_rank, process_set, priority, True)[0]
 
 
@@ -163,6 +185,7 @@ def allgather(tensor: NDArray, name: Optional[str] = None, priority: int = 0,
     ``priority`` is accepted for compatibility.
     """
     _require_init()
+    _check([tensor], "allgather", ALLGATHER, "allgather", name, False, process_set)
     with mxnet_errors():
         out = core.allgather(_host(tensor, "allgather"), prefixed_name("allgather", name), process_set)
     return _like(out, tensor)
@@ -173,6 +196,7 @@ def grouped_allgather(tensors: Sequence[NDArray], name: Optional[str] = None, pr
     """Allgather a list of NDArrays (synchronous, like allgather)."""
     tensors = as_group(tensors, "grouped_allgather")
     _require_init()
+    _check(tensors, "grouped_allgather", ALLGATHER, "allgather", name, True, process_set)
     hosts = [_host(t, "grouped_allgather") for t in tensors]
     with mxnet_errors():
         outs = core.grouped_allgather(hosts, prefixed_name("allgather", name), process_set)
@@ -187,6 +211,7 @@ def alltoall(tensor: NDArray, splits: Optional[Union[NDArray, Sequence[int]]] = 
     Synchronous: waits for ``tensor``, then for the result (its size depends on every rank).
     """
     _require_init()
+    _check([tensor], "alltoall", ALLTOALL, "alltoall", name, False, process_set)
     if isinstance(splits, NDArray):
         splits = splits.asnumpy()
     with mxnet_errors():
@@ -205,8 +230,7 @@ def reducescatter(tensor: NDArray, op: int = Average, name: Optional[str] = None
     Synchronous: waits for ``tensor``, then for the result.
     """
     _require_init()
-    _check_ndarrays([tensor], "reducescatter")
-    core.require_rows([tensor], "reducescatter")
+    _check([tensor], "reducescatter", REDUCESCATTER, "reducescatter", name, False, process_set, rows=True)
     with mxnet_errors():
         out = core.reducescatter(_host(tensor, "reducescatter"), op, prefixed_name("reducescatter", name),
                                  process_set, prescale_factor, postscale_factor)
@@ -219,8 +243,7 @@ def grouped_reducescatter(tensors: Sequence[NDArray], op: int = Average, name: O
     """Reducescatter a list of NDArrays (synchronous, like reducescatter)."""
     tensors = as_group(tensors, "grouped_reducescatter")
     _require_init()
-    _check_ndarrays(tensors, "grouped_reducescatter")
-    core.require_rows(tensors, "grouped_reducescatter")
+    _check(tensors, "grouped_reducescatter", REDUCESCATTER, "reducescatter", name, True, process_set, rows=True)
     hosts = [_host(t, "grouped_reducescatter") for t in tensors]
     with mxnet_errors():
         outs = core.grouped_reducescatter(hosts, op, prefixed_name("reducescatter", name), process_set,

@@ -4,7 +4,8 @@ Collectives take CPU tensors (read and written in their own memory) and CUDA ten
 torch's current stream); see ``mpi_ops`` for the ops and their gradients, ``optimizer`` for training.
 """
 from ..basics import abort, check_running, metrics
-from ..errors import EngineAbortedError, EngineShutdownError, HorovodInternalError, TensorMismatchError
+from ..errors import (EngineAbortedError, EngineShutdownError, HorovodInternalError, PeerArgumentError,
+                      TensorMismatchError)
 from ..extensions import check_extension, gpu_available
 from ..gpu import GpuUnavailableError, gpu_status
 from ..groups import split_list
@@ -30,7 +31,8 @@ from .sync_batch_norm import SyncBatchNorm
 
 __all__ = [
     "Adasum", "Average", "Compression", "DistributedOptimizer", "EngineAbortedError", "EngineShutdownError",
-    "GpuUnavailableError", "Handle", "HorovodInternalError", "Max", "Min", "ProcessSet", "Product", "Sum",
+    "GpuUnavailableError", "Handle", "HorovodInternalError", "Max", "Min", "PeerArgumentError", "ProcessSet", "Product",
+    "Sum",
     "SyncBatchNorm", "TensorMismatchError", "abort", "add_process_set", "allgather", "allgather_async",
     "allgather_object", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "alltoall",
     "alltoall_async", "barrier", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",

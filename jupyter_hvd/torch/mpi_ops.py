@@ -75,6 +75,28 @@ def poll(handle: Handle) -> bool:
     return handle.poll()
 
 
+def _check(tensors: Sequence[Any], op: int, kind: str, prefix: str, name: Optional[str], group: bool,
+           process_set: ProcessSet) -> None:
+    """check_tensors, first thing in a call, telling the other members when it fails (core.refuse_prefixed)."""
+    try:
+        check_tensors(tensors, kind)
+    except TypeError as e:
+        core.refuse_prefixed(op, kind, prefix, name, len(tensors), group, process_set, e)
+        raise
+
+
+def _engine_arrays(tensors: Sequence[Any], op: int, kind: str, prefix: str, name: Optional[str], group: bool,
+                   process_set: ProcessSet) -> list:
+    """The engine's arrays of ``tensors`` (check_tensors, then engine_array), telling the other members when
+    either fails (core.refuse_prefixed)."""
+    try:
+        check_tensors(tensors, kind)
+        return [engine_array(t, kind) for t in tensors]
+    except Exception as e:
+        core.refuse_prefixed(op, kind, prefix, name, len(tensors), group, process_set, e)
+        raise
+
+
 def _as_tensors(result: Any, like: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, ...]:
     """A group's results, as a tuple: what Horovod's synchronize() returns for a grouped operation."""
     return tuple(to_torch(r, t) for r, t in zip(result, like))
@@ -88,8 +110,12 @@ def _allreduce(tensors: Sequence[torch.Tensor], in_place: bool, group: bool, kin
     """A Handle, or with ``wait`` the result: a blocking call takes the core's blocking path, which makes no
     handle and waits at once, so the engine's step runs on this thread (see handles.wait_for_result). The
     engine reads and writes CPU tensors by their data pointers; an out-of-place result is a new tensor."""
-    check_tensors(tensors, kind)
-    arrays = [engine_tensor(t, kind, in_place) for t in tensors]
+    try:
+        check_tensors(tensors, kind)
+        arrays = [engine_tensor(t, kind, in_place) for t in tensors]
+    except Exception as e:
+        core.refuse_prefixed(core.ALLREDUCE, kind, "allreduce", name, len(tensors), group, process_set, e)
+        raise
     if in_place:
         outs, results = arrays, list(tensors)
     else:
@@ -151,7 +177,7 @@ def allreduce(tensor: torch.Tensor, average: Optional[bool] = None, name: Option
               postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> torch.Tensor:
     """A new tensor: ``tensor`` reduced over the ranks (default op: Average), sent compressed; differentiable."""
     op = resolve_op(average, op)
-    check_tensors([tensor], "allreduce")
+    _check([tensor], core.ALLREDUCE, "allreduce", "allreduce", name, False, process_set)
     sent, ctx = compression.compress(tensor)
     reduced = recording.call(HorovodAllreduce, sent, name, op, prescale_factor, postscale_factor, process_set)
     return compression.decompress(reduced, ctx)
@@ -206,7 +232,7 @@ def grouped_allreduce(tensors: Sequence[torch.Tensor], average: Optional[bool] =
     tensors = as_group(tensors, "grouped_allreduce")
     if not tensors:
         return []
-    check_tensors(tensors, "grouped_allreduce")
+    _check(tensors, core.ALLREDUCE, "grouped_allreduce", "allreduce", name, True, process_set)
     sent, ctxs = zip(*[compression.compress(t) for t in tensors])
     reduced = recording.call(HorovodGroupedAllreduce, name, op, prescale_factor, postscale_factor, process_set, *sent)
     return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
@@ -256,8 +282,7 @@ def _allgather(tensors: Sequence[torch.Tensor], group: bool, name: Optional[str]
                wait: bool = False) -> Any:
     """A Handle, or with ``wait`` the result (as _allreduce)."""
     kind = "grouped_allgather" if group else "allgather"
-    check_tensors(tensors, kind)
-    arrays = [engine_array(t, kind) for t in tensors]
+    arrays = _engine_arrays(tensors, core.ALLGATHER, kind, "allgather", name, group, process_set)
     name = prefixed_name("allgather", name)
     if group:
         call = core.grouped_allgather if wait else core.grouped_allgather_async
@@ -304,7 +329,7 @@ class HorovodAllgather(torch.autograd.Function):
 def allgather(tensor: torch.Tensor, name: Optional[str] = None,
               process_set: ProcessSet = global_process_set) -> torch.Tensor:
     """Every rank's ``tensor`` concatenated along dimension 0, in rank order; differentiable."""
-    check_tensors([tensor], "allgather")
+    _check([tensor], core.ALLGATHER, "allgather", "allgather", name, False, process_set)
     return recording.call(HorovodAllgather, tensor, name, process_set)
 
 
@@ -330,7 +355,7 @@ def grouped_allgather(tensors: Sequence[torch.Tensor], name: Optional[str] = Non
     tensors = as_group(tensors, "grouped_allgather")
     if not tensors:
         return ()
-    check_tensors(tensors, "grouped_allgather")
+    _check(tensors, core.ALLGATHER, "grouped_allgather", "allgather", name, True, process_set)
     return recording.call(HorovodGroupedAllgather, name, process_set, *tensors)
 
 
@@ -341,10 +366,14 @@ def _broadcast(tensor: torch.Tensor, root_rank: int, name: Optional[str], proces
                wait: bool = False) -> Any:
     """A Handle, or with ``wait`` the result (as _allreduce)."""
     kind = "broadcast_" if in_place else "broadcast"
-    check_tensors([tensor], kind)
-    if not in_place and tensor.is_cuda:
-        tensor, in_place = tensor.detach().clone(memory_format=torch.contiguous_format), True
-    array = engine_array(tensor, kind, in_place)
+    try:
+        check_tensors([tensor], kind)
+        if not in_place and tensor.is_cuda:
+            tensor, in_place = tensor.detach().clone(memory_format=torch.contiguous_format), True
+        array = engine_array(tensor, kind, in_place)
+    except Exception as e:
+        core.refuse_prefixed(core.BROADCAST, "broadcast", "broadcast", name, 1, False, process_set, e)
+        raise
     name = prefixed_name("broadcast", name)
     if in_place:
         call, finish = (core.broadcast_ if wait else core.broadcast_async_), lambda _: tensor
@@ -392,7 +421,7 @@ class HorovodBroadcast(torch.autograd.Function):
 def broadcast(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,
               process_set: ProcessSet = global_process_set) -> torch.Tensor:
     """A new tensor holding ``root_rank``'s ``tensor`` on every rank; differentiable."""
-    check_tensors([tensor], "broadcast")
+    _check([tensor], core.BROADCAST, "broadcast", "broadcast", name, False, process_set)
     return recording.call(HorovodBroadcast, tensor, root_rank, name, process_set)
 
 
@@ -408,8 +437,7 @@ def _splits_list(splits: Any) -> Optional[Sequence[int]]:
 def _alltoall(tensor: torch.Tensor, splits: Any, name: Optional[str], process_set: ProcessSet,
               wait: bool = False) -> Any:
     """A Handle, or with ``wait`` the result (as _allreduce): the gathered tensor and the rows received."""
-    check_tensors([tensor], "alltoall")
-    array = engine_array(tensor, "alltoall")
+    array = _engine_arrays([tensor], core.ALLTOALL, "alltoall", "alltoall", name, False, process_set)[0]
     sizes, n = _splits_list(splits), process_set.size()
     if sizes is None and array.ndim and n and array.shape[0] % n == 0:
         sizes = [array.shape[0] // n] * n  # so the received splits come back too, as Horovod's handle returns them
@@ -455,7 +483,7 @@ def alltoall(tensor: torch.Tensor, splits: Optional[Union[torch.Tensor, Sequence
              name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> Any:
     """Scatter rows of ``tensor`` to every rank and gather theirs; with ``splits`` also returns the rows
     received from each rank (an int32 tensor). Differentiable."""
-    check_tensors([tensor], "alltoall")
+    _check([tensor], core.ALLTOALL, "alltoall", "alltoall", name, False, process_set)
     return recording.call(HorovodAlltoall, tensor, splits, name, process_set)
 
 
@@ -466,8 +494,7 @@ def _reducescatter(tensors: Sequence[torch.Tensor], group: bool, name: Optional[
                    process_set: ProcessSet, prescale: float, postscale: float, wait: bool = False) -> Any:
     """A Handle, or with ``wait`` the result (as _allreduce)."""
     kind = "grouped_reducescatter" if group else "reducescatter"
-    check_tensors(tensors, kind)
-    arrays = [engine_array(t, kind) for t in tensors]
+    arrays = _engine_arrays(tensors, core.REDUCESCATTER, kind, "reducescatter", name, group, process_set)
     name = prefixed_name("reducescatter", name)
     if group:
         call = core.grouped_reducescatter if wait else core.grouped_reducescatter_async
@@ -519,7 +546,7 @@ def reducescatter(tensor: torch.Tensor, name: Optional[str] = None, compression:
                   op: int = Average, process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                   postscale_factor: float = 1.0) -> torch.Tensor:
     """``tensor`` reduced over the ranks (Average or Sum), this rank's block of rows of it; differentiable."""
-    check_tensors([tensor], "reducescatter")
+    _check([tensor], core.REDUCESCATTER, "reducescatter", "reducescatter", name, False, process_set)
     sent, ctx = compression.compress(tensor)
     out = recording.call(HorovodReducescatter, sent, name, op, process_set, prescale_factor, postscale_factor)
     return compression.decompress(out, ctx)
@@ -547,7 +574,7 @@ def grouped_reducescatter(tensors: Sequence[torch.Tensor], name: Optional[str] =
     tensors = as_group(tensors, "grouped_reducescatter")
     if not tensors:
         return []
-    check_tensors(tensors, "grouped_reducescatter")
+    _check(tensors, core.REDUCESCATTER, "grouped_reducescatter", "reducescatter", name, True, process_set)
     sent, ctxs = zip(*[compression.compress(t) for t in tensors])
     outs = recording.call(HorovodGroupedReducescatter, name, op, process_set, prescale_factor, postscale_factor, *sent)
     return [compression.decompress(t, c) for t, c in zip(outs, ctxs)]

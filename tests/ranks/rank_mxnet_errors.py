@@ -139,3 +139,36 @@ def test_broadcast_parameters_names_a_value_that_is_not_an_ndarray():
     """It failed with "'float' object has no attribute 'wait_to_read'", after broadcasting what came before it."""
     with pytest.raises(TypeError, match="broadcast_parameters: 'lr' is a float, not an NDArray or Parameter"):
         hvd.broadcast_parameters({"a": mx.nd.ones(2), "lr": 0.1}, root_rank=0)
+
+
+REFUSED = {  # what the last rank alone calls wrongly, what the others call, and the last rank's own error
+    "allreduce_ of an array": (lambda: hvd.allreduce_(np.ones(2), name="refused.w"),
+                               lambda: hvd.allreduce_(mx.nd.ones((2,)), name="refused.w").asnumpy(),
+                               TypeError, "allreduce: expected an mxnet NDArray, got ndarray"),
+    "grouped_allreduce with a str": (lambda: hvd.grouped_allreduce([mx.nd.ones((1,)), "a"]),
+                                     lambda: [t.asnumpy() for t in hvd.grouped_allreduce([mx.nd.ones((1,))] * 2)],
+                                     TypeError, "grouped_allreduce: expected an mxnet NDArray, got str"),
+    "broadcast from outside the set": (lambda: hvd.broadcast(mx.nd.ones((2,)), root_rank=hvd.size()),
+                                       lambda: hvd.broadcast(mx.nd.ones((2,)), root_rank=0).asnumpy(),
+                                       MXNetError, "broadcast: root_rank .* is not a rank of"),
+    "alltoall of a list": (lambda: hvd.alltoall([1.0] * hvd.size()),
+                           lambda: hvd.alltoall(mx.nd.ones((hvd.size(),))),
+                           TypeError, "alltoall: expected an mxnet NDArray, got list"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_a_bad_argument_on_one_rank_fails_the_op_on_every_rank(case):
+    """Not a hang: the last rank's call tells the others, whose op of that name fails saying why; the numbering
+    of unnamed ops stays in step afterwards."""
+    bad, good, error, message = REFUSED[case]
+    last = hvd.size() - 1
+    if hvd.rank() == last:
+        with pytest.raises(error, match=message):
+            bad()
+    else:
+        with pytest.raises(MXNetError, match=f"rank {last} could not start it: {message}"):
+            good()
+    for k in (1, 2):
+        np.testing.assert_array_equal(hvd.allreduce(mx.nd.full((1,), k), op=hvd.Sum).asnumpy(), [k * hvd.size()])
+    engine_still_works()

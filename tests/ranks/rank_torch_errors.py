@@ -132,3 +132,34 @@ def test_zero_grad_between_backward_and_step_is_an_error():
     opt.step()
     opt.zero_grad()
 
+
+
+REFUSED = {  # what the last rank alone calls wrongly, what the others call, and the last rank's own error
+    "allreduce of an array": (lambda: hvd.allreduce(np.ones(2)), lambda: hvd.allreduce(torch.ones(2)),
+                              "allreduce: expected a torch.Tensor, got ndarray"),
+    "allreduce_async_ of complex": (lambda: hvd.synchronize(hvd.allreduce_async_(torch.ones(2, dtype=torch.cfloat))),
+                                    lambda: hvd.synchronize(hvd.allreduce_async_(torch.ones(2))),
+                                    "allreduce_: unsupported dtype torch.complex64"),
+    "grouped_allgather of a list": (lambda: hvd.grouped_allgather([torch.ones(1), [1.0]]),
+                                    lambda: hvd.grouped_allgather([torch.ones(1), torch.ones(1)]),
+                                    "grouped_allgather: expected a torch.Tensor, got list"),
+    "broadcast_ of an array": (lambda: hvd.broadcast_(np.ones(2), root_rank=0),
+                               lambda: hvd.broadcast_(torch.ones(2), root_rank=0),
+                               "broadcast_: expected a torch.Tensor, got ndarray"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_a_bad_argument_on_one_rank_fails_the_op_on_every_rank(case):
+    """Not a hang: the last rank's call tells the others, whose op of that name (here numbered) fails saying why;
+    the numbering of unnamed ops stays in step afterwards."""
+    bad, good, message = REFUSED[case]
+    last = hvd.size() - 1
+    if hvd.rank() == last:
+        with pytest.raises(TypeError, match=message):
+            bad()
+    else:
+        with pytest.raises(hvd.PeerArgumentError, match=f"rank {last} could not start it: {message}"):
+            good()
+    for k in (1, 2):
+        assert torch.equal(hvd.allreduce(torch.full((1,), k), op=hvd.Sum), torch.full((1,), k * hvd.size()))

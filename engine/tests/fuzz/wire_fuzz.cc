@@ -120,6 +120,7 @@ std::vector<Case> cases() {
     full.requests = {request(1, "layer.0/weight", {7, 3}, OpType::Allreduce), request(2, "ü層", {}, OpType::Barrier),
                      request(3, "", {0, 5, 1}, OpType::Alltoall)};
     full.requests[0].data.assign(84, 'd');
+    full.requests[2].refusal = "alltoall: splits [1] must be 2 counts";
     full.cached = {{4, 0, {}}, {9, 2, {'a', 'b', 'c', 'd'}}, {-1, 3, {}}};
     RequestBatch cached_only;
     cached_only.cached = {{0, 0, {}}};
@@ -133,7 +134,7 @@ std::vector<Case> cases() {
                    {encode_batch(empty), encode_batch(full), encode_batch(cached_only)}});
   }
   {
-    Response a, b;
+    Response a, b, c;
     a.names = {"a", "bb", "ü層"};
     a.cache_ids = {1, -1, 7};
     a.spec.op = OpType::Allgather;
@@ -143,13 +144,16 @@ std::vector<Case> cases() {
     b.names = {"x"};
     b.cache_ids = {-1};
     b.error = "mismatched shapes: [2] on rank 0, [3] on rank 1";
+    c = b;
+    c.kind = Response::Kind::Refused;
+    c.error = "rank 1 could not start it: allreduce: unsupported dtype object";
     out.push_back({"decode_responses",
                    [](const Bytes& bytes) {
                      for (const auto& r : decode_responses(bytes.data(), bytes.size()))
-                       if (!spec_ok(r.spec) || !in_range(r.kind, Response::Kind::Error)) return false;
+                       if (!spec_ok(r.spec) || !in_range(r.kind, Response::Kind::Refused)) return false;
                      return true;
                    },
-                   {encode_responses({}, {}), encode_responses({a}, {0}), encode_responses({a, b, a}, {0, 1, 2})}});
+                   {encode_responses({}, {}), encode_responses({a}, {0}), encode_responses({a, b, c, a}, {0, 1, 2, 3})}});
   }
   {
     out.push_back({"decode_stop",
