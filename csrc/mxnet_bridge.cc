@@ -2,7 +2,7 @@
 // MXNet operation that holds its NDArrays as dependencies (those it writes as mutable ones): MXNet
 // starts it once their writers (say, backward) are done, it hands the raw buffers to the engine
 // without a copy, and it completes from the engine thread, so readers of the results wait for the
-// collective and see its error as an MXNetError.
+// collective and see its error as an MXNetError (of jupyter_hvd/mxnet/errors.py's classes).
 #include "mxnet_bridge.h"
 
 #include <dlpack/dlpack.h>
@@ -69,6 +69,19 @@ struct PushedOp {
 
 void delete_op(void* param) { delete static_cast<PushedOp*>(param); }
 
+// The name of the exception class Python registered with MXNet for each status code, "" where MXNet's own
+// MXNetError stands (jupyter_hvd/mxnet/errors.py); set once, before the first push.
+std::vector<std::string> g_error_classes;
+
+// A failed op's error as MXNet carries it to Python, as text alone: "<class>: <origin rank>: <message>", whose
+// first word picks the class MXNet raises, which reads the rest back (jupyter_hvd/mxnet/errors.py).
+std::string error_text(const hvd::Status& s) {
+  std::string message = s.message.empty() ? "collective failed" : s.message;
+  const auto code = static_cast<size_t>(s.code);
+  if (code >= g_error_classes.size() || g_error_classes[code].empty()) return message;
+  return g_error_classes[code] + ": " + std::to_string(s.origin_rank) + ": " + message;
+}
+
 // MXNet 1.9's engine files a failed operation's error in one list shared by all its threads, without a lock
 // (ThreadedEngine::OnComplete), so failures completing at once on two threads corrupt it and crash the
 // process: ours complete one at a time. Recursive: a completion that ran another of ours could not deadlock.
@@ -82,7 +95,7 @@ class GroupCompletion {
   void finish(const hvd::Status& s) {
     {
       std::lock_guard<std::mutex> g(mu_);
-      if (!s.ok() && error_.empty()) error_ = s.message.empty() ? "collective failed" : s.message;
+      if (!s.ok() && error_.empty()) error_ = error_text(s);
       if (--left_ > 0) return;
     }
     if (error_.empty()) {
@@ -188,7 +201,8 @@ const char* opr_name(hvd::OpType op) {
 }
 
 void setup(uintptr_t push_async_nd, uintptr_t to_dlpack, uintptr_t shallow_copy, uintptr_t free_array,
-           uintptr_t last_error, uintptr_t create, uintptr_t get_shape, uintptr_t get_dtype, uintptr_t get_context) {
+           uintptr_t last_error, uintptr_t create, uintptr_t get_shape, uintptr_t get_dtype, uintptr_t get_context,
+           std::vector<std::string> error_classes) {
   if (!push_async_nd || !to_dlpack || !shallow_copy || !free_array || !last_error || !create || !get_shape ||
       !get_dtype || !get_context)
     throw nb::value_error("mxnet_setup: every MXNet C API address must be non-null");
@@ -201,6 +215,7 @@ void setup(uintptr_t push_async_nd, uintptr_t to_dlpack, uintptr_t shallow_copy,
   g_api.get_shape = reinterpret_cast<decltype(g_api.get_shape)>(get_shape);
   g_api.get_dtype = reinterpret_cast<decltype(g_api.get_dtype)>(get_dtype);
   g_api.get_context = reinterpret_cast<decltype(g_api.get_context)>(get_context);
+  g_error_classes = std::move(error_classes);
 }
 
 // Our own references to the NDArrays of `handles`, into `owned`, and their handles into `deps`.
@@ -299,7 +314,7 @@ std::vector<uintptr_t> push(const hvd::OpSpec& spec, std::vector<std::string> na
 
 void bind_mxnet(nb::module_& m) {
   m.def("mxnet_setup", &setup, "push_async_nd"_a, "to_dlpack"_a, "shallow_copy"_a, "free_array"_a,
-        "last_error"_a, "create"_a, "get_shape"_a, "get_dtype"_a, "get_context"_a);
+        "last_error"_a, "create"_a, "get_shape"_a, "get_dtype"_a, "get_context"_a, "error_classes"_a);
   m.def("mxnet_push", &push, "spec"_a, "names"_a, "arrays"_a, "out_of_place"_a, "priority"_a);
 }
 

@@ -39,6 +39,11 @@ _RAISES = {int(StatusCode.Mismatch): TensorMismatchError, int(StatusCode.Invalid
 _OK, _ABORTED = int(StatusCode.Ok), int(StatusCode.Aborted)
 
 
+def error_class(code: int) -> type:
+    """The exception class of a failing status code (EngineAbortedError's takes the origin rank too)."""
+    return EngineAbortedError if code == _ABORTED else _RAISES.get(code, HorovodInternalError)
+
+
 def raise_for_status(status: tuple[int, str, int]) -> None:
     """Raise the exception that a native (code, message, origin rank) status stands for."""
     code, message, origin = status
@@ -46,4 +51,4 @@ def raise_for_status(status: tuple[int, str, int]) -> None:
         return
     if code == _ABORTED:
         raise EngineAbortedError(message, origin)
-    raise _RAISES.get(code, HorovodInternalError)(message)
+    raise error_class(code)(message)

@@ -94,6 +94,29 @@ def test_split_list_matches_horovods_grouping():
     assert split_list([1, 2], 3) == [[1], [2], []]
 
 
+def test_each_failing_status_is_an_mxnet_error_of_the_cores_class():
+    """The text the bridge gives MXNet for a failed op, and a synchronous op's core error, both become an
+    MXNetError that is also the class, message (and abort origin) the other APIs raise for that status."""
+    from mxnet.base import MXNetError, error_types  # the classes MXNet raises, by the text's first word
+    from jupyter_hvd import errors
+    from jupyter_hvd.mxnet.errors import CLASS_NAMES, CLASSES, as_mxnet_error
+
+    assert len(CLASS_NAMES) == len(_C.StatusCode) and CLASS_NAMES[int(_C.StatusCode.Invalid)] == ""
+    for code in _C.StatusCode:
+        if code in (_C.StatusCode.Ok, _C.StatusCode.Invalid):
+            continue
+        with pytest.raises(errors.HorovodInternalError) as core:
+            errors.raise_for_status((int(code), f"why {code.name}", 3 if code == _C.StatusCode.Aborted else -1))
+        name = CLASS_NAMES[int(code)]
+        made = error_types[name](f"{name}: {getattr(core.value, 'origin_rank', -1)}: why {code.name}")
+        for e in (made, as_mxnet_error(core.value)):
+            assert type(e) is CLASSES[int(code)] and isinstance(e, (MXNetError, type(core.value)))
+            assert type(e).__name__ == type(core.value).__name__ and str(e) == str(core.value)
+            assert getattr(e, "origin_rank", None) == getattr(core.value, "origin_rank", None)
+    assert str(CLASSES[int(_C.StatusCode.Mismatch)]("not in the bridge's form")) == "not in the bridge's form"
+    assert type(as_mxnet_error(ValueError("bad splits"))) is MXNetError
+
+
 RANK_MODULES = ["rank_mxnet_ops.py", "rank_mxnet_errors.py", "rank_mxnet_training.py"]
 
 

@@ -63,9 +63,17 @@ FAILURES = {
     "kill -9 of mpiexec": (f"%%hvd\n{WAITING}time.sleep(60)", "mpiexec (pid {pid}) died. The job was stopped"),
     "kill -9 of the controller": (f"%%hvd\n{WAITING}time.sleep(60)", "the ipyparallel controller (pid {pid}) died"),
     "a stall": ("%%hvd\nhvd.allreduce(mx.nd.ones(2))\n"
-                "hvd.allreduce(mx.nd.ones(2), name=f'only.{hvd.rank()}').asnumpy()", "raised MXNetError: stall shutdown"),
+                "hvd.allreduce(mx.nd.ones(2), name=f'only.{hvd.rank()}').asnumpy()",
+                "raised EngineAbortedError: engine aborted by rank 0: stall shutdown"),
+    # The others' PeerArgumentError (an MXNetError) reaches the notebook first; the report still leads with the
+    # rank whose argument was bad.
+    "a bad argument on one rank": ("%%hvd\nx = None if hvd.rank() == hvd.size() - 1 else mx.nd.ones(2)\ntry:\n"
+                                   "    hvd.allreduce(x, name='metric').asnumpy()\nexcept TypeError:\n"
+                                   "    time.sleep(1)\n    raise",
+                                   "rank {last} raised TypeError: allreduce: expected an mxnet NDArray, got NoneType"),
 }
-KEEPS_THE_JOB = ("a rank raises", "every rank raises", "kernel interrupt", "--timeout", "a stall")
+KEEPS_THE_JOB = ("a rank raises", "every rank raises", "kernel interrupt", "--timeout", "a stall",
+                 "a bad argument on one rank")
 CASES = ["kill -9 of the kernel during start-up", "kill -9 of the kernel in a cell", *FAILURES]
 # Killing the kernel, mpiexec or the controller ends the whole job whatever its size (the reaper and the
 # magic stop every process of it, and the next cell starts one as at first), so those run at 2 ranks only;

@@ -8,6 +8,7 @@ from mxnet.base import MXNetError, check_call
 
 from .. import _C
 from ..basics import NO_MXNET_BRIDGE
+from .errors import CLASS_NAMES
 
 if not hasattr(_C, "mxnet_push"):
     raise ImportError(NO_MXNET_BRIDGE)
@@ -20,7 +21,8 @@ def _address(symbol: str) -> int:
 
 _C.mxnet_setup(_address("MXEnginePushAsyncND"), _address("MXNDArrayToDLPack"), _address("MXShallowCopyNDArray"),
                _address("MXNDArrayFree"), _address("MXGetLastError"), _address("MXNDArrayCreateEx"),
-               _address("MXNDArrayGetShapeEx"), _address("MXNDArrayGetDType"), _address("MXNDArrayGetContext"))
+               _address("MXNDArrayGetShapeEx"), _address("MXNDArrayGetDType"), _address("MXNDArrayGetContext"),
+               CLASS_NAMES)
 
 # MXNet's NaiveEngine runs every push inline and cannot complete one later from another thread.
 _NAIVE_ENGINE = os.environ.get("MXNET_ENGINE_TYPE", "") == "NaiveEngine"
@@ -33,7 +35,7 @@ def push(spec: _C.OpSpec, names: Sequence[str], tensors: Sequence[mx.nd.NDArray]
 
     The tensors it writes become mutable dependencies of the operation, those it only reads const ones:
     MXNet starts it after their pending writers (and the written ones' readers), and later readers of what
-    it writes wait for it (and raise its error as MXNetError).
+    it writes wait for it (and raise its error as an MXNetError: see errors.py).
     """
     if _NAIVE_ENGINE:
         raise MXNetError("jupyter_hvd.mxnet needs MXNet's threaded engine; unset MXNET_ENGINE_TYPE=NaiveEngine")

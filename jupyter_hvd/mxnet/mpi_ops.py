@@ -10,7 +10,6 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import mxnet as mx
 import numpy as np
-from mxnet.base import MXNetError
 
 from .. import _C
 from .. import ops as core
@@ -28,6 +27,7 @@ from ..other_framework import other_framework_hint
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
 from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set, set_id  # noqa: F401
 from ..timeline import start_timeline, stop_timeline  # noqa: F401 (re-exported)
+from .errors import as_mxnet_error
 from . import bridge, drain  # noqa: F401 (drain: shutdown() first runs what MXNet queued)
 
 NDArray = mx.nd.NDArray
@@ -35,11 +35,12 @@ NDArray = mx.nd.NDArray
 
 @contextlib.contextmanager
 def mxnet_errors() -> Iterator[None]:
-    """Re-raise the core's collective and argument errors as MXNetError, as horovod.mxnet surfaces them."""
+    """Re-raise the core's collective and argument errors as MXNetError, as horovod.mxnet surfaces them (a
+    collective's of the MXNet class of its core class: see errors.py)."""
     try:
         yield
     except (ValueError, HorovodInternalError) as e:
-        raise MXNetError(str(e)) from e
+        raise as_mxnet_error(e) from e
 
 
 def _require_init() -> None:

@@ -1,4 +1,5 @@
-"""Error paths of jupyter_hvd.mxnet: every rank raises MXNetError, nobody hangs, and the engine keeps working."""
+"""Error paths of jupyter_hvd.mxnet: every rank raises MXNetError (of the core's class too where a collective
+failed), nobody hangs, and the engine keeps working."""
 import mxnet as mx
 import numpy as np
 import pytest
@@ -9,10 +10,12 @@ import jupyter_hvd.mxnet as hvd
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:mxnet.*")
 
 
-def read_fails(t: mx.nd.NDArray, match: str):
-    """Reading ``t`` raises the collective's error (MXNet raises an operation's error once)."""
-    with pytest.raises(MXNetError, match=match):
+def read_fails(t: mx.nd.NDArray, match: str, error: type = hvd.TensorMismatchError):
+    """Reading ``t`` raises the collective's error (MXNet raises an operation's error once): an MXNetError that is
+    also the core's ``error``."""
+    with pytest.raises(MXNetError, match=match) as raised:
         t.asnumpy()
+    assert isinstance(raised.value, error), type(raised.value).__mro__
 
 
 def engine_still_works():
@@ -57,8 +60,9 @@ def test_sync_op_errors():
         hvd.alltoall(mx.nd.ones((3, 2)), splits=[4] + [0] * (hvd.size() - 1))
     with pytest.raises(MXNetError, match="divisible"):
         hvd.alltoall(mx.nd.ones((hvd.size() + 1, 2)))
-    with pytest.raises(MXNetError, match="shape"):
+    with pytest.raises(hvd.TensorMismatchError, match="^allgather of tensor 'allgather.err.allgather': .*shape") as e:
         hvd.allgather(mx.nd.ones((2, 1 + hvd.rank())), name="err.allgather")
+    assert isinstance(e.value, MXNetError) and str(e.value) == str(e.value.__cause__)
     with pytest.raises(MXNetError):
         hvd.reducescatter(mx.nd.ones((4, 2)), op=hvd.Max)
     with pytest.raises(MXNetError, match="shape"):
@@ -167,8 +171,29 @@ def test_a_bad_argument_on_one_rank_fails_the_op_on_every_rank(case):
         with pytest.raises(error, match=message):
             bad()
     else:
-        with pytest.raises(MXNetError, match=f"rank {last} could not start it: {message}"):
+        with pytest.raises(hvd.PeerArgumentError, match=f"rank {last} could not start it: {message}") as e:
             good()
+        assert isinstance(e.value, MXNetError)
     for k in (1, 2):
         np.testing.assert_array_equal(hvd.allreduce(mx.nd.full((1,), k), op=hvd.Sum).asnumpy(), [k * hvd.size()])
+    engine_still_works()
+
+
+def test_an_abort_fails_pending_ops_with_its_origin_and_reason():
+    """A pending in-place allreduce, read after the last rank aborts, raises EngineAbortedError (an MXNetError)
+    with the origin rank and reason the other APIs give; so does the next op; re-init recovers."""
+    pending = mx.nd.ones((2,))
+    hvd.allreduce_(pending, name=f"never.matched.{hvd.rank()}")
+    hvd.barrier()
+    last = hvd.size() - 1
+    if hvd.rank() == last:
+        hvd.abort("rank raised ZeroDivisionError")
+    with pytest.raises(hvd.EngineAbortedError, match="^engine aborted by rank .*: rank raised ZeroDivisionError$") as e:
+        pending.asnumpy()
+    assert isinstance(e.value, MXNetError)
+    assert (e.value.origin_rank, e.value.reason) == (last, "rank raised ZeroDivisionError")
+    with pytest.raises(hvd.EngineAbortedError, match="ZeroDivisionError"):
+        hvd.broadcast(mx.nd.ones((2,)), root_rank=0, name="after.abort").asnumpy()
+    hvd.shutdown()
+    hvd.init()
     engine_still_works()

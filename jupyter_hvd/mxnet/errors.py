@@ -1,0 +1,52 @@
+"""The errors of collectives under jupyter_hvd.mxnet. horovod.mxnet raises MXNetError; ours are MXNetErrors that
+are also the core's classes (TensorMismatchError, PeerArgumentError, EngineAbortedError, EngineShutdownError,
+HorovodInternalError), so that code catching either catches them, an abort keeps its ``reason`` and
+``origin_rank``, and a %%hvd cell's report tells the rank that failed from the ranks that failed because of it.
+
+An asynchronous op's error reaches Python through MXNet's engine as text alone: the bridge
+(csrc/mxnet_bridge.cc) writes ``"<class name>: <origin rank>: <message>"``, MXNet raises the class registered
+under that first word with the whole text, and the class reads the rest back.
+"""
+import re
+from typing import Dict
+
+from mxnet.base import MXNetError, register_error
+
+from .._C import StatusCode
+from ..errors import EngineAbortedError, HorovodInternalError, error_class
+
+_TEXT = re.compile(r"(\w+): (-?\d+): (.*)\Z", re.S)
+
+
+def _mxnet_class(core: type) -> type:
+    """The MXNetError that is also ``core``, registered with MXNet under ``core``'s name."""
+
+    def __init__(self: HorovodInternalError, text: str) -> None:
+        found = _TEXT.match(text)
+        origin, message = (int(found[2]), found[3]) if found and found[1] == core.__name__ else (-1, text)
+        core.__init__(self, *((message, origin) if core is EngineAbortedError else (message,)))
+
+    doc = f"{core.__doc__}\n\n    An MXNetError too, as horovod.mxnet raises."
+    return register_error(type(core.__name__, (core, MXNetError), {"__init__": __init__, "__doc__": doc,
+                                                                    "__module__": __name__}))
+
+
+# The class of each failing status code; Invalid (a bad argument the engine found) stays MXNet's own MXNetError,
+# as the synchronous ops raise a bad argument.
+CLASSES: Dict[int, type] = {int(c): _mxnet_class(error_class(int(c))) for c in StatusCode
+                            if c not in (StatusCode.Ok, StatusCode.Invalid)}
+_BY_CORE = {cls.__bases__[0]: cls for cls in CLASSES.values()}
+
+# What the bridge writes first for each status code (csrc/mxnet_bridge.cc); "" where MXNet's own class stands.
+CLASS_NAMES = [CLASSES[int(c)].__name__ if int(c) in CLASSES else "" for c in StatusCode]
+
+
+def as_mxnet_error(error: Exception) -> MXNetError:
+    """``error`` of a synchronous op as horovod.mxnet surfaces it: an MXNetError, of the MXNet class of a core
+    error, with the same message (and an abort's reason and origin rank)."""
+    cls = _BY_CORE.get(type(error))
+    if cls is None:
+        return MXNetError(str(error))
+    if isinstance(error, EngineAbortedError):
+        return cls(f"{cls.__name__}: {error.origin_rank}: {error.reason}")
+    return cls(f"{cls.__name__}: -1: {error}")
