@@ -1,4 +1,5 @@
 """jupyter_hvd.mxnet as a drop-in for horovod.mxnet: API surface here, behaviour on real MPI ranks."""
+import pickle
 import re
 import textwrap
 
@@ -109,11 +110,13 @@ def test_each_failing_status_is_an_mxnet_error_of_the_cores_class():
             errors.raise_for_status((int(code), f"why {code.name}", 3 if code == _C.StatusCode.Aborted else -1))
         name = CLASS_NAMES[int(code)]
         made = error_types[name](f"{name}: {getattr(core.value, 'origin_rank', -1)}: why {code.name}")
-        for e in (made, as_mxnet_error(core.value)):
+        for e in (made, as_mxnet_error(core.value), pickle.loads(pickle.dumps(made))):
             assert type(e) is CLASSES[int(code)] and isinstance(e, (MXNetError, type(core.value)))
             assert type(e).__name__ == type(core.value).__name__ and str(e) == str(core.value)
             assert getattr(e, "origin_rank", None) == getattr(core.value, "origin_rank", None)
     assert str(CLASSES[int(_C.StatusCode.Mismatch)]("not in the bridge's form")) == "not in the bridge's form"
+    after_a_traceback = "Traceback (most recent call last):\n  File x\nEngineAbortedError: 2: why"
+    assert CLASSES[int(_C.StatusCode.Aborted)](after_a_traceback).origin_rank == 2
     assert type(as_mxnet_error(ValueError("bad splits"))) is MXNetError
 
 

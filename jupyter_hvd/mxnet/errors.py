@@ -13,28 +13,39 @@ from typing import Dict
 from mxnet.base import MXNetError, register_error
 
 from .._C import StatusCode
-from ..errors import EngineAbortedError, HorovodInternalError, error_class
+from .. import errors as core_errors
 
-_TEXT = re.compile(r"(\w+): (-?\d+): (.*)\Z", re.S)
+_TEXT = re.compile(r"^(\w+): (-?\d+): (.*)\Z", re.S | re.M)  # MXNet may put a traceback before it
+
+
+def _text(name: str, error: core_errors.HorovodInternalError) -> str:
+    """The bridge's text for a core error: what the MXNet class of that name reads back."""
+    if isinstance(error, core_errors.EngineAbortedError):
+        return f"{name}: {error.origin_rank}: {error.reason}"
+    return f"{name}: -1: {error}"
 
 
 def _mxnet_class(core: type) -> type:
     """The MXNetError that is also ``core``, registered with MXNet under ``core``'s name."""
 
-    def __init__(self: HorovodInternalError, text: str) -> None:
-        found = _TEXT.match(text)
+    def __init__(self: core_errors.HorovodInternalError, text: str) -> None:
+        found = _TEXT.search(text)
         origin, message = (int(found[2]), found[3]) if found and found[1] == core.__name__ else (-1, text)
-        core.__init__(self, *((message, origin) if core is EngineAbortedError else (message,)))
+        core.__init__(self, *((message, origin) if core is core_errors.EngineAbortedError else (message,)))
+
+    def __reduce__(self: core_errors.HorovodInternalError) -> tuple:
+        return type(self), (_text(core.__name__, self),)
 
     doc = f"{core.__doc__}\n\n    An MXNetError too, as horovod.mxnet raises."
-    return register_error(type(core.__name__, (core, MXNetError), {"__init__": __init__, "__doc__": doc,
-                                                                    "__module__": __name__}))
+    return register_error(type(core.__name__, (core, MXNetError), {
+        "__init__": __init__, "__reduce__": __reduce__, "__doc__": doc, "__module__": __name__}))
 
 
 # The class of each failing status code; Invalid (a bad argument the engine found) stays MXNet's own MXNetError,
 # as the synchronous ops raise a bad argument.
-CLASSES: Dict[int, type] = {int(c): _mxnet_class(error_class(int(c))) for c in StatusCode
+CLASSES: Dict[int, type] = {int(c): _mxnet_class(core_errors.error_class(int(c))) for c in StatusCode
                             if c not in (StatusCode.Ok, StatusCode.Invalid)}
+globals().update({cls.__name__: cls for cls in CLASSES.values()})  # where pickle finds them (named as the core's)
 _BY_CORE = {cls.__bases__[0]: cls for cls in CLASSES.values()}
 
 # What the bridge writes first for each status code (csrc/mxnet_bridge.cc); "" where MXNet's own class stands.
@@ -45,8 +56,4 @@ def as_mxnet_error(error: Exception) -> MXNetError:
     """``error`` of a synchronous op as horovod.mxnet surfaces it: an MXNetError, of the MXNet class of a core
     error, with the same message (and an abort's reason and origin rank)."""
     cls = _BY_CORE.get(type(error))
-    if cls is None:
-        return MXNetError(str(error))
-    if isinstance(error, EngineAbortedError):
-        return cls(f"{cls.__name__}: {error.origin_rank}: {error.reason}")
-    return cls(f"{cls.__name__}: -1: {error}")
+    return MXNetError(str(error)) if cls is None else cls(_text(cls.__name__, error))
