@@ -67,7 +67,7 @@ FAILURES = {
                 "raised EngineAbortedError: engine aborted by rank 0: stall shutdown"),
     # The others' PeerArgumentError (an MXNetError) reaches the notebook first; the report still leads with the
     # rank whose argument was bad.
-    "a bad argument on one rank": ("%%hvd\nx = None if hvd.rank() == hvd.size() - 1 else mx.nd.ones(2)\ntry:\n"
+    "a bad argument on one rank": ("%%hvd\nimport time\nx = None if hvd.rank() == hvd.size() - 1 else mx.nd.ones(2)\ntry:\n"
                                    "    hvd.allreduce(x, name='metric').asnumpy()\nexcept TypeError:\n"
                                    "    time.sleep(1)\n    raise",
                                    "rank {last} raised TypeError: allreduce: expected an mxnet NDArray, got NoneType"),

@@ -49,11 +49,21 @@ def broadcast_tensors(named: Sequence[Tuple[Optional[str], torch.Tensor]], root_
 
 def load_root_state(optimizer: torch.optim.Optimizer, root_rank: int, name: str,
                     process_set: ProcessSet = global_process_set) -> None:
-    """Load ``root_rank``'s ``state_dict()`` into ``optimizer`` on the other ranks of ``process_set``."""
+    """Load ``root_rank``'s ``state_dict()`` into ``optimizer`` on the other ranks of ``process_set``, into its
+    own parameter-group dicts and state dict, as Horovod's assigns each value: a DistributedOptimizer shares them
+    with the optimizer it wraps, on which a scheduler may have been made, and torch's load_state_dict makes new
+    ones, which that scheduler would never see (its rank's learning rate then stayed where it was)."""
     state = _to_cpu(optimizer.state_dict()) if rank() == root_rank else None
     state = broadcast_object(state, root_rank, name=name, process_set=process_set)
     if rank() != root_rank:
+        groups, states = optimizer.param_groups, optimizer.state
         optimizer.load_state_dict(state)
+        for group, loaded in zip(groups, optimizer.param_groups):
+            group.clear()
+            group.update(loaded)
+        states.clear()
+        states.update(optimizer.state)
+        optimizer.param_groups, optimizer.state = groups, states
 
 
 def _to_cpu(value: Any) -> Any:

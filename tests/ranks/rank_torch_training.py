@@ -238,6 +238,29 @@ def test_what_the_optimizer_had_before_it_was_wrapped_stays_with_it():
         hvd.DistributedOptimizer(list(model.parameters()))
 
 
+def test_a_scheduler_made_before_wrapping_drives_every_ranks_rate_after_broadcast_optimizer_state():
+    """Optimizer, scheduler, DistributedOptimizer, broadcast_optimizer_state: the order Horovod's examples and
+    elastic's TorchState take. The broadcast loaded new parameter-group dicts into the wrapper on ranks other
+    than the root, which the scheduler, made on what it wraps, never saw: their rate stayed 0.1 every epoch."""
+    model = torch.nn.Linear(3, 1)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    inner = torch.optim.SGD(model.parameters(), lr=0.1 * (hvd.rank() + 1), momentum=0.9)
+    schedule = torch.optim.lr_scheduler.StepLR(inner, step_size=1, gamma=0.5)
+    opt = hvd.DistributedOptimizer(inner, named_parameters=model.named_parameters())
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert opt.param_groups[0] is inner.param_groups[0] and opt.state is inner.state
+    rates = []
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.ones(2, 3)).sum().backward()
+        opt.step()
+        schedule.step()
+        rates.append(opt.param_groups[0]["lr"])
+    assert rates == pytest.approx([0.05, 0.025, 0.0125])
+    assert opt.state[model.weight]["momentum_buffer"] is inner.state[model.weight]["momentum_buffer"]
+    assert same_on_every_rank(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
+
+
 def test_a_distributed_optimizer_given_again_is_made_anew_over_what_it_wraps():
     """`opt = hvd.DistributedOptimizer(opt, ...)` in a notebook cell that runs again: Horovod's (and ours) raised
     "_DistributedOptimizer.__init__() missing 8 required positional arguments" for the second wrap."""
