@@ -83,11 +83,16 @@ def test_the_next_request_to_the_ranks_shows_the_background_cell_first(kernel, t
     assert shown_once_before(shown, "[rank 1] background done 1", "[hvd] pulled bg from rank 1"), shown
     assert kernel.execute("print(bg)")[1].strip() == "1"
 
-    kernel.execute(f"%%hvd --noblock\nprint('second', hvd.rank())")
+    kernel.execute("%%hvd --noblock\nprint('second', hvd.rank())\nf'value of {hvd.rank()}'")
     background = kernel.last_id
     reply, out = kernel.execute("%%hvd\nprint('third', hvd.rank())")
     assert reply["status"] == "ok", out
     assert shown_once_before(kernel.shown_under(background) + out, "[rank 0] second 0", "[rank 0] third 0"), out
+    # Its value, as %hvd wait would have returned it: it was lost, and %hvd wait then had nothing to show.
+    assert shown_once_before(out, "'value of 0'", "[rank 0] third 0") and "run in the background:" in out, out
+    kernel.execute("%%hvd --noblock\n[hvd.rank()] * 3")
+    reply, out = kernel.execute("%hvd pull bg")
+    assert reply["status"] == "ok" and shown_once_before(out, "[0, 0, 0]", "[hvd] pulled bg from rank 0"), out
 
 
 def test_a_cell_that_captures_its_output_meanwhile_takes_none_of_the_background_cells(kernel, tmp_path):

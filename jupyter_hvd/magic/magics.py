@@ -10,6 +10,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
 from IPython.utils._process_common import arg_split
 
 from ..monitor import Monitor, cell_key
@@ -96,7 +97,7 @@ class HvdMagics(Magics):
         self.monitor = not args.no_monitor
         if args.start_timeout is not None:
             self.start_timeout = args.start_timeout
-        self.wait_background()  # shows its end here first (and raises its failure: this cell does not run)
+        self._end_background()  # shows its end here first (and raises its failure: this cell does not run)
         cluster = self._ensure_ranks(config, restart=args.restart)
         if self._noted_for is not cluster and (note := other_framework_note(config.framework, cell)):
             print(note, file=sys.stderr)
@@ -146,6 +147,13 @@ class HvdMagics(Magics):
             return None
         print(f"[hvd] the end of %%hvd cell {submitted.number}, run in the background:")
         return self._finish(submitted)
+
+    def _end_background(self) -> None:
+        """Before a cell, push or pull: the end of the cell running in the background, if any, here, its value
+        displayed as %hvd wait would give it (and its failure raised)."""
+        value = self.wait_background()
+        if value is not None:
+            display(value)
 
     def _finish(self, submitted: Submitted) -> Any:
         """Wait for a submitted cell: its output, then its value (or its failure, raised)."""
@@ -359,7 +367,7 @@ class HvdMagics(Magics):
         missing = [n for n in names if n not in self.shell.user_ns]
         if missing:
             raise UsageError(f"not defined in the notebook: {', '.join(missing)}")
-        self.wait_background()
+        self._end_background()
         self._running().push({n: self.shell.user_ns[n] for n in names})
         print(f"[hvd] pushed {', '.join(names)} to {len(self._running().ranks)} ranks")
 
@@ -368,7 +376,7 @@ class HvdMagics(Magics):
         so that ``x = %hvd pull y`` works as well."""
         if not names:
             raise UsageError("usage: %hvd pull NAME [NAME...] [--rank R]")
-        self.wait_background()
+        self._end_background()
         cluster = self._running()
         if not 0 <= rank < len(cluster.ranks):
             raise UsageError(f"--rank must be between 0 and {len(cluster.ranks) - 1}, got {rank}")
