@@ -565,6 +565,18 @@ def test_a_second_interrupt_stops_ranks_that_ignore_the_first(ip, started, capsy
     assert result.success and result.result == 0
 
 
+def test_an_engine_the_cells_shut_down_stays_down_after_a_failed_cell(ip, started, capsys):
+    """The restart after a failed cell started an engine that a cell had shut down (hvd.shutdown(), as a script's
+    last line), so cells found it running or not depending on whether one had failed in between."""
+    assert run(ip, capsys, f"{HEAD}\nhvd.shutdown()")[0].success
+    result, out = run(ip, capsys, f"{HEAD}\nimport numpy as np\nhvd.allreduce(np.ones(1))")
+    assert not result.success and "not been initialized; use hvd.init()" in out, out
+    result, out = run(ip, capsys, f"{HEAD}\nhvd.is_initialized()")
+    assert result.success and result.result is False, out
+    result, out = run(ip, capsys, f"{HEAD}\nhvd.init()\nfloat(hvd.allreduce(np.ones(1), op=hvd.Sum)[0])")
+    assert result.success and result.result == 2.0, out
+
+
 def test_killed_rank_is_reported_and_next_cell_restarts(ip, started, capsys):
     victim = magics(ip).cluster.ranks[1].pid
     timer = threading.Timer(1.0, os.kill, (victim, signal.SIGKILL))
