@@ -171,11 +171,29 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     self._p_to_group[p] = g
                 self._group_counts[g] = 0
         for p in trainable:
-            self._requires_update.add(p)
-            older = _hooks.get(p)
-            if older is not None:
-                older.remove()
-            _hooks[p] = p.register_post_accumulate_grad_hook(self._make_hook(p))
+            self._hook(p)
+
+    def _hook(self, p: torch.Tensor) -> None:
+        """Start ``p``'s allreduce from its gradient hook, in place of an older DistributedOptimizer's."""
+        self._requires_update.add(p)
+        older = _hooks.get(p)
+        if older is not None:
+            older.remove()
+        _hooks[p] = p.register_post_accumulate_grad_hook(self._make_hook(p))
+
+    def _admit_new_parameters(self) -> None:
+        """Hook the parameters that became trainable since the wrap (``requires_grad`` set again, as when layers
+        are unfrozen) or came with ``add_param_group``: Horovod's never allreduces their gradients, and the
+        ranks' copies drift apart without a word. One unnamed is named by its place, alike on every rank."""
+        for i, group in enumerate(self.param_groups):
+            for j, p in enumerate(group["params"]):
+                if p.requires_grad and p not in self._requires_update:
+                    self._parameter_names.setdefault(p, f"allreduce.noname.{i}.{j}")
+                    self._allreduce_delay[p] = self.backward_passes_per_step
+                    if self._groups is not None:
+                        self._p_to_group[p] = (p,)
+                        self._group_counts[(p,)] = 0
+                    self._hook(p)
 
     def _allreduce_grad_async(self, p: torch.Tensor) -> Tuple[Handle, Any]:
         if p.grad is None:  # not used in this rank's forward pass, but another rank's may have used it
@@ -252,10 +270,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._synchronized = True
             return
         self._check_run()
+        if size() > 1:
+            self._admit_new_parameters()
         started = set()
         for key in self._handles:
             started.update(key) if isinstance(key, tuple) else started.add(key)
         for p in self._requires_update - started:
+            if p.grad is None and not p.requires_grad:  # frozen since the wrap: left as one process leaves it
+                continue
             self._handles[p] = self._allreduce_grad_async(p)
         for key, (handle, ctx) in list(self._handles.items()):
             if handle is None or handle is READY:

@@ -261,6 +261,40 @@ def test_a_scheduler_made_before_wrapping_drives_every_ranks_rate_after_broadcas
     assert same_on_every_rank(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
 
 
+@pytest.mark.parametrize("groups", [None, 1], ids=["hooks", "groups"])
+def test_parameters_unfrozen_or_added_after_the_wrap_are_averaged_and_frozen_ones_left_alone(groups):
+    """A backbone frozen when the optimizer was wrapped, then unfrozen (fine-tuning in a notebook), and a group
+    added later: their gradients were never allreduced (as in Horovod), so each rank trained its own copy. And a
+    layer frozen after the wrap got zero gradients, so weight decay still moved it, where one process leaves it."""
+    torch.manual_seed(0)
+    model, extra = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 1)), torch.nn.Parameter(torch.ones(1))
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    backbone, head = model
+    backbone.requires_grad_(False)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([*backbone.parameters(), *head.parameters()], lr=0.1,
+                                                   weight_decay=0.1), groups=groups)
+
+    def train(steps: int) -> None:
+        for _ in range(steps):
+            opt.zero_grad()
+            x = torch.full((2, 3), float(hvd.rank() + 1))  # each rank's own batch
+            (head(backbone(x)).sum() * extra).sum().backward()
+            opt.step()
+
+    train(2)
+    backbone.requires_grad_(True)
+    train(2)
+    opt.add_param_group({"params": [extra]})
+    train(2)
+    everything = [*backbone.parameters(), *head.parameters(), extra]
+    assert same_on_every_rank(torch.cat([p.detach().reshape(-1) for p in everything]))
+    frozen = head.weight.detach().clone()
+    head.requires_grad_(False)
+    train(2)
+    assert torch.equal(head.weight.detach(), frozen)
+    assert same_on_every_rank(torch.cat([p.detach().reshape(-1) for p in everything]))
+
+
 def test_a_distributed_optimizer_given_again_is_made_anew_over_what_it_wraps():
     """`opt = hvd.DistributedOptimizer(opt, ...)` in a notebook cell that runs again: Horovod's (and ours) raised
     "_DistributedOptimizer.__init__() missing 8 required positional arguments" for the second wrap."""
