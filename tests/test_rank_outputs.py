@@ -48,7 +48,8 @@ MORE = {
     "help page": ("", "import numpy as np\nnp.ones?"),
     "input": ("--timeout 60", "try:\n    input('name? ')\nexcept Exception as e:\n    print(type(e).__name__, e)"),
     "breakpoint": ("", "import os\nfor i in range(3):\n    breakpoint()\nos.environ['PYTHONBREAKPOINT'] = 'builtins.print'\n"
-                       "breakpoint('a debugger of your choice')\ndel os.environ['PYTHONBREAKPOINT']\nprint('went on')"),
+                       "breakpoint('a debugger of your choice')\ndel os.environ['PYTHONBREAKPOINT']\nimport pdb\n"
+                       "pdb.set_trace()\nprint('went on')"),
 }
 PX_START = """import os
 import ipyparallel as ipp
@@ -240,10 +241,11 @@ def test_input_on_every_rank_says_how_to_give_the_ranks_a_value(cases):
                      for r in (0, 1)], lines
 
 
-def test_breakpoint_warns_once_per_place_and_the_cell_goes_on(cases):
+def test_breakpoint_and_pdb_set_trace_warn_once_per_place_and_the_cell_goes_on(cases):
     said = text(cases[("hvd", "breakpoint")])
     for r in (0, 1):
         assert said.count(f"RuntimeWarning: breakpoint() skipped on rank {r}: nobody can type") == 1, said
+        assert said.count(f"RuntimeWarning: pdb.set_trace() skipped on rank {r}: nobody can type") == 1, said
         assert f"[rank {r}] a debugger of your choice" in said and f"[rank {r}] went on" in said
 
 
