@@ -577,6 +577,19 @@ def test_an_engine_the_cells_shut_down_stays_down_after_a_failed_cell(ip, starte
     assert result.success and result.result == 2.0, out
 
 
+def test_every_cell_has_hvd_though_a_cell_deleted_it(ip, started, capsys):
+    """`del hvd` or `%reset -f` in a cell left every later cell failing with a bare NameError."""
+    assert run(ip, capsys, f"{HEAD}\ndel hvd")[0].success
+    result, out = run(ip, capsys, f"{HEAD}\nhvd.rank()")
+    assert result.success and result.result == 0, out
+    assert run(ip, capsys, f"{HEAD}\n%reset -f")[0].success
+    result, out = run(ip, capsys, f"{HEAD}\nhvd.size()")
+    assert result.success and result.result == 2, out
+    result, out = run(ip, capsys, f"{HEAD}\nhvd = 'mine'\nNone")
+    assert run(ip, capsys, f"{HEAD}\nhvd")[0].result == "mine"  # a value of the cells' own stays
+    assert run(ip, capsys, f"{HEAD}\ndel hvd")[0].success
+
+
 def test_killed_rank_is_reported_and_next_cell_restarts(ip, started, capsys):
     victim = magics(ip).cluster.ranks[1].pid
     timer = threading.Timer(1.0, os.kill, (victim, signal.SIGKILL))

@@ -45,6 +45,8 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
         body, last = compile_cell(code, f"<hvd cell {cell_id}>")
         shell = rank_shell.current_shell()
         namespace = shell.user_ns
+        if STATE.api is not None:  # every cell has ``hvd``: one that deleted it (or %reset) lost it for the rest
+            namespace.setdefault("hvd", STATE.api)
         rank_shell.exit_called()  # an exit() in a cell that failed went with that cell
         with rank_shell.execute_events(shell, code), rank_shell.child_signals_in_cells_only():
             _run(body, namespace)
