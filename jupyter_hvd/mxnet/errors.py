@@ -25,19 +25,19 @@ def _text(name: str, error: core_errors.HorovodInternalError) -> str:
     return f"{name}: -1: {error}"
 
 
-def _mxnet_class(core: type) -> type:
-    """The MXNetError that is also ``core``, registered with MXNet under ``core``'s name."""
+def _mxnet_class(base: type) -> type:
+    """The MXNetError that is also ``base`` (a core class), registered with MXNet under ``base``'s name."""
 
     def __init__(self: core_errors.HorovodInternalError, text: str) -> None:
         found = _TEXT.search(text)
-        origin, message = (int(found[2]), found[3]) if found and found[1] == core.__name__ else (-1, text)
-        core.__init__(self, *((message, origin) if core is core_errors.EngineAbortedError else (message,)))
+        origin, message = (int(found[2]), found[3]) if found and found[1] == base.__name__ else (-1, text)
+        base.__init__(self, *((message, origin) if base is core_errors.EngineAbortedError else (message,)))
 
     def __reduce__(self: core_errors.HorovodInternalError) -> tuple:
-        return type(self), (_text(core.__name__, self),)
+        return type(self), (_text(base.__name__, self),)
 
-    doc = f"{core.__doc__}\n\n    An MXNetError too, as horovod.mxnet raises."
-    return register_error(type(core.__name__, (core, MXNetError), {
+    doc = f"{base.__doc__}\n\n    An MXNetError too, as horovod.mxnet raises."
+    return register_error(type(base.__name__, (base, MXNetError), {
         "__init__": __init__, "__reduce__": __reduce__, "__doc__": doc, "__module__": __name__}))
 
 
