@@ -60,6 +60,12 @@ def overlaps_backward() -> bool:
     return local_size() * torch.get_num_threads() < _C.host_cores()
 
 
+def _place_name(group: int, index: int) -> str:
+    """The allreduce name of a parameter not in named_parameters: its place in the parameter groups, alike on every
+    rank (Horovod's naming)."""
+    return f"allreduce.noname.{group}.{index}"
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     """The methods DistributedOptimizer adds to a copy of the wrapped optimizer's class."""
 
@@ -72,7 +78,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if named_parameters is not None:
             named_parameters = list(named_parameters)
         else:
-            named_parameters = [(f"allreduce.noname.{i}.{j}", p) for i, group in enumerate(self.param_groups)
+            named_parameters = [(_place_name(i, j), p) for i, group in enumerate(self.param_groups)
                                 for j, p in enumerate(group["params"])]
         if any(not isinstance(p, tuple) for p in named_parameters):
             raise ValueError("named_parameters should be a sequence of tuples (name, parameter), usually produced "
@@ -188,7 +194,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for i, group in enumerate(self.param_groups):
             for j, p in enumerate(group["params"]):
                 if p.requires_grad and p not in self._requires_update:
-                    self._parameter_names.setdefault(p, f"allreduce.noname.{i}.{j}")
+                    self._parameter_names.setdefault(p, _place_name(i, j))
                     self._allreduce_delay[p] = self.backward_passes_per_step
                     if self._groups is not None:
                         self._p_to_group[p] = (p,)
