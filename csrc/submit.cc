@@ -248,6 +248,23 @@ void bind_submit(nb::module_& m) {
   }, "op"_a, "what"_a, "arrays"_a, "outputs"_a, "names"_a, "set_id"_a, "reduce"_a, "root_rank"_a, "prescale"_a.none(),
      "postscale"_a.none(), "splits"_a, "waits"_a = false);
 
+  // A grouped op's call with no tensors, under the name its first tensor would have had (None: numbered, as
+  // submit numbers it): a barrier that meets the set's other calls of the group, so that where another
+  // member's group has tensors, every member's call fails saying so (Request::group_size), and where all are
+  // empty, each returns once all have called.
+  m.def("submit_empty_group", [](const std::string& what, nb::handle name, int set_id, bool waits) {
+    if (!g_rules) throw std::runtime_error("submit_empty_group: set_python_rules was not called");
+    std::vector<hvd::TensorEntry> call(1);
+    hvd::Request& q = call[0].request;
+    q.spec.op = hvd::OpType::Barrier;
+    q.spec.dtype = hvd::DataType::UInt8;
+    q.spec.process_set = set_id;
+    q.shape = {0};
+    q.name = engine_name(*g_rules, name, what, set_id);
+    q.group_size = 0;
+    return enqueue_entries(std::move(call), waits);
+  }, "what"_a, "name"_a.none(), "set_id"_a, "waits"_a = false);
+
   // A call of `op` under `names` (None: numbered, as submit numbers them) that failed this rank's checks
   // before submit: the set's other members are told `why` (see submit).
   m.def("refuse", [](int op, const std::string& what, nb::list names, int set_id, const std::string& why) {

@@ -36,9 +36,13 @@ def engine_name(kind: str, name: Optional[str], set_id: int) -> str:
     return name
 
 
-def group_names(name: Optional[str], n: int) -> List[Optional[str]]:
-    """The names of the ``n`` tensors of a group called ``name`` (``name.i``); all unnamed when it is None."""
-    return [None] * n if name is None else [f"{name}.{i}" for i in range(n)]
+def group_names(kind: str, name: Optional[str], n: int, set_id: int) -> List[str]:
+    """The engine names of the ``n`` tensors of a group called ``name``: ``name.i``. An unnamed group takes the
+    next automatic name of ``kind`` once, for all its tensors (``KIND.noname.SET.k.i``), so that ranks whose
+    groups differ in length stay numbered alike. An empty group has one name, its first tensor's, under which
+    it meets the others' calls (ops.enqueue)."""
+    given = engine_name(kind, name, set_id)
+    return [f"{given}.{i}" for i in range(max(n, 1))]
 
 
 def prefixed_name(kind: str, name: Optional[str]) -> Optional[str]:
@@ -53,8 +57,8 @@ def prefixed_name(kind: str, name: Optional[str]) -> Optional[str]:
     return f"{kind}.{name}"
 
 
-def op_names(kind: str, name: Optional[str], n: int, set_id: int) -> List[str]:
-    """The engine names of ``n`` ops a framework API calls together under ``name`` (``kind.name``, or
-    ``kind.name.i`` in a group); unnamed ones are numbered as the core numbers its own."""
+def op_names(kind: str, name: Optional[str], n: int, set_id: int, group: bool) -> List[str]:
+    """The engine names of ``n`` ops a framework API calls together under ``name``: ``kind.name``, or
+    ``kind.name.i`` in a ``group``; unnamed ones are numbered as the core numbers its own."""
     given = prefixed_name(kind, name)
-    return [engine_name(kind, m, set_id) for m in ([given] if n == 1 else group_names(given, n))]
+    return group_names(kind, given, n, set_id) if group else [engine_name(kind, given, set_id)]

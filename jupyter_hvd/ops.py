@@ -2,7 +2,7 @@
 import numbers
 import operator
 import warnings
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
@@ -57,7 +57,10 @@ def enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names:
     names, and the engine entries, are _C.submit's (csrc/submit.cc), with this package's rules below."""
     pid = set_id(process_set)
     release_orphans()
-    natives = _C.submit(op, kind, arrs, outs, names, pid, reduce, root_rank, prescale, postscale, splits, wait)
+    if group and not arrs:  # an empty group: a call the others' calls of the group meet, under its one name
+        natives = _C.submit_empty_group(kind, names[0], pid, wait)
+    else:
+        natives = _C.submit(op, kind, arrs, outs, names, pid, reduce, root_rank, prescale, postscale, splits, wait)
     if wait:
         return wait_for_result(natives, (arrs, outs), finishes, group)
     return Handle(natives, (arrs, outs), finishes, group)
@@ -81,13 +84,19 @@ def refuse_prefixed(op: int, kind: str, prefix: str, name: Optional[str], n: int
     and ``prefix.name.i`` in a ``group``; see naming.prefixed_name)."""
     try:
         given = prefixed_name(prefix, name)
-    except ValueError:  # a bad name: nothing to tell the others under
+        names = group_names(kind, given, n, set_id(process_set)) if group else [given]
+    except (TypeError, ValueError):  # a bad name or process set: nothing to tell the others under
         return
-    refuse(op, kind, group_names(given, n) if group else [given], process_set, error)
+    refuse(op, kind, names, process_set, error)
 
 
 # What _C.submit takes from Python: each numpy dtype's engine code, automatic names, and what a GPU tensor is.
 _C.set_python_rules(CODES, dtype_code, engine_name, DeviceArray)
+
+
+def _group(kind: str, name: Optional[str], tensors: Sequence[Any], process_set: ProcessSet) -> List[str]:
+    """The engine names of a grouped call of ``kind`` on ``tensors`` under ``name`` (naming.group_names)."""
+    return group_names(kind, name, len(tensors), set_id(process_set))
 
 
 def _engine_output(arr: Any) -> Callable[[Any], Any]:
@@ -186,7 +195,8 @@ def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = No
     """Start allreduces of several tensors as one group, which negotiates and fuses as one; the handle's
     wait() returns the reduced arrays in order (``out``'s, when given: one array per tensor)."""
     tensors = as_group(tensors, "grouped_allreduce_async")
-    return allreduce_arrays(tensors, False, "grouped_allreduce", group_names(name, len(tensors)),
+    names = _group("grouped_allreduce", name, tensors, process_set)
+    return allreduce_arrays(tensors, False, "grouped_allreduce", names,
                             resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out)
 
 
@@ -195,7 +205,8 @@ def grouped_allreduce(tensors: Sequence[Any], average: Optional[bool] = None, na
                       process_set: ProcessSet = global_process_set, out: Optional[Sequence[Any]] = None) -> list:
     """Allreduce a list of tensors; returns the reduced arrays in order (into ``out``'s, when given)."""
     tensors = as_group(tensors, "grouped_allreduce")
-    return allreduce_arrays(tensors, False, "grouped_allreduce", group_names(name, len(tensors)),
+    names = _group("grouped_allreduce", name, tensors, process_set)
+    return allreduce_arrays(tensors, False, "grouped_allreduce", names,
                             resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out,
                             wait=True)
 
@@ -206,7 +217,8 @@ def grouped_allreduce_async_(tensors: Sequence[np.ndarray], average: Optional[bo
                              process_set: ProcessSet = global_process_set) -> Handle:
     """Start in-place allreduces of several tensors as one group."""
     tensors = as_group(tensors, "grouped_allreduce_async_")
-    return allreduce_arrays(tensors, True, "grouped_allreduce_", group_names(name, len(tensors)),
+    names = _group("grouped_allreduce_", name, tensors, process_set)
+    return allreduce_arrays(tensors, True, "grouped_allreduce_", names,
                             resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
 
 
@@ -215,7 +227,8 @@ def grouped_allreduce_(tensors: Sequence[np.ndarray], average: Optional[bool] = 
                        process_set: ProcessSet = global_process_set) -> list:
     """Allreduce a list of tensors in place."""
     tensors = as_group(tensors, "grouped_allreduce_")
-    return allreduce_arrays(tensors, True, "grouped_allreduce_", group_names(name, len(tensors)),
+    names = _group("grouped_allreduce_", name, tensors, process_set)
+    return allreduce_arrays(tensors, True, "grouped_allreduce_", names,
                             resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, wait=True)
 
 
@@ -252,14 +265,16 @@ def grouped_allgather_async(tensors: Sequence[Any], name: Optional[str] = None,
                             process_set: ProcessSet = global_process_set) -> Handle:
     """Start allgathers of several tensors as one group; the handle's wait() returns the list."""
     tensors = as_group(tensors, "grouped_allgather_async")
-    return _allgather(tensors, "grouped_allgather", group_names(name, len(tensors)), process_set, True)
+    names = _group("grouped_allgather", name, tensors, process_set)
+    return _allgather(tensors, "grouped_allgather", names, process_set, True)
 
 
 def grouped_allgather(tensors: Sequence[Any], name: Optional[str] = None,
                       process_set: ProcessSet = global_process_set) -> list:
     """Allgather a list of tensors."""
     tensors = as_group(tensors, "grouped_allgather")
-    return _allgather(tensors, "grouped_allgather", group_names(name, len(tensors)), process_set, True, wait=True)
+    names = _group("grouped_allgather", name, tensors, process_set)
+    return _allgather(tensors, "grouped_allgather", names, process_set, True, wait=True)
 
 
 def check_root(root_rank: int, process_set: ProcessSet, what: str) -> int:
@@ -408,7 +423,8 @@ def grouped_reducescatter_async(tensors: Sequence[Any], op: Optional[int] = None
                                 postscale_factor: float = 1.0) -> Handle:
     """Start reducescatters of several tensors as one group; the handle's wait() returns the list."""
     tensors = as_group(tensors, "grouped_reducescatter_async")
-    return _reducescatter(tensors, "grouped_reducescatter", group_names(name, len(tensors)), op, prescale_factor,
+    names = _group("grouped_reducescatter", name, tensors, process_set)
+    return _reducescatter(tensors, "grouped_reducescatter", names, op, prescale_factor,
                           postscale_factor, process_set, True)
 
 
@@ -417,7 +433,8 @@ def grouped_reducescatter(tensors: Sequence[Any], op: Optional[int] = None, name
                           postscale_factor: float = 1.0) -> list:
     """Reducescatter a list of tensors."""
     tensors = as_group(tensors, "grouped_reducescatter")
-    return _reducescatter(tensors, "grouped_reducescatter", group_names(name, len(tensors)), op, prescale_factor,
+    names = _group("grouped_reducescatter", name, tensors, process_set)
+    return _reducescatter(tensors, "grouped_reducescatter", names, op, prescale_factor,
                           postscale_factor, process_set, True, wait=True)
 
 

@@ -11,10 +11,13 @@ PACKAGE = Path(naming.__file__).resolve().parent
 
 def test_framework_names_are_prefixed_and_unnamed_ops_numbered_per_kind_and_set() -> None:
     naming.restart()
-    assert naming.op_names("allreduce", "w", 1, 0) == ["allreduce.w"]
-    assert naming.op_names("allreduce", "w", 2, 0) == ["allreduce.w.0", "allreduce.w.1"]
-    assert naming.op_names("allreduce", None, 2, 3) == ["allreduce.noname.3.0", "allreduce.noname.3.1"]
-    assert naming.op_names("broadcast", "", 1, 3) == ["broadcast.noname.3.0"]
+    assert naming.op_names("allreduce", "w", 1, 0, False) == ["allreduce.w"]
+    assert naming.op_names("allreduce", "w", 2, 0, True) == ["allreduce.w.0", "allreduce.w.1"]
+    assert naming.op_names("allreduce", "w", 1, 0, True) == ["allreduce.w.0"]  # a group of one is still a group
+    # An unnamed group takes one number for all its tensors; an empty one keeps its first tensor's name.
+    assert naming.op_names("allreduce", None, 2, 3, True) == ["allreduce.noname.3.0.0", "allreduce.noname.3.0.1"]
+    assert naming.op_names("allreduce", None, 0, 3, True) == ["allreduce.noname.3.1.0"]
+    assert naming.op_names("broadcast", "", 1, 3, False) == ["broadcast.noname.3.0"]
     naming.restart()
     assert naming.engine_name("allreduce", None, 3) == "allreduce.noname.3.0"
     with pytest.raises(ValueError, match="allreduce: name must be a non-empty string, got 5"):

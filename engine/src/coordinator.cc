@@ -20,6 +20,13 @@ std::vector<int64_t> tail(const std::vector<int64_t>& s) {
   return s.empty() ? s : std::vector<int64_t>(s.begin() + 1, s.end());
 }
 
+// The call a request came in, as a group mismatch names it.
+std::string group_text(const Request& q) {
+  if (q.group_size == 0) return "an empty group";
+  if (q.group_size == 1) return "one tensor alone";
+  return "a group of " + std::to_string(q.group_size) + " tensors from '" + q.group_key() + "'";
+}
+
 // Whether every member sent its whole input with its request (a member whose settings differ may not have).
 bool carried_by_all(const std::vector<Request>& rs) {
   return std::all_of(rs.begin(), rs.end(), [](const Request& q) {
@@ -155,6 +162,9 @@ std::string Coordinator::validate(const std::vector<Request>& rs, const std::vec
     if (!b.refusal.empty()) return "rank " + std::to_string(b.rank) + " could not start it: " + b.refusal;
   // Built only on a mismatch: this runs for every tensor every step.
   auto on = [](const std::string& what, int rank) { return what + " on rank " + std::to_string(rank); };
+  for (const Request& b : rs)
+    if (!b.same_group(a))
+      return "mismatched groups: " + on(group_text(a), a.rank) + ", " + on(group_text(b), b.rank);
   auto device = [](const OpSpec& s) { return std::string(s.memory == Memory::Cuda ? "a GPU tensor" : "a host tensor"); };
   for (const Request& b : rs) {
     const OpSpec& y = b.spec;
@@ -186,6 +196,20 @@ std::string Coordinator::validate(const std::vector<Request>& rs, const std::vec
   return "";
 }
 
+void Coordinator::drop_calls(int32_t set, const std::vector<Request>& failed) {
+  auto in_failed_call = [&failed](const Request& q) {
+    return std::any_of(failed.begin(), failed.end(),
+                       [&q](const Request& f) { return f.rank == q.rank && f.group_key() == q.group_key(); });
+  };
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto& rs = it->second.requests;
+    const size_t before = rs.size();
+    if (it->first.process_set == set) rs.erase(std::remove_if(rs.begin(), rs.end(), in_failed_call), rs.end());
+    if (rs.size() != before) it->second.ready = false;  // take_ready() puts it back, or skips it once erased
+    it = rs.empty() ? pending_.erase(it) : std::next(it);
+  }
+}
+
 void Coordinator::recheck_waiting_for_set() {
   auto waiting = std::move(waiting_for_set_);
   waiting_for_set_.clear();
@@ -211,7 +235,11 @@ std::vector<Response> Coordinator::take_ready() {
   for (const auto& key : ready_) {
     auto node = pending_.extract(key);
     const std::vector<int>* ranks = members(key.process_set);
-    if (node.empty() || !ranks) continue;  // dropped with its process set
+    if (node.empty() || !ranks) continue;  // dropped with its process set, or with a call that failed whole
+    if (!node.mapped().ready) {            // lost some requests to such a call: no longer every member's
+      pending_.insert(std::move(node));
+      continue;
+    }
     auto& rs = node.mapped().requests;
     const int32_t last = rs.back().rank;  // in the order they came: for a join, the rank that joined last
     std::sort(rs.begin(), rs.end(), [](const Request& x, const Request& y) { return x.rank < y.rank; });
@@ -228,8 +256,13 @@ std::vector<Response> Coordinator::take_ready() {
     if (!err.empty()) {
       const bool refused = std::any_of(rs.begin(), rs.end(), [](const Request& q) { return !q.refusal.empty(); });
       r.kind = refused ? Response::Kind::Refused : Response::Kind::Error;
-      r.error = op_name(a.spec.op) + std::string(" of tensor ") + describe_key(key) + ": " + err;
+      // Named by a call with tensors: an empty group's (Request::group_size) is a barrier of none.
+      auto by = std::find_if(rs.begin(), rs.end(), [](const Request& q) { return q.group_size > 0; });
+      const OpType op = (by == rs.end() ? a : *by).spec.op;
+      r.error = op_name(op) + std::string(" of tensor ") + describe_key(key) + ": " + err;
       r.cache_ids = {-1};
+      r.whole_group = std::any_of(rs.begin(), rs.end(), [&a](const Request& q) { return !q.same_group(a); });
+      if (r.whole_group) drop_calls(key.process_set, rs);
     } else {
       // An id stands for one signature on every rank, so members whose requests differ (allgather and
       // alltoall first dimensions) get none: a worker's id would bring rank 0's shape back as its own.

@@ -81,6 +81,9 @@ class Coordinator {
   // until it is removed, and drop_set forgets it): the lookup takes the process-set table's lock.
   const std::vector<int>* members(int32_t id);
   void recheck_waiting_for_set();
+  // A call that failed whole (Response::whole_group): drops the requests of set `set` that each member of `failed`
+  // made in the same call, which its member fails itself.
+  void drop_calls(int32_t set, const std::vector<Request>& failed);
   std::string validate(const std::vector<Request>& rs, const std::vector<int>& ranks) const;
 
   Membership members_;

@@ -118,6 +118,9 @@ class Engine {
   void coordinate(bool got_requests);
   void distribute(std::vector<Response> responses);
   void execute(const Response& r);
+  // A response that fails whole calls (Response::whole_group): adds to found_ and entries_ this rank's other
+  // entries of the calls of those found_ holds, which fail with them.
+  void add_rest_of_calls(int32_t set);
   bool joined(int32_t set) const;  // this rank waits in a join of `set` (OpType::Join)
   TensorEntry stand_in(const Response& r, size_t i) const;
   Status finish_join(const Response& r, std::vector<TensorEntry*>& entries);

@@ -362,6 +362,7 @@ void Engine::execute(const Response& r) {
     found.push_back(it);
     es.push_back(&it->second);
   }
+  if (r.whole_group) add_rest_of_calls(r.spec.process_set);
   if (es.empty() && r.kind != Response::Kind::Execute) return;  // another rank's error while this one has joined
   int64_t now = now_us();
   for (auto* e : es) {
@@ -410,6 +411,21 @@ void Engine::execute(const Response& r) {
   }
   for (auto* e : es) e->handle->complete(s);
   for (auto it : found) table_.erase(it);
+}
+
+void Engine::add_rest_of_calls(int32_t set) {
+  const size_t named = found_.size();
+  auto in_named_call = [this, named](const Request& q) {
+    return std::any_of(found_.begin(), found_.begin() + named,
+                       [&q](const auto& f) { return f->second.request.group_key() == q.group_key(); });
+  };
+  for (auto it = table_.begin(); it != table_.end(); ++it) {
+    const bool named_here = std::find(found_.begin(), found_.begin() + named, it) != found_.begin() + named;
+    if (it->first.process_set == set && !named_here && in_named_call(it->second.request)) {
+      found_.push_back(it);
+      entries_.push_back(&it->second);
+    }
+  }
 }
 
 // Every member has joined: each join returns the rank that joined last (the response's root_rank).

@@ -66,6 +66,11 @@ std::vector<std::shared_ptr<Handle>> Engine::queue(std::vector<TensorEntry> grou
   std::vector<std::shared_ptr<Handle>> handles;
   handles.reserve(group.size());
   int64_t now = now_us();
+  if (group.size() > 1)  // a lone tensor keeps Request's defaults
+    for (size_t i = 0; i < group.size(); ++i) {
+      group[i].request.group_size = static_cast<int32_t>(group.size());
+      if (i > 0) group[i].request.group = group[0].request.name;
+    }
   for (auto& e : group) {
     e.request.rank = topo_.rank;
     e.handle = std::make_shared<Handle>(wait_spin_us_, progress_);

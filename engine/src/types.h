@@ -106,12 +106,23 @@ struct Request {
   // Set when this rank's call failed its own checks (Engine::refuse): why, for the other members, whose
   // operation of this name then fails saying so. Not part of the signature: such a request is never cached.
   std::string refusal;
+  // The call it came in (Engine::enqueue's group: a grouped op's tensors, or one alone): how many tensors the
+  // call had, and the first one's name, empty when it is this one alone. Members must agree on both: where they
+  // differ, the call fails as a whole on every member (Response::whole_group), so no member waits for a tensor
+  // another never sends. Part of the signature.
+  int32_t group_size = 1;
+  std::string group;
 
+  // The name its call goes by: its first tensor's.
+  const std::string& group_key() const { return group.empty() ? name : group; }
   int64_t num_elements() const;
   int64_t num_bytes() const { return num_elements() * static_cast<int64_t>(dtype_size(spec.dtype)); }
   TensorKey key() const { return {spec.process_set, name}; }
   // True when two requests describe the same work (rank aside): the response-cache key.
-  bool same_signature(const Request& o) const { return spec == o.spec && shape == o.shape && name == o.name; }
+  bool same_signature(const Request& o) const {
+    return spec == o.spec && shape == o.shape && name == o.name && same_group(o);
+  }
+  bool same_group(const Request& o) const { return group_size == o.group_size && group_key() == o.group_key(); }
 };
 
 // What the coordinator tells the members of a process set to do, in a global order.
@@ -130,6 +141,9 @@ struct Response {
   // (allreduces and barriers only): each tensor's element count, parallel to names. Empty otherwise.
   std::vector<int64_t> stand_in_counts;
   std::string error;                // Kind::Error and Kind::Refused only
+  // An error because the members' calls differ (Request::same_group): each member fails its whole call, and
+  // rank 0 drops the members' requests for the call's other tensors.
+  bool whole_group = false;
 };
 
 }  // namespace hvd

@@ -8,9 +8,9 @@ namespace {
 
 // The fewest bytes each item can take, for checking a count against the bytes left.
 constexpr size_t kMinString = sizeof(uint32_t);
-constexpr size_t kMinRequest = sizeof(int32_t) + sizeof(OpSpec) + 4 * sizeof(uint32_t);
+constexpr size_t kMinRequest = 2 * sizeof(int32_t) + sizeof(OpSpec) + 5 * sizeof(uint32_t);
 constexpr size_t kMinCached = sizeof(int32_t) + 2 * sizeof(uint32_t);
-constexpr size_t kMinResponse = sizeof(Response::Kind) + sizeof(OpSpec) + 6 * sizeof(uint32_t);
+constexpr size_t kMinResponse = sizeof(Response::Kind) + sizeof(OpSpec) + 6 * sizeof(uint32_t) + sizeof(uint8_t);
 constexpr size_t kMinEvent = sizeof(int32_t) + sizeof(Phase) + 2 * kMinString + 3 * sizeof(int64_t);
 
 OpSpec get_spec(Reader& rd) {
@@ -67,6 +67,8 @@ void encode(Writer& w, const Request& r) {
   w.put_string(r.name);
   w.put_vector(r.data);
   w.put_string(r.refusal);
+  w.put(r.group_size);
+  w.put_string(r.group);
 }
 
 Request decode_request(Reader& rd) {
@@ -78,6 +80,9 @@ Request decode_request(Reader& rd) {
   check_shape(r);
   r.data = rd.get_vector<char>();
   r.refusal = rd.get_string();
+  r.group_size = rd.get<int32_t>();
+  if (r.group_size < 0) Reader::fail("bad group size");
+  r.group = rd.get_string();
   return r;
 }
 
@@ -91,6 +96,7 @@ void encode(Writer& w, const Response& r) {
   w.put_string(r.error);
   w.put_vector(r.carried);
   w.put_vector(r.stand_in_counts);
+  w.put<uint8_t>(r.whole_group);
 }
 
 Response decode_response(Reader& rd) {
@@ -104,6 +110,9 @@ Response decode_response(Reader& rd) {
   r.error = rd.get_string();
   r.carried = rd.get_vector<char>();
   r.stand_in_counts = rd.get_vector<int64_t>();
+  const auto whole_group = rd.get<uint8_t>();
+  if (whole_group > 1) Reader::fail("bad response flag");
+  r.whole_group = whole_group;
   if (r.names.empty() || r.cache_ids.size() != r.names.size() ||
       (!r.stand_in_counts.empty() && r.stand_in_counts.size() != r.names.size()))
     Reader::fail("bad response");

@@ -120,6 +120,72 @@ TEST_CASE("shape_mismatch_is_an_error_naming_tensor_and_ranks") {
   CHECK(rs[0].error.find("[5] on rank 1") != std::string::npos);
 }
 
+// `rank`'s requests of one call of `names` (Engine::enqueue's group).
+static void add_call(Coordinator& c, int rank, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    Request q = req(rank, name);
+    q.group_size = static_cast<int32_t>(names.size());
+    if (names.size() > 1 && name != names[0]) q.group = names[0];
+    c.add(q, 0);
+  }
+}
+
+TEST_CASE("a_group_whose_size_differs_across_ranks_fails_whole_and_leaves_nothing_pending") {
+  auto c = make();
+  add_call(c, 0, {"g.0", "g.1", "g.2"});
+  add_call(c, 1, {"g.0", "g.1"});
+  add_call(c, 2, {"g.0", "g.1", "g.2"});
+  auto rs = c.take_ready();
+  REQUIRE(rs.size() == 1);  // the first tensor's error stands for the call; the others are dropped
+  CHECK(rs[0].kind == Response::Kind::Error);
+  CHECK(rs[0].whole_group);
+  CHECK(rs[0].names == std::vector<std::string>{"g.0"});
+  CHECK_MESSAGE(rs[0].error.find("mismatched groups: a group of 3 tensors from 'g.0' on rank 0, a group of 2 "
+                                 "tensors from 'g.0' on rank 1") != std::string::npos, rs[0].error);
+  CHECK(c.pending() == 0);
+  CHECK(c.stalled(1000000000, 1).empty());
+  // The same names, called alike, run.
+  for (int rank : {0, 1, 2}) add_call(c, rank, {"g.0", "g.1"});
+  rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].kind == Response::Kind::Execute);
+  CHECK(rs[0].names == std::vector<std::string>{"g.0", "g.1"});  // fused, as a group's tensors are
+}
+
+TEST_CASE("a_tensor_alone_on_one_rank_and_in_a_group_on_another_fails_both_calls") {
+  auto c = make();
+  add_call(c, 0, {"x", "y"});
+  add_call(c, 1, {"y"});
+  add_call(c, 2, {"x", "y"});
+  auto rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].names == std::vector<std::string>{"y"});
+  CHECK(rs[0].whole_group);
+  CHECK_MESSAGE(rs[0].error.find("one tensor alone on rank 1") != std::string::npos, rs[0].error);
+  CHECK(c.pending() == 0);  // ranks 0 and 2's "x", which rank 1 never sends, went with their calls
+}
+
+TEST_CASE("a_ready_tensor_that_loses_requests_to_a_failed_call_waits_again") {
+  // Rank 2 submits "y" and then "x" alone, ranks 0 and 1 each in a group, which they disagree on: "x" was ready
+  // after "y", and must wait again for the two ranks whose requests went with their failed calls.
+  auto c = make();
+  add_call(c, 0, {"y", "x"});
+  add_call(c, 1, {"y", "x", "z"});
+  add_call(c, 2, {"y"});
+  add_call(c, 2, {"x"});
+  auto rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].names == std::vector<std::string>{"y"});
+  CHECK(c.pending() == 1);  // rank 2's "x"
+  CHECK(!c.has_ready());
+  add_call(c, 0, {"x"});
+  add_call(c, 1, {"x"});
+  rs = c.take_ready();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].kind == Response::Kind::Execute);
+  CHECK(c.pending() == 0);
+}
+
 TEST_CASE("cached_requests_rebuild_the_signature") {
   auto c = make();
   CHECK(round(c, "k")[0].cache_ids[0] == -1);

@@ -97,22 +97,23 @@ TEST_CASE("a rank's cached and new requests are negotiated in the order it submi
   Config config = quick_config();
   config.carry_bytes = 0;  // every response through the data plane, which records them
   InProcessJob job(2, config);
-  for (int i = 0; i < 3; ++i) CHECK(pair_allreduce(job, 0, 1, "w", 0));
-  REQUIRE(job[1].metrics().cached_requests >= 1);  // "w" goes by cache id now
-  std::vector<float> x0(2, 1.0f), x1(2, 1.0f), w0(2, 1.0f), w1(2, 1.0f), o[4];
-  auto entry = [&o](const char* name, std::vector<float>& x, int k) {
-    TensorEntry e = allreduce(name, x, &o[k]);
-    if (name[0] == 'x') e.request.spec.reduce = ReduceOp::Max;  // not fused with "w"
-    return e;
+  const std::vector<float> ones(2, 1.0f);
+  std::vector<float> x[2] = {ones, ones}, w[2] = {ones, ones}, o[4];
+  // A group of "w" and `second` on each rank, submitted together, so they reach the coordinator in one batch.
+  auto group = [&](int rank, const std::string& second) {
+    std::vector<TensorEntry> both;
+    both.push_back(allreduce("w", w[rank], &o[2 * rank]));
+    both.push_back(allreduce(second, x[rank], &o[2 * rank + 1]));
+    both.back().request.spec.reduce = ReduceOp::Max;  // not fused with "w"
+    return job[rank].enqueue(std::move(both));
   };
-  auto h0 = job[0].enqueue(entry("w", w0, 0));
-  auto g0 = job[0].enqueue(entry("x", x0, 1));
+  for (const std::string second : {"y0", "y1", "y2"})
+    for (const auto& h : {group(0, second), group(1, second)}) CHECK((finish(h[0]).ok() && finish(h[1]).ok()));
+  REQUIRE(job[1].metrics().cached_requests >= 1);  // "w" goes by cache id now, a new second name in full
+  auto h0 = group(0, "x");
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 0's requests are in: rank 1's complete both
-  std::vector<TensorEntry> both;
-  both.push_back(entry("w", w1, 2));  // submitted together, so they reach the coordinator in one batch
-  both.push_back(entry("x", x1, 3));
-  auto hs = job[1].enqueue(std::move(both));
-  for (const auto& h : {h0, g0, hs[0], hs[1]}) CHECK(finish(h).ok());
+  auto hs = group(1, "x");
+  for (const auto& h : {h0[0], h0[1], hs[0], hs[1]}) CHECK(finish(h).ok());
   const auto ran = job.data_plane(1).ran();
   REQUIRE(ran.size() >= 2);
   CHECK(ran[ran.size() - 2] == std::vector<std::string>{"w"});
@@ -158,6 +159,34 @@ TEST_CASE("a mismatch between ranks is an error on every rank") {
   CHECK(finish(g1).ok());
   CHECK(finish(g2).ok());
   CHECK(o2 == std::vector<float>(4, 3.0f));
+}
+
+TEST_CASE("a grouped op whose tensors differ in number across ranks fails every tensor on every rank") {
+  InProcessJob job(3, quick_config());
+  std::vector<float> in[3][3], out[3][3];
+  // Each rank's group of `sizes[rank]` allreduces g.0, g.1, ...
+  auto call = [&](std::vector<int> sizes) {
+    std::vector<std::vector<std::shared_ptr<Handle>>> handles;
+    for (int rank = 0; rank < 3; ++rank) {
+      std::vector<TensorEntry> group;
+      for (int i = 0; i < sizes[rank]; ++i) {
+        in[rank][i].assign(4, 1.0f);
+        group.push_back(allreduce("g." + std::to_string(i), in[rank][i], &out[rank][i]));
+      }
+      handles.push_back(job[rank].enqueue(std::move(group)));
+    }
+    return handles;
+  };
+  for (const auto& handles : call({3, 2, 3}))
+    for (const auto& h : handles) {
+      Status s = finish(h);
+      CHECK(s.code == Status::Code::Mismatch);
+      CHECK_MESSAGE(s.message.find("mismatched groups") != std::string::npos, s.message);
+    }
+  // Nothing of the failed calls is left behind: the same names, called alike, run.
+  for (const auto& handles : call({2, 2, 2}))
+    for (const auto& h : handles) CHECK(finish(h).ok());
+  CHECK(out[1][1] == std::vector<float>(4, 3.0f));
 }
 
 TEST_CASE("a rank that refuses its own call fails the members' operation of that name, cached or not") {

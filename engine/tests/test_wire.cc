@@ -17,6 +17,8 @@ TEST_CASE("batch_round_trip") {
   r.spec.prescale = 0.25;
   r.data = {'a', '\0', 'b'};
   r.refusal = "alltoall: splits [1] must be 2 counts";
+  r.group_size = 3;
+  r.group = "layer.0/bias";
   b.requests = {r};
   b.cached = {{4, 0, {}}, {9, 1, {'x', 'y'}}};
   auto bytes = encode_batch(b);
@@ -26,6 +28,8 @@ TEST_CASE("batch_round_trip") {
   CHECK(d.requests[0].rank == 3);
   CHECK(d.requests[0].data == r.data);
   CHECK(d.requests[0].refusal == r.refusal);
+  CHECK(d.requests[0].group_key() == "layer.0/bias");
+  CHECK(d.requests[0].group_size == 3);
   CHECK(d.cached == b.cached);
   b.cached = {{4, 1, {}}, {9, 0, {}}};  // out of the order they were submitted in
   auto backwards = encode_batch(b);
@@ -44,6 +48,7 @@ TEST_CASE("responses_round_trip_and_truncation_throws") {
   x.error = "bad";
   x.carried = {'1', '2', '3', '4'};
   x.stand_in_counts = {6, 0};
+  x.whole_group = true;
   auto bytes = encode_responses({x, x}, {0, 1});
   auto d = decode_responses(bytes.data(), bytes.size());
   REQUIRE(d.size() == 2);
@@ -53,6 +58,10 @@ TEST_CASE("responses_round_trip_and_truncation_throws") {
   CHECK(d[0].cache_ids[1] == -1);
   CHECK(d[1].rows == std::vector<int64_t>{3, 0, 5});
   CHECK(d[1].stand_in_counts == x.stand_in_counts);
+  CHECK(d[1].whole_group);
+  auto flag = encode_responses({x}, {0});
+  flag.back() = 2;  // whole_group, the last byte, is a bool
+  CHECK_THROWS_AS(decode_responses(flag.data(), flag.size()), WireError);
   x.stand_in_counts = {6};  // not one per name
   auto odd = encode_responses({x}, {0});
   CHECK_THROWS_AS(decode_responses(odd.data(), odd.size()), std::runtime_error);
@@ -130,6 +139,11 @@ TEST_CASE("decoders_reject_out_of_range_values_and_impossible_counts") {
   b.requests = {negative};
   auto neg = encode_batch(b);
   CHECK(rejects([&] { decode_batch(neg.data(), neg.size()); }));
+  Request no_group = r;
+  no_group.group_size = -1;
+  b.requests = {no_group};
+  auto negative_group = encode_batch(b);
+  CHECK(rejects([&] { decode_batch(negative_group.data(), negative_group.size()); }));
   auto stop = encode_stop({false, Status::Error(Status::Code::Shutdown, "bye", 0)});
   stop[1] = 0;  // Ok is not a reason to stop
   CHECK(rejects([&] { decode_stop(stop.data(), stop.size()); }));

@@ -77,9 +77,10 @@ def _check(tensors: Sequence[Any], what: str, op: int, prefix: str, name: Option
 
 
 def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, prescale: float, postscale: float,
-                    process_set: ProcessSet, priority: int, out_of_place: bool = False) -> List[NDArray]:
-    """Queue an allreduce of ``tensors`` as one MXNet engine operation: in place, or ``out_of_place`` into new
-    NDArrays, which it returns."""
+                    process_set: ProcessSet, priority: int, out_of_place: bool = False,
+                    group: bool = False) -> List[NDArray]:
+    """Queue an allreduce of ``tensors`` (a ``group``'s, or one tensor's) as one MXNet engine operation: in place,
+    or ``out_of_place`` into new NDArrays, which it returns. An empty group's call waits for the others' calls."""
     _require_init()
     try:
         _check_ndarrays(tensors, "allreduce")
@@ -89,10 +90,14 @@ def _push_allreduce(tensors: Sequence[NDArray], name: Optional[str], op: int, pr
         with mxnet_errors():
             pid = set_id(process_set)
     except Exception as e:  # named as op_names names them
-        core.refuse_prefixed(ALLREDUCE, "allreduce", "allreduce", name, len(tensors), len(tensors) != 1, process_set, e)
+        core.refuse_prefixed(ALLREDUCE, "allreduce", "allreduce", name, len(tensors), group, process_set, e)
         raise
+    names = op_names("allreduce", name, len(tensors), pid, group)
+    if not tensors:
+        with mxnet_errors():
+            return core.enqueue(ALLREDUCE, "allreduce", [], [], names, process_set, [], group=True, wait=True)
     spec = _C.OpSpec(ALLREDUCE, reduce=op, process_set=pid, prescale=prescale, postscale=postscale)
-    return bridge.push(spec, op_names("allreduce", name, len(tensors), pid), tensors, priority, out_of_place)
+    return bridge.push(spec, names, tensors, priority, out_of_place)
 
 
 def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, process_set: ProcessSet,
@@ -110,7 +115,7 @@ def _push_broadcast(tensor: NDArray, name: Optional[str], root_rank: int, proces
         core.refuse_prefixed(BROADCAST, "broadcast", "broadcast", name, 1, False, process_set, e)
         raise
     spec = _C.OpSpec(BROADCAST, process_set=pid, root_rank=root)
-    return bridge.push(spec, op_names("broadcast", name, 1, pid), [tensor], priority, out_of_place)
+    return bridge.push(spec, op_names("broadcast", name, 1, pid, False), [tensor], priority, out_of_place)
 
 
 def allreduce(tensor: NDArray, average: Optional[bool] = None, name: Optional[str] = None, priority: int = 0,
@@ -137,10 +142,8 @@ def grouped_allreduce(tensors: Sequence[NDArray], average: Optional[bool] = None
     """Reduce a list of NDArrays into new ones, as one engine operation the engine can fuse."""
     tensors = as_group(tensors, "grouped_allreduce")
     op = resolve_op(average, op)
-    if not tensors:
-        return tensors
-    _check(tensors, "grouped_allreduce", ALLREDUCE, "allreduce", name, len(tensors) != 1, process_set, "allreduce")
-    return _push_allreduce(tensors, name, op, prescale_factor, postscale_factor, process_set, priority, True)
+    _check(tensors, "grouped_allreduce", ALLREDUCE, "allreduce", name, True, process_set, "allreduce")
+    return _push_allreduce(tensors, name, op, prescale_factor, postscale_factor, process_set, priority, True, True)
 
 
 def grouped_allreduce_(tensors: Sequence[NDArray], average: Optional[bool] = None, name: Optional[str] = None,
@@ -149,8 +152,7 @@ def grouped_allreduce_(tensors: Sequence[NDArray], average: Optional[bool] = Non
     """Reduce a list of NDArrays in place, as one engine operation; returns the list at once."""
     group = as_group(tensors, "grouped_allreduce_")
     op = resolve_op(average, op)
-    if group:
-        _push_allreduce(group, name, op, prescale_factor, postscale_factor, process_set, priority)
+    _push_allreduce(group, name, op, prescale_factor, postscale_factor, process_set, priority, group=True)
     return tensors
 
 

@@ -21,7 +21,7 @@ from ..errors import HorovodInternalError  # noqa: F401 (re-exported, as Horovod
 from ..extensions import gpu_available  # noqa: F401 (re-exported, as Horovod's mpi_ops has it)
 from ..naming import group_names, prefixed_name
 from ..ops import Adasum, Average, Max, Min, Product, Sum, resolve_op  # noqa: F401 (re-exported)
-from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set  # noqa: F401
+from ..process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set, set_id  # noqa: F401
 from ..timeline import start_timeline, stop_timeline  # noqa: F401 (re-exported)
 from . import recording
 from .compression import Compression, Compressor
@@ -126,9 +126,9 @@ def _allreduce(tensors: Sequence[torch.Tensor], in_place: bool, group: bool, kin
         outs = [engine_tensor(r, kind, True) if r.is_cuda else r for r in results]
     finish = (lambda _: tuple(results)) if group else (lambda _: results[0])
     name = prefixed_name("allreduce", name)
-    started = core.enqueue(core.ALLREDUCE, kind, arrays, outs, group_names(name, len(arrays)) if group else [name],
-                           process_set, (None,) * len(arrays), group=group, reduce=op, prescale=prescale,
-                           postscale=postscale, wait=wait)
+    names = group_names(kind, name, len(arrays), set_id(process_set)) if group else [name]
+    started = core.enqueue(core.ALLREDUCE, kind, arrays, outs, names, process_set, (None,) * len(arrays), group=group,
+                           reduce=op, prescale=prescale, postscale=postscale, wait=wait)
     return finish(started) if wait else Handle(started, finish)
 
 
@@ -230,8 +230,9 @@ def grouped_allreduce(tensors: Sequence[torch.Tensor], average: Optional[bool] =
     """New tensors: each of ``tensors`` reduced over the ranks, as one group; differentiable."""
     op = resolve_op(average, op)
     tensors = as_group(tensors, "grouped_allreduce")
-    if not tensors:
-        return []
+    if not tensors:  # still a call, which the others' calls of the group meet
+        return list(_allreduce([], False, True, "grouped_allreduce", name, op, prescale_factor, postscale_factor,
+                               process_set, wait=True))
     _check(tensors, core.ALLREDUCE, "grouped_allreduce", "allreduce", name, True, process_set)
     sent, ctxs = zip(*[compression.compress(t) for t in tensors])
     reduced = recording.call(HorovodGroupedAllreduce, name, op, prescale_factor, postscale_factor, process_set, *sent)
@@ -353,8 +354,8 @@ def grouped_allgather(tensors: Sequence[torch.Tensor], name: Optional[str] = Non
     """Allgather a list of tensors as one group; differentiable. A tuple, as Horovod's (whose grouped_allreduce
     and grouped_reducescatter return lists)."""
     tensors = as_group(tensors, "grouped_allgather")
-    if not tensors:
-        return ()
+    if not tensors:  # still a call, which the others' calls of the group meet
+        return _allgather([], True, name, process_set, wait=True)
     _check(tensors, core.ALLGATHER, "grouped_allgather", "allgather", name, True, process_set)
     return recording.call(HorovodGroupedAllgather, name, process_set, *tensors)
 
@@ -572,8 +573,8 @@ def grouped_reducescatter(tensors: Sequence[torch.Tensor], name: Optional[str] =
                           postscale_factor: float = 1.0) -> list:
     """Reducescatter a list of tensors as one group; differentiable."""
     tensors = as_group(tensors, "grouped_reducescatter")
-    if not tensors:
-        return []
+    if not tensors:  # still a call, which the others' calls of the group meet
+        return list(_reducescatter([], True, name, op, process_set, prescale_factor, postscale_factor, wait=True))
     _check(tensors, core.REDUCESCATTER, "grouped_reducescatter", "reducescatter", name, True, process_set)
     sent, ctxs = zip(*[compression.compress(t) for t in tensors])
     outs = recording.call(HorovodGroupedReducescatter, name, op, process_set, prescale_factor, postscale_factor, *sent)

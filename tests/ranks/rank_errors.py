@@ -266,3 +266,26 @@ def test_an_object_that_cannot_be_pickled_fails_on_every_rank_instead_of_leaving
             hvd.allgather_object(hvd.rank())
     assert hvd.broadcast_object("still works", root_rank=last) == "still works"
     assert hvd.allgather_object(hvd.rank()) == list(range(hvd.size()))
+
+
+# Each rank's lengths of a grouped op's list: every rank differs from rank 0 (an empty list on rank 1).
+@pytest.mark.parametrize("sizes", [lambda r: 3 if r == 0 else 2, lambda r: 0 if r == 1 else 2],
+                         ids=["longer-on-rank-0", "empty-on-rank-1"])
+@pytest.mark.parametrize("name", [None, "grp.len"], ids=["unnamed", "named"])
+@pytest.mark.parametrize("call", ["grouped_allreduce", "grouped_allreduce_", "grouped_allgather",
+                                  "grouped_reducescatter"])
+def test_a_grouped_op_whose_list_lengths_differ_fails_on_every_rank_and_leaves_the_ranks_in_step(sizes, name, call):
+    xs = [np.ones(4, np.float32) for _ in range(sizes(hvd.rank()))]
+    with pytest.raises(hvd.TensorMismatchError, match="mismatched groups: a group of .* on rank 0, .* on rank 1"):
+        getattr(hvd, call)(xs, name=name)
+    # Nothing of the failed calls waits on: the same names and the next numbers run alike on every rank.
+    out = getattr(hvd, call)([np.ones(4, np.float32)] * 2, name=name)
+    assert len(out) == 2
+    still_works()
+
+
+def test_a_grouped_op_with_an_empty_list_on_every_rank_returns_an_empty_list():
+    assert hvd.grouped_allreduce([]) == []
+    assert hvd.grouped_allgather_async([], name="grp.none").wait() == []
+    assert hvd.grouped_reducescatter([]) == []
+    still_works()

@@ -197,3 +197,21 @@ def test_an_abort_fails_pending_ops_with_its_origin_and_reason():
     hvd.shutdown()
     hvd.init()
     engine_still_works()
+
+
+def test_a_grouped_op_whose_list_lengths_differ_fails_on_every_rank_and_leaves_the_ranks_in_step():
+    for n in (3 - (hvd.rank() == 1), 0 if hvd.rank() == 1 else 2):
+        ts = [mx.nd.ones((4,)) for _ in range(n)]
+        if n:
+            hvd.grouped_allreduce_(ts)
+            read_fails(ts[0], "mismatched groups")
+        else:  # an empty group's call waits for the others' at once
+            with pytest.raises(MXNetError, match="mismatched groups") as raised:
+                hvd.grouped_allreduce_(ts)
+            assert isinstance(raised.value, hvd.TensorMismatchError)
+    with pytest.raises(MXNetError, match="mismatched groups"):
+        hvd.grouped_allgather([mx.nd.ones((2,)) for _ in range(1 + hvd.rank())])
+    ts = hvd.grouped_allreduce([mx.nd.ones((4,)), mx.nd.ones((4,))], op=hvd.Sum)
+    np.testing.assert_array_equal(ts[1].asnumpy(), np.full(4, hvd.size(), np.float32))
+    assert hvd.grouped_allreduce([]) == []
+    engine_still_works()

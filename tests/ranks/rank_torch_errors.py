@@ -163,3 +163,14 @@ def test_a_bad_argument_on_one_rank_fails_the_op_on_every_rank(case):
             good()
     for k in (1, 2):
         assert torch.equal(hvd.allreduce(torch.full((1,), k), op=hvd.Sum), torch.full((1,), k * hvd.size()))
+
+
+@pytest.mark.parametrize("call", ["grouped_allreduce", "grouped_allreduce_", "grouped_allgather",
+                                  "grouped_reducescatter"])
+def test_a_grouped_op_whose_list_lengths_differ_fails_on_every_rank_and_leaves_the_ranks_in_step(call):
+    # One parameter's gradient missing on rank 1, say: its list is one shorter; then empty there.
+    for n in (3 - (hvd.rank() == 1), 0 if hvd.rank() == 1 else 2):
+        with pytest.raises(hvd.TensorMismatchError, match="mismatched groups"):
+            getattr(hvd, call)([torch.ones(4) for _ in range(n)])
+    assert len(getattr(hvd, call)([torch.ones(4), torch.ones(4)])) == 2
+    assert len(getattr(hvd, call)([])) == 0  # empty on every rank: still one call each, which meet
