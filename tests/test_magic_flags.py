@@ -39,6 +39,9 @@ def config_of(magics: HvdMagics, line: str, cell: str = "") -> LaunchConfig:
         ("%hvd frobnicate", "invalid choice: 'frobnicate'"),
         ("%hvd push undefined_here", "not defined in the notebook: undefined_here"),
         ("%hvd push", "usage: %hvd push NAME"),
+        ("%hvd status extra", "%hvd status takes no names, got: extra"),
+        ("%hvd stop now please", "%hvd stop takes no names, got: now please"),
+        ("%hvd push x --rank 1", "--rank is for %hvd pull; %hvd push takes no rank"),
         ("%hvd", "%hvd needs a command (status, stop, restart, push NAME..., pull NAME... [--rank R], monitor), "
                  "or %%hvd's flags to start the ranks (%hvd -np 2)"),
     ],

@@ -175,7 +175,7 @@ class HvdMagics(Magics):
     @magic_arguments()
     @argument("command", choices=("status", "stop", "restart", "push", "pull", "monitor", "wait"))
     @argument("names", nargs="*", help="variables to push or to pull")
-    @argument("--rank", type=int, default=0, help="rank to pull from (default 0)")
+    @argument("--rank", type=int, default=None, help="rank to pull from (default 0)")
     @line_magic("hvd")
     def hvd_line(self, line: str) -> Any:
         """Manage the ranks: status, stop, restart, push NAME [NAME...], pull NAME [NAME...] [--rank R],
@@ -191,6 +191,10 @@ class HvdMagics(Magics):
         if line.strip().startswith("-") and not line.strip().startswith("--rank"):
             return self.hvd_cell(f"{line} --no-monitor", "pass")  # IPython suggests %hvd for an empty %%hvd cell
         args = parse_line(self.hvd_line, line)
+        if args.names and args.command not in ("push", "pull"):
+            raise UsageError(f"%hvd {args.command} takes no names, got: {' '.join(args.names)}")
+        if args.rank is not None and args.command != "pull":
+            raise UsageError(f"--rank is for %hvd pull; %hvd {args.command} takes no rank")
         if args.command == "wait":
             if self.background is None:
                 print("[hvd] no cell runs in the background")
@@ -215,7 +219,7 @@ class HvdMagics(Magics):
             else:
                 show_monitor(self.last_monitor, self.shell)
         else:
-            return self._pull(args.names, args.rank)
+            return self._pull(args.names, 0 if args.rank is None else args.rank)
         return None
 
     def status(self) -> str:

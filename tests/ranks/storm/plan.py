@@ -482,6 +482,8 @@ class Planner:
             whats.append("root")
         if self.gpu and not op.group and t.dtype != "bfloat16" and op.pre == op.post == 1.0:
             whats.append("device")
+        if op.group:
+            whats.append("count")
         what = whats[int(rng.integers(len(whats)))]
         if what == "dtype":
             same_class = FLOATS if t.dtype in FLOATS else INTS if t.dtype in INTS else ("uint8",)
@@ -497,6 +499,9 @@ class Planner:
             value = 1.0 if math.isnan(op.pre) else op.pre * 2.0
         elif what == "root":
             value = [r for r in op.ranks if r != op.root][int(rng.integers(len(op.ranks) - 1))]
+        elif what == "count":  # that rank's list is shorter (down to empty) or longer
+            counts = [c for c in range(len(op.tensors) + 2) if c != len(op.tensors)]
+            value = counts[int(rng.integers(len(counts)))]
         else:
             value = not op.device
         op.skew = (op.ranks[int(rng.integers(len(op.ranks)))], what, value)

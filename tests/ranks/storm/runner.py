@@ -247,6 +247,11 @@ class Runner:
             if skew and skew[1] == "shape":
                 shape = shape + (1,)
             out.append(data.values(self.args.seed, op.index, i, rank, dtype, shape, t.kind))
+        if own and op.skew and op.skew[0] == rank and op.skew[1] == "count":  # a list of another length
+            t = op.tensors[0]
+            extra = range(len(out), op.skew[2])
+            out = out[:op.skew[2]] + [data.values(self.args.seed, op.index, i, rank, t.dtype, t.shapes[j], t.kind)
+                                      for i in extra]
         return out
 
     def _submitted(self, op: Op, own: list) -> list:
@@ -255,7 +260,8 @@ class Runner:
         if op.skew and op.skew[0] == self.rank and op.skew[1] == "device":
             device = op.skew[2]
         out = []
-        for t, x in zip(op.tensors, own):
+        for i, x in enumerate(own):
+            t = op.tensors[min(i, len(op.tensors) - 1)]  # a longer list's extra tensors are like the last
             if device:
                 out.append(self.cupy.asarray(x))
             elif self.torch:
