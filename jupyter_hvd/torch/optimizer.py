@@ -34,7 +34,7 @@ from ..other_framework import other_framework_hint
 from ..process_sets import ProcessSet, global_process_set, require_ranks
 from . import samples
 from .compression import Compression, Compressor
-from ..objects import broadcast_object
+from ..objects import allgather_object
 from .eager import eager
 from .functions import broadcast_tensors, load_root_state
 from .mpi_ops import Average, Handle, allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async
@@ -58,6 +58,11 @@ def overlaps_backward() -> bool:
     if setting != "auto":
         return setting == "1"
     return local_size() * torch.get_num_threads() < _C.host_cores()
+
+
+def _frozen(p: torch.Tensor) -> bool:
+    """A parameter frozen since the wrap, with no gradient: left alone, as one process leaves it."""
+    return p.grad is None and not p.requires_grad
 
 
 def _place_name(group: int, index: int) -> str:
@@ -161,9 +166,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _register_hooks(self) -> None:
         trainable = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
         if self._groups is not None:
-            # Every rank forms the same groups: in rank 0's order of the parameters.
-            order = broadcast_object([self._parameter_names.get(p) for p in trainable], root_rank=0,
+            # Every rank forms the same groups: of the same parameters, in rank 0's order.
+            every = allgather_object([self._parameter_names.get(p) for p in trainable],
                                      name="DistributedOptimizer.groups", process_set=self.process_set)
+            order, members = every[0], self.process_set.ranks or list(range(len(every)))
+            for r, names in zip(members, every):
+                if set(names) != set(order):
+                    apart = ", ".join(sorted(set(names) ^ set(order))[:5])
+                    raise ValueError(f"DistributedOptimizer(groups=...): the ranks train different parameters: "
+                                     f"ranks {members[0]} and {r} differ in {apart} (freeze the same parameters "
+                                     f"on every rank before the wrap)")
             trainable.sort(key=lambda p: order.index(self._parameter_names.get(p)))
             if isinstance(self._groups, list):
                 ids = {id(p) for p in trainable}
@@ -222,7 +234,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.grad = torch.zeros_like(p)
         sent, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
         pre, post = _scale_factors(self.op, self.gradient_predivide_factor)
-        handle = grouped_allreduce_async_([_packed(t) for t in sent], name=self._parameter_names.get(group[0]),
+        whole = self._p_to_group[group[0]]  # named as its whole group, of which a rank may send only some
+        handle = grouped_allreduce_async_([_packed(t) for t in sent], name=self._parameter_names.get(whole[0]),
                                           op=self.op, prescale_factor=pre, postscale_factor=post,
                                           process_set=self.process_set)
         return handle, ctxs
@@ -264,6 +277,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 handle = READY
         self._handles[p] = (handle, ctx)
 
+    def _whole(self, key: Union[torch.Tensor, Group]) -> Union[torch.Tensor, Group]:
+        """What synchronize() starts for ``key``, which backward left unstarted: a parameter of a group starts its
+        group, as on a rank whose hooks all ran (a parameter this rank left unused sends zeros), less the members
+        frozen since the wrap."""
+        if self._groups is None or isinstance(key, tuple):
+            return key
+        return tuple(p for p in self._p_to_group[key] if not _frozen(p))
+
     def _start(self, key: Union[torch.Tensor, Group]) -> Tuple[Handle, Any]:
         """The allreduce of a parameter's gradient, or of a group's."""
         return self._grouped_allreduce_grad_async(key) if isinstance(key, tuple) else self._allreduce_grad_async(key)
@@ -282,18 +303,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for key in self._handles:
             started.update(key) if isinstance(key, tuple) else started.add(key)
         for p in self._requires_update - started:
-            if p.grad is None and not p.requires_grad:  # frozen since the wrap: left as one process leaves it
-                continue
-            self._handles[p] = self._allreduce_grad_async(p)
+            if not _frozen(p):
+                self._handles[p] = (None, None)  # started below
         for key, (handle, ctx) in list(self._handles.items()):
             if handle is None or handle is READY:
-                self._handles[key] = self._start(key)
+                del self._handles[key]
+                key = self._whole(key)
+                if not (isinstance(key, tuple) and not key) and key not in self._handles:
+                    self._handles[key] = self._start(key)
         for key, (handle, ctx) in self._handles.items():
             if isinstance(key, tuple):
                 for p, out, c in zip(key, handle.wait(), ctx):
                     self._allreduce_delay[p] = self.backward_passes_per_step
                     _write_grad(p, self._compression.decompress(out, c))
-                self._group_counts[key] = 0
+                self._group_counts[self._p_to_group[key[0]]] = 0
             else:
                 out = handle.wait()
                 self._allreduce_delay[key] = self.backward_passes_per_step

@@ -189,6 +189,52 @@ def test_unused_parameter_clip_and_too_many_passes(overlap):
         opt.synchronize()
 
 
+@pytest.mark.parametrize("groups", [1, 2, "lists"])
+def test_a_parameter_one_rank_leaves_unused_goes_with_its_group(groups, overlap):
+    """With groups, a group whose hooks had not all run was started member by member, under other names than
+    on the ranks whose hooks all ran: every rank waited in step() for good (as in Horovod). It goes as its
+    group, with zeros for the gradient this rank has not."""
+    torch.manual_seed(0)
+    model = torch.nn.ModuleDict({"used": torch.nn.Linear(3, 2), "spare": torch.nn.Linear(3, 2)})
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    spare_bias = model["spare"].bias.detach().clone()
+    if groups == "lists":
+        groups = [[model["used"].weight, model["spare"].weight], [model["spare"].bias]]
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5), model.named_parameters(),
+                                   groups=groups)
+    for _ in range(2):
+        opt.zero_grad()
+        x = torch.ones(4, 3) * (hvd.rank() + 1)
+        loss = model["used"](x).sum()
+        if hvd.rank() == 0:  # the others leave "spare" out
+            loss = loss + model["spare"](x).sum()
+        loss.backward()
+        opt.step()
+    assert same_on_every_rank(flat(model))
+    # Each step: rank 0's gradient of each bias is its 4 rows, the others' zeros; averaged, times the rate 0.5.
+    torch.testing.assert_close(model["spare"].bias.detach(), spare_bias - 2 * 0.5 * 4 / hvd.size())
+
+
+def test_ranks_that_train_different_parameters_in_groups_fail_alike():
+    """Groups over parameters that one rank froze: the ranks formed different groups under different names
+    and waited for good; now every rank raises, at the wrap or at the step."""
+    if hvd.size() < 2:
+        pytest.skip("needs two ranks")
+    torch.manual_seed(0)
+    model = torch.nn.ModuleDict({"a": torch.nn.Linear(3, 2), "b": torch.nn.Linear(2, 1)})
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    model["b"].requires_grad_(hvd.rank() != 1)
+    with pytest.raises(ValueError, match=r"the ranks train different parameters: ranks 0 and 1 differ in b\.bias, "
+                                         r"b\.weight \(freeze the same parameters on every rank before the wrap\)"):
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(), groups=1)
+    model.requires_grad_(True)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(), groups=1)
+    model["b"].requires_grad_(hvd.rank() != 1)  # frozen after the wrap, on one rank
+    model["b"](model["a"](torch.ones(4, 3))).sum().backward()
+    with pytest.raises(hvd.TensorMismatchError, match="mismatched groups"):
+        opt.step()
+
+
 def test_an_optimizer_dropped_in_the_middle_of_a_step_is_freed_at_once():
     """Its gradient hooks stay on the parameters, and held it in a cycle that only a collection freed, with
     its allreduces' handles; a new optimizer over the model then trains as usual."""
