@@ -26,6 +26,7 @@ _OP_NAMES = ", ".join(f"hvd.{r.name}" for r in _ENGINE_OPS)
 ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER, JOIN = (
     int(t) for t in (OpType.allreduce, OpType.allgather, OpType.broadcast, OpType.alltoall, OpType.reducescatter,
                      OpType.barrier, OpType.join))
+_GROUP_OPS = {"allreduce": ALLREDUCE, "allgather": ALLGATHER, "reducescatter": REDUCESCATTER}  # the grouped ones
 
 
 def resolve_op(average: Optional[bool], op: Optional[int], default: int = Average) -> int:
@@ -92,6 +93,27 @@ def refuse_prefixed(op: int, kind: str, prefix: str, name: Optional[str], n: int
 
 # What _C.submit takes from Python: each numpy dtype's engine code, automatic names, and what a GPU tensor is.
 _C.set_python_rules(CODES, dtype_code, engine_name, DeviceArray)
+
+
+def group_call(tensors: Any, what: str, name: Optional[str], process_set: ProcessSet, prefixed: bool = False,
+               kind: Optional[str] = None) -> list:
+    """A grouped call's tensors, as a list (arrays.as_group). Where they are no list, the TypeError is told to the
+    set's other members first (refuse), under the name the group's first tensor takes, so that their calls of the
+    group fail too. ``what`` is the call (``grouped_allreduce_async_``, ...), whose unnamed tensors are numbered
+    as ``kind`` (default: ``what`` less ``_async``); ``prefixed``: named as the frameworks' APIs name them
+    (``allreduce.name``)."""
+    try:
+        return as_group(tensors, what)
+    except TypeError as e:
+        kind = kind or what.replace("_async", "")
+        word = kind.replace("grouped_", "").rstrip("_")
+        try:
+            given = prefixed_name(word, name) if prefixed else name
+            first = group_names(kind, given, 0, set_id(process_set))
+        except (TypeError, ValueError):  # a bad name or process set: nothing to tell the others under
+            raise e from None
+        refuse(_GROUP_OPS[word], kind, first, process_set, e)
+        raise
 
 
 def _group(kind: str, name: Optional[str], tensors: Sequence[Any], process_set: ProcessSet) -> List[str]:
@@ -194,7 +216,7 @@ def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = No
                             out: Optional[Sequence[Any]] = None) -> Handle:
     """Start allreduces of several tensors as one group, which negotiates and fuses as one; the handle's
     wait() returns the reduced arrays in order (``out``'s, when given: one array per tensor)."""
-    tensors = as_group(tensors, "grouped_allreduce_async")
+    tensors = group_call(tensors, "grouped_allreduce_async", name, process_set)
     names = _group("grouped_allreduce", name, tensors, process_set)
     return allreduce_arrays(tensors, False, "grouped_allreduce", names,
                             resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out)
@@ -204,7 +226,7 @@ def grouped_allreduce(tensors: Sequence[Any], average: Optional[bool] = None, na
                       op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                       process_set: ProcessSet = global_process_set, out: Optional[Sequence[Any]] = None) -> list:
     """Allreduce a list of tensors; returns the reduced arrays in order (into ``out``'s, when given)."""
-    tensors = as_group(tensors, "grouped_allreduce")
+    tensors = group_call(tensors, "grouped_allreduce", name, process_set)
     names = _group("grouped_allreduce", name, tensors, process_set)
     return allreduce_arrays(tensors, False, "grouped_allreduce", names,
                             resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out,
@@ -216,7 +238,7 @@ def grouped_allreduce_async_(tensors: Sequence[np.ndarray], average: Optional[bo
                              postscale_factor: float = 1.0,
                              process_set: ProcessSet = global_process_set) -> Handle:
     """Start in-place allreduces of several tensors as one group."""
-    tensors = as_group(tensors, "grouped_allreduce_async_")
+    tensors = group_call(tensors, "grouped_allreduce_async_", name, process_set)
     names = _group("grouped_allreduce_", name, tensors, process_set)
     return allreduce_arrays(tensors, True, "grouped_allreduce_", names,
                             resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
@@ -226,7 +248,7 @@ def grouped_allreduce_(tensors: Sequence[np.ndarray], average: Optional[bool] = 
                        op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                        process_set: ProcessSet = global_process_set) -> list:
     """Allreduce a list of tensors in place."""
-    tensors = as_group(tensors, "grouped_allreduce_")
+    tensors = group_call(tensors, "grouped_allreduce_", name, process_set)
     names = _group("grouped_allreduce_", name, tensors, process_set)
     return allreduce_arrays(tensors, True, "grouped_allreduce_", names,
                             resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, wait=True)
@@ -264,7 +286,7 @@ def allgather(tensor: Any, name: Optional[str] = None, process_set: ProcessSet =
 def grouped_allgather_async(tensors: Sequence[Any], name: Optional[str] = None,
                             process_set: ProcessSet = global_process_set) -> Handle:
     """Start allgathers of several tensors as one group; the handle's wait() returns the list."""
-    tensors = as_group(tensors, "grouped_allgather_async")
+    tensors = group_call(tensors, "grouped_allgather_async", name, process_set)
     names = _group("grouped_allgather", name, tensors, process_set)
     return _allgather(tensors, "grouped_allgather", names, process_set, True)
 
@@ -272,7 +294,7 @@ def grouped_allgather_async(tensors: Sequence[Any], name: Optional[str] = None,
 def grouped_allgather(tensors: Sequence[Any], name: Optional[str] = None,
                       process_set: ProcessSet = global_process_set) -> list:
     """Allgather a list of tensors."""
-    tensors = as_group(tensors, "grouped_allgather")
+    tensors = group_call(tensors, "grouped_allgather", name, process_set)
     names = _group("grouped_allgather", name, tensors, process_set)
     return _allgather(tensors, "grouped_allgather", names, process_set, True, wait=True)
 
@@ -422,7 +444,7 @@ def grouped_reducescatter_async(tensors: Sequence[Any], op: Optional[int] = None
                                 process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                                 postscale_factor: float = 1.0) -> Handle:
     """Start reducescatters of several tensors as one group; the handle's wait() returns the list."""
-    tensors = as_group(tensors, "grouped_reducescatter_async")
+    tensors = group_call(tensors, "grouped_reducescatter_async", name, process_set)
     names = _group("grouped_reducescatter", name, tensors, process_set)
     return _reducescatter(tensors, "grouped_reducescatter", names, op, prescale_factor,
                           postscale_factor, process_set, True)
@@ -432,7 +454,7 @@ def grouped_reducescatter(tensors: Sequence[Any], op: Optional[int] = None, name
                           process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                           postscale_factor: float = 1.0) -> list:
     """Reducescatter a list of tensors."""
-    tensors = as_group(tensors, "grouped_reducescatter")
+    tensors = group_call(tensors, "grouped_reducescatter", name, process_set)
     names = _group("grouped_reducescatter", name, tensors, process_set)
     return _reducescatter(tensors, "grouped_reducescatter", names, op, prescale_factor,
                           postscale_factor, process_set, True, wait=True)

@@ -13,7 +13,6 @@ import numpy as np
 
 from .. import _C
 from .. import ops as core
-from ..arrays import as_group
 # horovod.mxnet.mpi_ops also carries the basics and process sets: code imports them from there
 # (``from horovod.mxnet.mpi_ops import allreduce_, size``).
 from ..basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,  # noqa: F401
@@ -140,7 +139,7 @@ def grouped_allreduce(tensors: Sequence[NDArray], average: Optional[bool] = None
                       priority: int = 0, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                       process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> List[NDArray]:
     """Reduce a list of NDArrays into new ones, as one engine operation the engine can fuse."""
-    tensors = as_group(tensors, "grouped_allreduce")
+    tensors = core.group_call(tensors, "grouped_allreduce", name, process_set, True, "allreduce")
     op = resolve_op(average, op)
     _check(tensors, "grouped_allreduce", ALLREDUCE, "allreduce", name, True, process_set, "allreduce")
     return _push_allreduce(tensors, name, op, prescale_factor, postscale_factor, process_set, priority, True, True)
@@ -150,7 +149,7 @@ def grouped_allreduce_(tensors: Sequence[NDArray], average: Optional[bool] = Non
                        priority: int = 0, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                        process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> Sequence[NDArray]:
     """Reduce a list of NDArrays in place, as one engine operation; returns the list at once."""
-    group = as_group(tensors, "grouped_allreduce_")
+    group = core.group_call(tensors, "grouped_allreduce_", name, process_set, True, "allreduce")
     op = resolve_op(average, op)
     _push_allreduce(group, name, op, prescale_factor, postscale_factor, process_set, priority, group=True)
     return tensors
@@ -197,7 +196,7 @@ def allgather(tensor: NDArray, name: Optional[str] = None, priority: int = 0,
 def grouped_allgather(tensors: Sequence[NDArray], name: Optional[str] = None, priority: int = 0,
                       process_set: ProcessSet = global_process_set) -> List[NDArray]:
     """Allgather a list of NDArrays (synchronous, like allgather)."""
-    tensors = as_group(tensors, "grouped_allgather")
+    tensors = core.group_call(tensors, "grouped_allgather", name, process_set, True)
     _require_init()
     _check(tensors, "grouped_allgather", ALLGATHER, "allgather", name, True, process_set)
     hosts = [_host(t, "grouped_allgather") for t in tensors]
@@ -244,7 +243,7 @@ def grouped_reducescatter(tensors: Sequence[NDArray], op: int = Average, name: O
                           priority: int = 0, process_set: ProcessSet = global_process_set,
                           prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> List[NDArray]:
     """Reducescatter a list of NDArrays (synchronous, like reducescatter)."""
-    tensors = as_group(tensors, "grouped_reducescatter")
+    tensors = core.group_call(tensors, "grouped_reducescatter", name, process_set, True)
     _require_init()
     _check(tensors, "grouped_reducescatter", REDUCESCATTER, "reducescatter", name, True, process_set, rows=True)
     hosts = [_host(t, "grouped_reducescatter") for t in tensors]

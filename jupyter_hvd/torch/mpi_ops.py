@@ -13,7 +13,6 @@ import torch
 from .. import ops as core
 # horovod.torch.mpi_ops also carries the basics and process sets: code imports them from there
 # (``from horovod.torch.mpi_ops import Average, size``).
-from ..arrays import as_group
 from ..basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,  # noqa: F401
                       gloo_enabled, init, is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
                       mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size)
@@ -187,7 +186,8 @@ def grouped_allreduce_async(tensors: Sequence[torch.Tensor], average: Optional[b
                             name: Optional[str] = None, op: Optional[int] = None, prescale_factor: float = 1.0,
                             postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> Handle:
     """Start reducing a list of tensors as one group (negotiated and fused together) into new tensors."""
-    return _allreduce(as_group(tensors, "grouped_allreduce_async"), False, True, "grouped_allreduce", name,
+    tensors = core.group_call(tensors, "grouped_allreduce_async", name, process_set, True)
+    return _allreduce(tensors, False, True, "grouped_allreduce", name,
                       resolve_op(average, op), prescale_factor, postscale_factor, process_set)
 
 
@@ -195,7 +195,8 @@ def grouped_allreduce_async_(tensors: Sequence[torch.Tensor], average: Optional[
                              name: Optional[str] = None, op: Optional[int] = None, prescale_factor: float = 1.0,
                              postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> Handle:
     """Start reducing a list of tensors in place, as one group."""
-    return _allreduce(as_group(tensors, "grouped_allreduce_async_"), True, True, "grouped_allreduce_", name,
+    tensors = core.group_call(tensors, "grouped_allreduce_async_", name, process_set, True)
+    return _allreduce(tensors, True, True, "grouped_allreduce_", name,
                       resolve_op(average, op), prescale_factor, postscale_factor, process_set)
 
 
@@ -203,7 +204,8 @@ def grouped_allreduce_(tensors: Sequence[torch.Tensor], average: Optional[bool] 
                        name: Optional[str] = None, op: Optional[int] = None, prescale_factor: float = 1.0,
                        postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> tuple:
     """Reduce a list of tensors in place, as one group; returns them, as a tuple (not differentiable)."""
-    return _allreduce(as_group(tensors, "grouped_allreduce_"), True, True, "grouped_allreduce_", name,
+    tensors = core.group_call(tensors, "grouped_allreduce_", name, process_set, True)
+    return _allreduce(tensors, True, True, "grouped_allreduce_", name,
                       resolve_op(average, op), prescale_factor, postscale_factor, process_set, wait=True)
 
 
@@ -229,7 +231,7 @@ def grouped_allreduce(tensors: Sequence[torch.Tensor], average: Optional[bool] =
                       process_set: ProcessSet = global_process_set) -> list:
     """New tensors: each of ``tensors`` reduced over the ranks, as one group; differentiable."""
     op = resolve_op(average, op)
-    tensors = as_group(tensors, "grouped_allreduce")
+    tensors = core.group_call(tensors, "grouped_allreduce", name, process_set, True)
     if not tensors:  # still a call, which the others' calls of the group meet
         return list(_allreduce([], False, True, "grouped_allreduce", name, op, prescale_factor, postscale_factor,
                                process_set, wait=True))
@@ -303,7 +305,8 @@ def allgather_async(tensor: torch.Tensor, name: Optional[str] = None,
 def grouped_allgather_async(tensors: Sequence[torch.Tensor], name: Optional[str] = None,
                             process_set: ProcessSet = global_process_set) -> Handle:
     """Start allgathers of a list of tensors as one group."""
-    return _allgather(as_group(tensors, "grouped_allgather_async"), True, name, process_set)
+    tensors = core.group_call(tensors, "grouped_allgather_async", name, process_set, True)
+    return _allgather(tensors, True, name, process_set)
 
 
 def _own_rows(grad: torch.Tensor, rows: int, process_set: ProcessSet) -> torch.Tensor:
@@ -353,7 +356,7 @@ def grouped_allgather(tensors: Sequence[torch.Tensor], name: Optional[str] = Non
                       process_set: ProcessSet = global_process_set) -> tuple:
     """Allgather a list of tensors as one group; differentiable. A tuple, as Horovod's (whose grouped_allreduce
     and grouped_reducescatter return lists)."""
-    tensors = as_group(tensors, "grouped_allgather")
+    tensors = core.group_call(tensors, "grouped_allgather", name, process_set, True)
     if not tensors:  # still a call, which the others' calls of the group meet
         return _allgather([], True, name, process_set, wait=True)
     _check(tensors, core.ALLGATHER, "grouped_allgather", "allgather", name, True, process_set)
@@ -517,7 +520,8 @@ def grouped_reducescatter_async(tensors: Sequence[torch.Tensor], name: Optional[
                                 process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                                 postscale_factor: float = 1.0) -> Handle:
     """Start reducescatters of a list of tensors as one group."""
-    return _reducescatter(as_group(tensors, "grouped_reducescatter_async"), True, name, op, process_set,
+    tensors = core.group_call(tensors, "grouped_reducescatter_async", name, process_set, True)
+    return _reducescatter(tensors, True, name, op, process_set,
                           prescale_factor, postscale_factor)
 
 
@@ -572,7 +576,7 @@ def grouped_reducescatter(tensors: Sequence[torch.Tensor], name: Optional[str] =
                           process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                           postscale_factor: float = 1.0) -> list:
     """Reducescatter a list of tensors as one group; differentiable."""
-    tensors = as_group(tensors, "grouped_reducescatter")
+    tensors = core.group_call(tensors, "grouped_reducescatter", name, process_set, True)
     if not tensors:  # still a call, which the others' calls of the group meet
         return list(_reducescatter([], True, name, op, process_set, prescale_factor, postscale_factor, wait=True))
     _check(tensors, core.REDUCESCATTER, "grouped_reducescatter", "reducescatter", name, True, process_set)

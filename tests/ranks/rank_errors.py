@@ -289,3 +289,20 @@ def test_a_grouped_op_with_an_empty_list_on_every_rank_returns_an_empty_list():
     assert hvd.grouped_allgather_async([], name="grp.none").wait() == []
     assert hvd.grouped_reducescatter([]) == []
     still_works()
+
+
+@pytest.mark.parametrize("call", ["grouped_allreduce", "grouped_allreduce_async_", "grouped_allgather",
+                                  "grouped_reducescatter_async"])
+@pytest.mark.parametrize("name", [None, "grp.one"], ids=["unnamed", "named"])
+def test_a_grouped_op_given_no_list_on_one_rank_fails_on_every_rank(call, name):
+    """The rank that passed one array raises its TypeError; the others were left waiting for its group."""
+    xs = [np.ones(4, np.float32), np.ones(4, np.float32)]
+    if hvd.rank() == 1:
+        with pytest.raises(TypeError, match="expected a list or tuple of tensors, got one tensor"):
+            getattr(hvd, call)(xs[0], name=name)
+    else:
+        with pytest.raises(hvd.PeerArgumentError, match="rank 1 could not start it: .*expected a list or tuple"):
+            result = getattr(hvd, call)(xs, name=name)
+            if call.endswith(("_async", "_async_")):
+                result.wait()
+    still_works()

@@ -215,3 +215,14 @@ def test_a_grouped_op_whose_list_lengths_differ_fails_on_every_rank_and_leaves_t
     np.testing.assert_array_equal(ts[1].asnumpy(), np.full(4, hvd.size(), np.float32))
     assert hvd.grouped_allreduce([]) == []
     engine_still_works()
+
+
+def test_a_grouped_op_given_no_list_on_one_rank_fails_on_every_rank():
+    if hvd.rank() == 1:
+        with pytest.raises(TypeError, match="expected a list or tuple of tensors, got one tensor"):
+            hvd.grouped_allreduce_(mx.nd.ones((4,)))
+    else:
+        ts = [mx.nd.ones((4,)), mx.nd.ones((4,))]
+        hvd.grouped_allreduce_(ts)
+        read_fails(ts[0], "rank 1 could not start it", hvd.PeerArgumentError)
+    engine_still_works()

@@ -174,3 +174,16 @@ def test_a_grouped_op_whose_list_lengths_differ_fails_on_every_rank_and_leaves_t
             getattr(hvd, call)([torch.ones(4) for _ in range(n)])
     assert len(getattr(hvd, call)([torch.ones(4), torch.ones(4)])) == 2
     assert len(getattr(hvd, call)([])) == 0  # empty on every rank: still one call each, which meet
+
+
+def test_a_grouped_op_given_no_list_on_one_rank_fails_on_every_rank():
+    for call in ("grouped_allreduce", "grouped_allgather_async", "grouped_reducescatter"):
+        if hvd.rank() == 1:
+            with pytest.raises(TypeError, match="expected a list or tuple of tensors, got one tensor"):
+                getattr(hvd, call)(torch.ones(4))
+        else:
+            with pytest.raises(hvd.PeerArgumentError, match="rank 1 could not start it"):
+                result = getattr(hvd, call)([torch.ones(4), torch.ones(4)])
+                if call.endswith("_async"):
+                    hvd.synchronize(result)
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(hvd.size())))
