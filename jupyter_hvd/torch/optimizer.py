@@ -277,13 +277,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 handle = READY
         self._handles[p] = (handle, ctx)
 
-    def _whole(self, key: Union[torch.Tensor, Group]) -> Union[torch.Tensor, Group]:
+    def _whole(self, key: Union[torch.Tensor, Group]) -> Optional[Union[torch.Tensor, Group]]:
         """What synchronize() starts for ``key``, which backward left unstarted: a parameter of a group starts its
         group, as on a rank whose hooks all ran (a parameter this rank left unused sends zeros), less the members
-        frozen since the wrap."""
+        frozen since the wrap; None where they all are."""
         if self._groups is None or isinstance(key, tuple):
             return key
-        return tuple(p for p in self._p_to_group[key] if not _frozen(p))
+        return tuple(p for p in self._p_to_group[key] if not _frozen(p)) or None
 
     def _start(self, key: Union[torch.Tensor, Group]) -> Tuple[Handle, Any]:
         """The allreduce of a parameter's gradient, or of a group's."""
@@ -309,7 +309,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if handle is None or handle is READY:
                 del self._handles[key]
                 key = self._whole(key)
-                if not (isinstance(key, tuple) and not key) and key not in self._handles:
+                if key is not None and key not in self._handles:
                     self._handles[key] = self._start(key)
         for key, (handle, ctx) in self._handles.items():
             if isinstance(key, tuple):
