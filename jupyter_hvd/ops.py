@@ -29,12 +29,14 @@ ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER, JOIN = (
 _GROUP_OPS = {"allreduce": ALLREDUCE, "allgather": ALLGATHER, "reducescatter": REDUCESCATTER}  # the grouped ones
 
 
-def resolve_op(average: Optional[bool], op: Optional[int], default: int = Average) -> int:
-    """Horovod's op/average arguments to one reduce op; average= still works but warns."""
+def resolve_op(average: Optional[bool], op: Optional[int], default: int = Average, stacklevel: int = 3) -> int:
+    """Horovod's op/average arguments to one reduce op; average= still works but warns (at ``stacklevel``: by
+    default, where the caller of resolve_op's caller is)."""
     if average is not None:
         if op is not None:
             raise ValueError("pass either op= or the deprecated average=, not both")
-        warnings.warn("average= is deprecated; use op=hvd.Average or op=hvd.Sum", DeprecationWarning, stacklevel=3)
+        warnings.warn("average= is deprecated; use op=hvd.Average or op=hvd.Sum", DeprecationWarning,
+                      stacklevel=stacklevel)
         return Average if average else Sum
     op = default if op is None else op
     if type(op) is not int:  # a numpy integer or an IntEnum is one; 1.0 and True are not
@@ -79,16 +81,28 @@ def refuse(op: int, kind: str, names: Sequence[Optional[str]], process_set: Proc
         pass
 
 
-def refuse_prefixed(op: int, kind: str, prefix: str, name: Optional[str], n: int, group: bool, process_set: ProcessSet,
-                    error: BaseException) -> None:
-    """refuse() for a framework API's call of ``n`` tensors under ``name``, named as it names them (``prefix.name``,
-    and ``prefix.name.i`` in a ``group``; see naming.prefixed_name)."""
+def refuse_prefixed(op: int, kind: str, prefix: Optional[str], name: Optional[str], n: int, group: bool,
+                    process_set: ProcessSet, error: BaseException) -> None:
+    """refuse() for a call of ``n`` tensors under ``name``, named as it names them: ``name``, or ``name.i`` in a
+    ``group``; a framework API's, with its ``prefix`` first (``prefix.name``; see naming.prefixed_name)."""
     try:
-        given = prefixed_name(prefix, name)
+        given = name if prefix is None else prefixed_name(prefix, name)
         names = group_names(kind, given, n, set_id(process_set)) if group else [given]
     except (TypeError, ValueError):  # a bad name or process set: nothing to tell the others under
         return
     refuse(op, kind, names, process_set, error)
+
+
+def checked_op(average: Optional[bool], op: Optional[int], process_set: ProcessSet, kind: str, name: Optional[str],
+               n: int = 1, group: bool = False, prefix: Optional[str] = None) -> int:
+    """resolve_op for a user's allreduce call of ``kind`` on ``n`` tensors under ``name`` (as refuse_prefixed
+    names them): where the op is refused, the set's other members are told first, so that their calls fail
+    too, saying why, rather than wait for this rank. Call it from the API function the user called."""
+    try:
+        return resolve_op(average, op, stacklevel=4)
+    except Exception as e:
+        refuse_prefixed(ALLREDUCE, kind, prefix, name, n, group, process_set, e)
+        raise
 
 
 # What _C.submit takes from Python: each numpy dtype's engine code, automatic names, and what a GPU tensor is.
@@ -181,32 +195,36 @@ def allreduce_async(tensor: Any, average: Optional[bool] = None, name: Optional[
                     process_set: ProcessSet = global_process_set, out: Any = None) -> Handle:
     """Start an allreduce; the handle's wait() returns the reduced array: ``out`` when given (an array of
     the input's shape and dtype to write the result into, an extension of Horovod's API), else a new one."""
-    return allreduce_arrays([tensor], False, "allreduce", [name], resolve_op(average, op), prescale_factor,
-                            postscale_factor, process_set, False, None if out is None else [out])
+    op = checked_op(average, op, process_set, "allreduce", name)
+    return allreduce_arrays([tensor], False, "allreduce", [name], op, prescale_factor, postscale_factor,
+                            process_set, False, None if out is None else [out])
 
 
 def allreduce(tensor: Any, average: Optional[bool] = None, name: Optional[str] = None, op: Optional[int] = None,
               prescale_factor: float = 1.0, postscale_factor: float = 1.0,
               process_set: ProcessSet = global_process_set, out: Any = None) -> np.ndarray:
     """Reduce ``tensor`` over the ranks of ``process_set`` (default op: Average), into ``out`` if given."""
-    return allreduce_arrays([tensor], False, "allreduce", [name], resolve_op(average, op), prescale_factor,
-                            postscale_factor, process_set, False, None if out is None else [out], wait=True)
+    op = checked_op(average, op, process_set, "allreduce", name)
+    return allreduce_arrays([tensor], False, "allreduce", [name], op, prescale_factor, postscale_factor,
+                            process_set, False, None if out is None else [out], wait=True)
 
 
 def allreduce_async_(tensor: np.ndarray, average: Optional[bool] = None, name: Optional[str] = None,
                      op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                      process_set: ProcessSet = global_process_set) -> Handle:
     """Start an in-place allreduce of ``tensor``."""
-    return allreduce_arrays([tensor], True, "allreduce_", [name], resolve_op(average, op), prescale_factor,
-                            postscale_factor, process_set, False)
+    op = checked_op(average, op, process_set, "allreduce_", name)
+    return allreduce_arrays([tensor], True, "allreduce_", [name], op, prescale_factor, postscale_factor,
+                            process_set, False)
 
 
 def allreduce_(tensor: np.ndarray, average: Optional[bool] = None, name: Optional[str] = None,
                op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                process_set: ProcessSet = global_process_set) -> np.ndarray:
     """Reduce ``tensor`` in place and return it."""
-    return allreduce_arrays([tensor], True, "allreduce_", [name], resolve_op(average, op), prescale_factor,
-                            postscale_factor, process_set, False, wait=True)
+    op = checked_op(average, op, process_set, "allreduce_", name)
+    return allreduce_arrays([tensor], True, "allreduce_", [name], op, prescale_factor, postscale_factor,
+                            process_set, False, wait=True)
 
 
 def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
@@ -217,9 +235,10 @@ def grouped_allreduce_async(tensors: Sequence[Any], average: Optional[bool] = No
     """Start allreduces of several tensors as one group, which negotiates and fuses as one; the handle's
     wait() returns the reduced arrays in order (``out``'s, when given: one array per tensor)."""
     tensors = group_call(tensors, "grouped_allreduce_async", name, process_set)
+    op = checked_op(average, op, process_set, "grouped_allreduce", name, len(tensors), True)
     names = _group("grouped_allreduce", name, tensors, process_set)
-    return allreduce_arrays(tensors, False, "grouped_allreduce", names,
-                            resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out)
+    return allreduce_arrays(tensors, False, "grouped_allreduce", names, op,
+                            prescale_factor, postscale_factor, process_set, True, out)
 
 
 def grouped_allreduce(tensors: Sequence[Any], average: Optional[bool] = None, name: Optional[str] = None,
@@ -227,9 +246,10 @@ def grouped_allreduce(tensors: Sequence[Any], average: Optional[bool] = None, na
                       process_set: ProcessSet = global_process_set, out: Optional[Sequence[Any]] = None) -> list:
     """Allreduce a list of tensors; returns the reduced arrays in order (into ``out``'s, when given)."""
     tensors = group_call(tensors, "grouped_allreduce", name, process_set)
+    op = checked_op(average, op, process_set, "grouped_allreduce", name, len(tensors), True)
     names = _group("grouped_allreduce", name, tensors, process_set)
-    return allreduce_arrays(tensors, False, "grouped_allreduce", names,
-                            resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, out,
+    return allreduce_arrays(tensors, False, "grouped_allreduce", names, op,
+                            prescale_factor, postscale_factor, process_set, True, out,
                             wait=True)
 
 
@@ -239,9 +259,10 @@ def grouped_allreduce_async_(tensors: Sequence[np.ndarray], average: Optional[bo
                              process_set: ProcessSet = global_process_set) -> Handle:
     """Start in-place allreduces of several tensors as one group."""
     tensors = group_call(tensors, "grouped_allreduce_async_", name, process_set)
+    op = checked_op(average, op, process_set, "grouped_allreduce_", name, len(tensors), True)
     names = _group("grouped_allreduce_", name, tensors, process_set)
-    return allreduce_arrays(tensors, True, "grouped_allreduce_", names,
-                            resolve_op(average, op), prescale_factor, postscale_factor, process_set, True)
+    return allreduce_arrays(tensors, True, "grouped_allreduce_", names, op,
+                            prescale_factor, postscale_factor, process_set, True)
 
 
 def grouped_allreduce_(tensors: Sequence[np.ndarray], average: Optional[bool] = None, name: Optional[str] = None,
@@ -249,9 +270,10 @@ def grouped_allreduce_(tensors: Sequence[np.ndarray], average: Optional[bool] = 
                        process_set: ProcessSet = global_process_set) -> list:
     """Allreduce a list of tensors in place."""
     tensors = group_call(tensors, "grouped_allreduce_", name, process_set)
+    op = checked_op(average, op, process_set, "grouped_allreduce_", name, len(tensors), True)
     names = _group("grouped_allreduce_", name, tensors, process_set)
-    return allreduce_arrays(tensors, True, "grouped_allreduce_", names,
-                            resolve_op(average, op), prescale_factor, postscale_factor, process_set, True, wait=True)
+    return allreduce_arrays(tensors, True, "grouped_allreduce_", names, op,
+                            prescale_factor, postscale_factor, process_set, True, wait=True)
 
 
 def require_rows(tensors: Sequence[Any], kind: str) -> None:

@@ -121,7 +121,7 @@ def allreduce(tensor: NDArray, average: Optional[bool] = None, name: Optional[st
               prescale_factor: float = 1.0, postscale_factor: float = 1.0,
               process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> NDArray:
     """Reduce ``tensor`` over the ranks into a new NDArray (default op: Average); returns at once."""
-    op = resolve_op(average, op)
+    op = core.checked_op(average, op, process_set, "allreduce", name, prefix="allreduce")
     _check([tensor], "allreduce", ALLREDUCE, "allreduce", name, False, process_set)
     return _push_allreduce([tensor], name, op, prescale_factor, postscale_factor, process_set, priority, True)[0]
 
@@ -130,7 +130,7 @@ def allreduce_(tensor: NDArray, average: Optional[bool] = None, name: Optional[s
                prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> NDArray:
     """Reduce ``tensor`` in place over the ranks and return it; returns at once."""
-    op = resolve_op(average, op)
+    op = core.checked_op(average, op, process_set, "allreduce", name, prefix="allreduce")
     _push_allreduce([tensor], name, op, prescale_factor, postscale_factor, process_set, priority)
     return tensor
 
@@ -140,7 +140,7 @@ def grouped_allreduce(tensors: Sequence[NDArray], average: Optional[bool] = None
                       process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> List[NDArray]:
     """Reduce a list of NDArrays into new ones, as one engine operation the engine can fuse."""
     tensors = core.group_call(tensors, "grouped_allreduce", name, process_set, True, "allreduce")
-    op = resolve_op(average, op)
+    op = core.checked_op(average, op, process_set, "allreduce", name, len(tensors), True, "allreduce")
     _check(tensors, "grouped_allreduce", ALLREDUCE, "allreduce", name, True, process_set, "allreduce")
     return _push_allreduce(tensors, name, op, prescale_factor, postscale_factor, process_set, priority, True, True)
 
@@ -150,7 +150,7 @@ def grouped_allreduce_(tensors: Sequence[NDArray], average: Optional[bool] = Non
                        process_set: ProcessSet = global_process_set, op: Optional[int] = None) -> Sequence[NDArray]:
     """Reduce a list of NDArrays in place, as one engine operation; returns the list at once."""
     group = core.group_call(tensors, "grouped_allreduce_", name, process_set, True, "allreduce")
-    op = resolve_op(average, op)
+    op = core.checked_op(average, op, process_set, "allreduce", name, len(group), True, "allreduce")
     _push_allreduce(group, name, op, prescale_factor, postscale_factor, process_set, priority, group=True)
     return tensors
 

@@ -135,24 +135,27 @@ def allreduce_async(tensor: torch.Tensor, average: Optional[bool] = None, name: 
                     op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                     process_set: ProcessSet = global_process_set) -> Handle:
     """Start reducing ``tensor`` over the ranks into a new tensor (default op: Average)."""
-    return _allreduce([tensor], False, False, "allreduce", name, resolve_op(average, op), prescale_factor,
-                      postscale_factor, process_set)
+    op = core.checked_op(average, op, process_set, "allreduce", name, prefix="allreduce")
+    return _allreduce([tensor], False, False, "allreduce", name, op, prescale_factor, postscale_factor,
+                      process_set)
 
 
 def allreduce_async_(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
                      op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                      process_set: ProcessSet = global_process_set) -> Handle:
     """Start reducing ``tensor`` in place."""
-    return _allreduce([tensor], True, False, "allreduce_", name, resolve_op(average, op), prescale_factor,
-                      postscale_factor, process_set)
+    op = core.checked_op(average, op, process_set, "allreduce_", name, prefix="allreduce")
+    return _allreduce([tensor], True, False, "allreduce_", name, op, prescale_factor, postscale_factor,
+                      process_set)
 
 
 def allreduce_(tensor: torch.Tensor, average: Optional[bool] = None, name: Optional[str] = None,
                op: Optional[int] = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                process_set: ProcessSet = global_process_set) -> torch.Tensor:
     """Reduce ``tensor`` in place and return it (not differentiable)."""
-    return _allreduce([tensor], True, False, "allreduce_", name, resolve_op(average, op), prescale_factor,
-                      postscale_factor, process_set, wait=True)
+    op = core.checked_op(average, op, process_set, "allreduce_", name, prefix="allreduce")
+    return _allreduce([tensor], True, False, "allreduce_", name, op, prescale_factor, postscale_factor,
+                      process_set, wait=True)
 
 
 class HorovodAllreduce(torch.autograd.Function):
@@ -175,7 +178,7 @@ def allreduce(tensor: torch.Tensor, average: Optional[bool] = None, name: Option
               compression: Compressor = Compression.none, op: Optional[int] = None, prescale_factor: float = 1.0,
               postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> torch.Tensor:
     """A new tensor: ``tensor`` reduced over the ranks (default op: Average), sent compressed; differentiable."""
-    op = resolve_op(average, op)
+    op = core.checked_op(average, op, process_set, "allreduce", name, prefix="allreduce")
     _check([tensor], core.ALLREDUCE, "allreduce", "allreduce", name, False, process_set)
     sent, ctx = compression.compress(tensor)
     reduced = recording.call(HorovodAllreduce, sent, name, op, prescale_factor, postscale_factor, process_set)
@@ -187,8 +190,9 @@ def grouped_allreduce_async(tensors: Sequence[torch.Tensor], average: Optional[b
                             postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> Handle:
     """Start reducing a list of tensors as one group (negotiated and fused together) into new tensors."""
     tensors = core.group_call(tensors, "grouped_allreduce_async", name, process_set, True)
-    return _allreduce(tensors, False, True, "grouped_allreduce", name,
-                      resolve_op(average, op), prescale_factor, postscale_factor, process_set)
+    op = core.checked_op(average, op, process_set, "grouped_allreduce", name, len(tensors), True, "allreduce")
+    return _allreduce(tensors, False, True, "grouped_allreduce", name, op, prescale_factor, postscale_factor,
+                      process_set)
 
 
 def grouped_allreduce_async_(tensors: Sequence[torch.Tensor], average: Optional[bool] = None,
@@ -196,8 +200,9 @@ def grouped_allreduce_async_(tensors: Sequence[torch.Tensor], average: Optional[
                              postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> Handle:
     """Start reducing a list of tensors in place, as one group."""
     tensors = core.group_call(tensors, "grouped_allreduce_async_", name, process_set, True)
-    return _allreduce(tensors, True, True, "grouped_allreduce_", name,
-                      resolve_op(average, op), prescale_factor, postscale_factor, process_set)
+    op = core.checked_op(average, op, process_set, "grouped_allreduce_", name, len(tensors), True, "allreduce")
+    return _allreduce(tensors, True, True, "grouped_allreduce_", name, op, prescale_factor, postscale_factor,
+                      process_set)
 
 
 def grouped_allreduce_(tensors: Sequence[torch.Tensor], average: Optional[bool] = None,
@@ -205,8 +210,9 @@ def grouped_allreduce_(tensors: Sequence[torch.Tensor], average: Optional[bool] 
                        postscale_factor: float = 1.0, process_set: ProcessSet = global_process_set) -> tuple:
     """Reduce a list of tensors in place, as one group; returns them, as a tuple (not differentiable)."""
     tensors = core.group_call(tensors, "grouped_allreduce_", name, process_set, True)
-    return _allreduce(tensors, True, True, "grouped_allreduce_", name,
-                      resolve_op(average, op), prescale_factor, postscale_factor, process_set, wait=True)
+    op = core.checked_op(average, op, process_set, "grouped_allreduce_", name, len(tensors), True, "allreduce")
+    return _allreduce(tensors, True, True, "grouped_allreduce_", name, op, prescale_factor, postscale_factor,
+                      process_set, wait=True)
 
 
 class HorovodGroupedAllreduce(torch.autograd.Function):
@@ -230,8 +236,8 @@ def grouped_allreduce(tensors: Sequence[torch.Tensor], average: Optional[bool] =
                       prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                       process_set: ProcessSet = global_process_set) -> list:
     """New tensors: each of ``tensors`` reduced over the ranks, as one group; differentiable."""
-    op = resolve_op(average, op)
     tensors = core.group_call(tensors, "grouped_allreduce", name, process_set, True)
+    op = core.checked_op(average, op, process_set, "grouped_allreduce", name, len(tensors), True, "allreduce")
     if not tensors:  # still a call, which the others' calls of the group meet
         return list(_allreduce([], False, True, "grouped_allreduce", name, op, prescale_factor, postscale_factor,
                                process_set, wait=True))

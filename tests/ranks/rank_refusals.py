@@ -19,7 +19,7 @@ def ones(*shape):
 
 # Each case: (what the bad rank calls, what the others call, the bad rank's own error and its message). The
 # first three fail in _C.submit (a Python error from its dtype rule, a C++ one from its reduction check), the
-# others in Python's checks before it.
+# others in Python's checks before it (an op's, in the API function the user called).
 CASES = {
     "unsupported dtype": (lambda name: hvd.allreduce(OBJECTS, name=name),
                           lambda name: hvd.allreduce(ones(3), name=name),
@@ -48,6 +48,12 @@ CASES = {
     "a scalar to gather": (lambda name: hvd.allgather(np.float32(1), name=name),
                            lambda name: hvd.allgather(ones(1, 2), name=name),
                            ValueError, "allgather: the tensor needs at least one dimension"),
+    "an unknown op": (lambda name: hvd.allreduce(ones(2), op=99, name=name),
+                      lambda name: hvd.allreduce(ones(2), op=hvd.Sum, name=name),
+                      ValueError, "unknown reduce op 99"),
+    "a group by Adasum": (lambda name: hvd.grouped_allreduce_async_([ones(2), ones(1)], op=hvd.Adasum, name=name),
+                          lambda name: hvd.grouped_allreduce_async_([ones(2), ones(1)], name=name).wait(),
+                          NotImplementedError, "Adasum is not supported"),
     "reducescatter by Max": (lambda name: hvd.reducescatter(ones(hvd.size()), op=hvd.Max, name=name),
                              lambda name: hvd.reducescatter(ones(hvd.size()), name=name),
                              ValueError, "reducescatter supports op=hvd.Sum or hvd.Average"),

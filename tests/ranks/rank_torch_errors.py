@@ -136,16 +136,28 @@ def test_zero_grad_between_backward_and_step_is_an_error():
 
 REFUSED = {  # what the last rank alone calls wrongly, what the others call, and the last rank's own error
     "allreduce of an array": (lambda: hvd.allreduce(np.ones(2)), lambda: hvd.allreduce(torch.ones(2)),
-                              "allreduce: expected a torch.Tensor, got ndarray"),
+                              TypeError, "allreduce: expected a torch.Tensor, got ndarray"),
     "allreduce_async_ of complex": (lambda: hvd.synchronize(hvd.allreduce_async_(torch.ones(2, dtype=torch.cfloat))),
                                     lambda: hvd.synchronize(hvd.allreduce_async_(torch.ones(2))),
-                                    "allreduce_: unsupported dtype torch.complex64"),
+                                    TypeError, "allreduce_: unsupported dtype torch.complex64"),
     "grouped_allgather of a list": (lambda: hvd.grouped_allgather([torch.ones(1), [1.0]]),
                                     lambda: hvd.grouped_allgather([torch.ones(1), torch.ones(1)]),
-                                    "grouped_allgather: expected a torch.Tensor, got list"),
+                                    TypeError, "grouped_allgather: expected a torch.Tensor, got list"),
     "broadcast_ of an array": (lambda: hvd.broadcast_(np.ones(2), root_rank=0),
                                lambda: hvd.broadcast_(torch.ones(2), root_rank=0),
-                               "broadcast_: expected a torch.Tensor, got ndarray"),
+                               TypeError, "broadcast_: expected a torch.Tensor, got ndarray"),
+    "allreduce by an unknown op": (lambda: hvd.allreduce(torch.ones(2), op=99), lambda: hvd.allreduce(torch.ones(2)),
+                                   ValueError, "unknown reduce op 99"),
+    "allreduce_ by Adasum": (lambda: hvd.allreduce_(torch.ones(2), op=hvd.Adasum, name="adasum"),
+                             lambda: hvd.allreduce_(torch.ones(2), name="adasum"),
+                             NotImplementedError, "Adasum is not supported"),
+    "grouped_allreduce_async by an unknown op": (
+        lambda: hvd.synchronize(hvd.grouped_allreduce_async([torch.ones(2), torch.ones(1)], op=-1)),
+        lambda: hvd.synchronize(hvd.grouped_allreduce_async([torch.ones(2), torch.ones(1)])),
+        ValueError, "unknown reduce op -1"),
+    "grouped_allreduce by an unknown op": (lambda: hvd.grouped_allreduce([torch.ones(2)], name="g", op=7.0),
+                                           lambda: hvd.grouped_allreduce([torch.ones(2)], name="g"),
+                                           ValueError, "unknown reduce op 7.0"),
 }
 
 
@@ -153,10 +165,10 @@ REFUSED = {  # what the last rank alone calls wrongly, what the others call, and
 def test_a_bad_argument_on_one_rank_fails_the_op_on_every_rank(case):
     """Not a hang: the last rank's call tells the others, whose op of that name (here numbered) fails saying why;
     the numbering of unnamed ops stays in step afterwards."""
-    bad, good, message = REFUSED[case]
+    bad, good, error, message = REFUSED[case]
     last = hvd.size() - 1
     if hvd.rank() == last:
-        with pytest.raises(TypeError, match=message):
+        with pytest.raises(error, match=message):
             bad()
     else:
         with pytest.raises(hvd.PeerArgumentError, match=f"rank {last} could not start it: {message}"):
