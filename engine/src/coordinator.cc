@@ -23,7 +23,7 @@ std::vector<int64_t> tail(const std::vector<int64_t>& s) {
 // The call a request came in, as a group mismatch names it.
 std::string group_text(const Request& q) {
   if (q.group_size == 0) return "an empty group";
-  if (q.group_size == 1) return "one tensor alone";
+  if (q.group_size == 1) return "a call of one tensor";
   return "a group of " + std::to_string(q.group_size) + " tensors from '" + q.group_key() + "'";
 }
 

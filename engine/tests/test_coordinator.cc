@@ -161,7 +161,7 @@ TEST_CASE("a_tensor_alone_on_one_rank_and_in_a_group_on_another_fails_both_calls
   REQUIRE(rs.size() == 1);
   CHECK(rs[0].names == std::vector<std::string>{"y"});
   CHECK(rs[0].whole_group);
-  CHECK_MESSAGE(rs[0].error.find("one tensor alone on rank 1") != std::string::npos, rs[0].error);
+  CHECK_MESSAGE(rs[0].error.find("a call of one tensor on rank 1") != std::string::npos, rs[0].error);
   CHECK(c.pending() == 0);  // ranks 0 and 2's "x", which rank 1 never sends, went with their calls
 }
 

@@ -52,7 +52,7 @@ def overlaps_backward() -> bool:
     whatever they do during backward is taken from backward (at 2 ranks on 2 cores, one thread each, the
     training benchmark's small CNN trained 2.5-8% faster with the allreduces started in step()). CUDA
     gradients always start at once: the GPU computes, and their allreduces run on it."""
-    setting = os.environ.get(OVERLAP_VAR, "auto").strip().lower()
+    setting = os.environ.get(OVERLAP_VAR, "").strip().lower() or "auto"  # set but empty: as unset
     if setting not in ("auto", "1", "0"):
         raise ValueError(f"{OVERLAP_VAR} must be auto, 1 or 0, got {setting!r}")
     if setting != "auto":

@@ -138,7 +138,8 @@ def test_the_hooks_overlap_backward_only_where_the_ranks_compute_leaves_a_core_f
         if ranks < cores:
             torch.set_num_threads(1)
             assert overlaps_backward()
-        for setting, overlaps in (("1", True), ("0", False), (" Auto ", ranks * torch.get_num_threads() < cores)):
+        for setting, overlaps in (("1", True), ("0", False), (" Auto ", ranks * torch.get_num_threads() < cores),
+                                  ("", ranks * torch.get_num_threads() < cores)):  # set but empty: auto
             monkeypatch.setenv(OVERLAP_VAR, setting)
             assert overlaps_backward() is overlaps
         monkeypatch.setenv(OVERLAP_VAR, "yes")
