@@ -8,15 +8,21 @@ every rank takes the first rank's parameters and optimizer state.
 
 The question is one small allreduce (Max) of a digest of each rank's parameter bytes and of its
 complement, so a rank that has joined (``hvd.join``) stands in with the identity and changes nothing.
+
+The same question, on names, comes before a broadcast of parameters (require_same_names): ranks whose
+models differ in their layers would otherwise each wait for ever for the broadcasts of the names the
+others lack.
 """
 import hashlib
 import os
 import sys
 import warnings
-from typing import Iterable
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from .errors import TensorMismatchError
+from .objects import allgather_object
 from .ops import Max, allreduce
 from .process_sets import ProcessSet
 
@@ -35,6 +41,36 @@ def ranks_agree(mine: bytes, name: str, process_set: ProcessSet) -> bool:
     words = np.frombuffer(mine, dtype=np.int64)
     top = allreduce(np.concatenate([words, ~words]), name=name, op=Max, process_set=process_set)
     return np.array_equal(top[:len(words)], ~top[len(words):])
+
+
+def require_same_names(names: Sequence[Optional[str]], what: str, root_rank: int, process_set: ProcessSet) -> None:
+    """TensorMismatchError on every rank of ``process_set`` unless each holds the same ``names`` (None: an unnamed
+    tensor), in the same order, for one call of ``what`` from ``root_rank``. One small allreduce where they
+    agree; where not, an allgather of the names, to say which differ from the root's."""
+    listed = [str(n) if n is not None else None for n in names]
+    if ranks_agree(digest([np.frombuffer(repr(listed).encode(), np.uint8)]), f"{what}.names", process_set):
+        return
+    everyone = allgather_object(listed, f"{what}.names.all", process_set)
+    members = process_set.ranks or list(range(len(everyone)))
+    root = everyone[members.index(root_rank)] if root_rank in members else everyone[0]
+    apart = [_difference(r, theirs, root_rank, root) for r, theirs in zip(members, everyone) if theirs != root]
+    raise TensorMismatchError(f"{what}: the ranks hold different tensors, so none was broadcast: {'; '.join(apart)}"
+                              " (make the same model on every rank first)")
+
+
+def _difference(rank: int, theirs: list, root_rank: int, root: list) -> str:
+    """How ``rank``'s names differ from ``root_rank``'s, in a few words."""
+    extra, missing = [n for n in theirs if n not in root], [n for n in root if n not in theirs]
+    if extra or missing:
+        return "; ".join(([f"rank {rank} has {_few(extra)}, which rank {root_rank} has not"] if extra else [])
+                         + ([f"rank {rank} lacks {_few(missing)}"] if missing else []))
+    if len(theirs) != len(root):
+        return f"rank {rank} has {len(theirs)} tensors where rank {root_rank} has {len(root)}"
+    return f"rank {rank} has rank {root_rank}'s names in another order"
+
+
+def _few(names: list) -> str:
+    return ", ".join(repr(n) for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def _libraries() -> tuple:

@@ -6,6 +6,7 @@ import mxnet as mx
 
 from .. import objects as core_objects
 from .. import ops as core_ops
+from ..agreement import require_same_names
 from ..basics import size
 from ..process_sets import ProcessSet, global_process_set
 from . import bridge
@@ -37,18 +38,22 @@ def broadcast_parameters(params: Any, root_rank: int = 0, prefix: Optional[str] 
         raise ValueError(f"invalid params of type: {type(params)}")
     if size() == 1:
         return
-    prefix = prefix or ""
-    tensors = []
-    for name, p in sorted(params.items()):
-        if isinstance(p, mx.gluon.Parameter):
-            try:
-                tensors.append((p.data(), prefix + str(name)))
-            except mx.gluon.parameter.DeferredInitializationError:
-                _broadcast_after_init(p, root_rank, prefix + str(name))
-        elif isinstance(p, mx.nd.NDArray):
-            tensors.append((p, prefix + str(name)))
-        else:
+    given = sorted(params.items())
+    for name, p in given:
+        if not isinstance(p, (mx.gluon.Parameter, mx.nd.NDArray)):
             raise TypeError(f"broadcast_parameters: {name!r} is a {type(p).__name__}, not an NDArray or Parameter")
+    items = [((prefix or "") + str(name), p) for name, p in given]
+    with mxnet_errors():
+        require_same_names([name for name, _ in items], "broadcast_parameters", root_rank, global_process_set)
+    tensors = []
+    for name, p in items:
+        if isinstance(p, mx.nd.NDArray):
+            tensors.append((p, name))
+            continue
+        try:
+            tensors.append((p.data(), name))
+        except mx.gluon.parameter.DeferredInitializationError:
+            _broadcast_after_init(p, root_rank, name)
     broadcast_tensors(tensors, root_rank)
 
 

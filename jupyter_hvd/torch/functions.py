@@ -4,6 +4,7 @@ from typing import Any, Optional, Sequence, Tuple
 import torch
 
 from .. import objects
+from ..agreement import require_same_names
 from ..basics import rank
 from ..process_sets import ProcessSet, global_process_set
 from .eager import eager
@@ -30,7 +31,9 @@ def broadcast_parameters(params: Any, root_rank: int, prefix: Optional[str] = No
         if not isinstance(p, torch.Tensor):
             raise TypeError(f"broadcast_parameters: {'a value' if name is None else repr(name)} is a "
                             f"{type(p).__name__}, not a torch.Tensor")
-    broadcast_tensors([(None if name is None else (prefix or "") + str(name), p) for name, p in items], root_rank)
+    named = [(None if name is None else (prefix or "") + str(name), p) for name, p in items]
+    require_same_names([name for name, _ in named], "broadcast_parameters", root_rank, global_process_set)
+    broadcast_tensors(named, root_rank)
 
 
 def broadcast_tensors(named: Sequence[Tuple[Optional[str], torch.Tensor]], root_rank: int,

@@ -139,6 +139,18 @@ def test_a_scale_factor_that_is_not_a_number_is_refused_as_in_the_other_apis(fac
         [hvd.size() / 2] * 2
 
 
+def test_broadcast_parameters_of_models_with_other_layers_fails_on_every_rank_saying_which():
+    """Each rank waited for ever for the broadcasts of the names the others lack, as in Horovod."""
+    params = {"a": mx.nd.ones((2,)), **({"extra": mx.nd.ones((1,))} if hvd.rank() == 1 else {})}
+    with pytest.raises(hvd.TensorMismatchError, match="broadcast_parameters: the ranks hold different tensors, so "
+                       "none was broadcast: rank 1 has 'extra', which rank 0 has not") as e:
+        hvd.broadcast_parameters(params, root_rank=0)
+    assert isinstance(e.value, MXNetError)
+    same = {"a": mx.nd.full((2,), hvd.rank())}
+    hvd.broadcast_parameters(same, root_rank=1)
+    np.testing.assert_array_equal(same["a"].asnumpy(), [1, 1])
+
+
 def test_broadcast_parameters_names_a_value_that_is_not_an_ndarray():
     """It failed with "'float' object has no attribute 'wait_to_read'", after broadcasting what came before it."""
     with pytest.raises(TypeError, match="broadcast_parameters: 'lr' is a float, not an NDArray or Parameter"):

@@ -54,6 +54,25 @@ def test_a_grouped_op_given_one_tensor_says_so(call):
         getattr(hvd, call)({"w": torch.ones(2)})  # its keys (strings) were the group
 
 
+def test_broadcast_parameters_of_models_with_other_layers_fails_on_every_rank_saying_which():
+    """A layer added on one rank (a notebook cell that ran there only): each rank waited for ever for the
+    broadcasts of the names the others lack, as in Horovod."""
+    def model(extra: bool):
+        return torch.nn.Sequential(torch.nn.Linear(2, 2), *([torch.nn.Linear(2, 2)] if extra else []))
+    apart = "broadcast_parameters: the ranks hold different tensors, so none was broadcast: "
+    with pytest.raises(hvd.TensorMismatchError, match=apart + "rank 1 has '1.bias', '1.weight', which rank 0 has not"):
+        hvd.broadcast_parameters(model(hvd.rank() == 1).state_dict(), root_rank=0)
+    with pytest.raises(hvd.TensorMismatchError, match=apart + "rank 0 lacks '1.bias', '1.weight'"):
+        hvd.broadcast_parameters(model(hvd.rank() == 1).state_dict(), root_rank=1)
+    with pytest.raises(hvd.TensorMismatchError, match=apart + "rank 1 has 4 tensors where rank 0 has 2"):
+        hvd.broadcast_parameters(list(model(hvd.rank() == 1).parameters()), root_rank=0)
+    with pytest.raises(hvd.TensorMismatchError, match=apart + "rank 1 has 'b', which rank 0 has not; rank 1 lacks 'a'"):
+        hvd.broadcast_parameters({"b" if hvd.rank() == 1 else "a": torch.ones(2)}, root_rank=0)
+    same = model(False)
+    hvd.broadcast_parameters(same.state_dict(), root_rank=1)
+    assert torch.equal(hvd.allreduce(same[0].weight.detach(), op=hvd.Max), same[0].weight.detach())
+
+
 def test_broadcast_parameters_names_a_value_that_is_not_a_tensor():
     with pytest.raises(TypeError, match="broadcast_parameters: 'lr' is a float, not a torch.Tensor"):
         hvd.broadcast_parameters({"w": torch.ones(2), "lr": 0.1}, root_rank=0)
