@@ -15,6 +15,7 @@ counted toward them) the first time it is used in the new run; its next step() c
 parameters again (a step cut short may have updated some ranks only) and, where they differ, gives
 every rank the first rank's parameters and optimizer state.
 """
+import numbers
 import os
 import warnings
 import weakref
@@ -37,7 +38,8 @@ from .compression import Compression, Compressor
 from ..objects import allgather_object
 from .eager import eager
 from .functions import broadcast_tensors, load_root_state
-from .mpi_ops import Average, Handle, allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async
+from .mpi_ops import (Average, Handle, Sum, allreduce, allreduce_async_, grouped_allreduce_async_,
+                      sparse_allreduce_async)
 
 Group = Tuple[torch.Tensor, ...]
 _hooks = WeakIdKeyDictionary()  # parameter -> the gradient hook of the newest DistributedOptimizer over it
@@ -341,9 +343,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     @eager
     def step(self, closure: Any = None) -> Any:
-        """Wait for the gradients' allreduces, update the parameters, and count the step for the monitor."""
+        """Wait for the gradients' allreduces, update the parameters, and count the step for the monitor. A
+        ``closure`` (L-BFGS's, or any optimizer's) evaluates the model as averaged_closure says."""
         self._check_run()
-        if self._should_synchronize:
+        if closure is not None:
+            closure = self._averaged_closure(closure)
+        if self._should_synchronize and (closure is None or self._handles):  # a closure's backward is its own
             if self._synchronized:
                 warnings.warn("optimizer.step() called without optimizer.skip_synchronize() context after "
                               "optimizer.synchronize(). This can cause training slowdown. You may want to consider "
@@ -359,6 +364,27 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             stood_for._opt_called = True
         trainer_step(samples.take())
         return loss
+
+    def _averaged_closure(self, closure: Any) -> Any:
+        """``closure`` as the wrapped optimizer's step calls it, once (SGD) or many times (L-BFGS): after each
+        call, its gradients are averaged (synchronize) and its loss too, so every rank steps by the averaged
+        gradient and takes the same decisions on the loss (L-BFGS's line search and stopping tests). Horovod
+        calls the closure alone, so each rank stepped by its own gradient, or failed at its zero_grad()."""
+        reduce = Sum if self.op == Sum else Average
+
+        def averaged() -> Any:
+            loss = closure()
+            self.synchronize()
+            self._synchronized = False  # the step's own synchronize, not the user's: step() warns after that
+            if not self.process_set.included() or size() == 1:
+                return loss
+            if isinstance(loss, torch.Tensor):
+                return allreduce(loss.detach(), op=reduce, process_set=self.process_set)
+            if isinstance(loss, numbers.Real):
+                return allreduce(torch.tensor(float(loss), dtype=torch.float64), op=reduce,
+                                 process_set=self.process_set).item()
+            return loss
+        return averaged
 
     @eager
     def zero_grad(self, set_to_none: bool = True) -> None:

@@ -236,6 +236,43 @@ def test_ranks_that_train_different_parameters_in_groups_fail_alike():
         opt.step()
 
 
+OPTIMIZERS_WITH_CLOSURES = {"sgd": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
+                            "lbfgs": lambda ps: torch.optim.LBFGS(ps, lr=0.5, max_iter=4),
+                            "lbfgs_wolfe": lambda ps: torch.optim.LBFGS(ps, max_iter=6, line_search_fn="strong_wolfe")}
+
+
+@pytest.mark.parametrize("kind", list(OPTIMIZERS_WITH_CLOSURES))
+def test_step_with_a_closure_steps_as_one_process_with_the_whole_batch(kind, overlap):
+    """The closure's gradients and loss are averaged each time the optimizer calls it (L-BFGS: several times a
+    step, with a line search on the loss). Horovod's ranks each stepped by their own gradient, or failed."""
+    make = OPTIMIZERS_WITH_CLOSURES[kind]
+    torch.manual_seed(5)
+    x = torch.randn(PER_RANK * hvd.size(), 4, dtype=torch.float64)
+    y = (x ** 2).sum(1, keepdim=True) + x[:, :1]
+    shard = slice(hvd.rank() * PER_RANK, (hvd.rank() + 1) * PER_RANK)
+    ref = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).double()
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).double()
+    model.load_state_dict(ref.state_dict())
+    ref_opt = make(ref.parameters())
+    opt = hvd.DistributedOptimizer(make(model.parameters()), named_parameters=model.named_parameters())
+
+    def closure_of(net, optimizer, xs, ys):
+        def closure():
+            optimizer.zero_grad()
+            loss = F.mse_loss(net(xs), ys)
+            loss.backward()
+            return loss
+        return closure
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "optimizer.step.. called without")  # the closure's synchronize is step's
+        for _ in range(3):
+            ref_loss = ref_opt.step(closure_of(ref, ref_opt, x, y))
+            loss = opt.step(closure_of(model, opt, x[shard], y[shard]))
+            assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-9)
+    torch.testing.assert_close(flat(model), flat(ref), rtol=1e-7, atol=1e-9)
+    assert same_on_every_rank(flat(model))
+
+
 def test_an_optimizer_dropped_in_the_middle_of_a_step_is_freed_at_once():
     """Its gradient hooks stay on the parameters, and held it in a cycle that only a collection freed, with
     its allreduces' handles; a new optimizer over the model then trains as usual."""
