@@ -220,9 +220,9 @@ void bind_submit(nb::module_& m) {
   // One operation on each array of `arrays` (host arrays, or device tensors: all one or all the other), queued
   // together under `names` (None: numbered); `outputs` holds where each result goes (None: the engine
   // allocates it). `what` names the call in errors. Takes the names first (a bad name fails the call there),
-  // then checks the dtypes, the reduction and the arrays, and the engine its own; a call those refuse tells
-  // the set's other members (refuse_entries), so that theirs fail too, and keeps the numbering of unnamed ops
-  // in step with theirs. `waits`: the caller waits for the group at once (a blocking call; see Engine::enqueue).
+  // then checks the scale factors, the dtypes, the reduction and the arrays, and the engine its own; a call
+  // those refuse tells the set's other members (refuse_entries), so that theirs fail too, and keeps the
+  // numbering of unnamed ops in step with theirs. `waits`: the caller waits for the group at once (a blocking call; see Engine::enqueue).
   m.def("submit", [](int op, const std::string& what, nb::list arrays, nb::list outputs, nb::list names, int set_id,
                      int reduce, int root_rank, nb::handle prescale_arg, nb::handle postscale_arg,
                      std::vector<int64_t> splits, bool waits) {
@@ -231,12 +231,12 @@ void bind_submit(nb::module_& m) {
     const size_t n = arrays.size();
     if (outputs.size() != n || names.size() != n)
       throw nb::value_error("submit: arrays, outputs and names differ in length");
-    const double prescale = scale_factor(prescale_arg, what, "prescale_factor");
-    const double postscale = scale_factor(postscale_arg, what, "postscale_factor");
-    const hvd::OpSpec spec = op_spec(op, reduce, set_id, root_rank, prescale, postscale);
     std::vector<std::string> named(n);
     for (size_t i = 0; i < n; ++i) named[i] = engine_name(r, names[i], what, set_id);
+    hvd::OpSpec spec = op_spec(op, reduce, set_id, root_rank, 1.0, 1.0);
     try {
+      spec.prescale = scale_factor(prescale_arg, what, "prescale_factor");
+      spec.postscale = scale_factor(postscale_arg, what, "postscale_factor");
       return checked_submit(r, spec, what, arrays, outputs, named, splits, waits);
     } catch (nb::python_error& e) {
       refuse_entries(spec, named, nb::cast<std::string>(nb::str(e.value())));

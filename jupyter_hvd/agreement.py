@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import TensorMismatchError
 from .objects import allgather_object
-from .ops import Max, allreduce
+from .ops import ALLREDUCE, Max, allreduce, refuse
 from .process_sets import ProcessSet
 
 
@@ -56,6 +56,12 @@ def require_same_names(names: Sequence[Optional[str]], what: str, root_rank: int
     apart = [_difference(r, theirs, root_rank, root) for r, theirs in zip(members, everyone) if theirs != root]
     raise TensorMismatchError(f"{what}: the ranks hold different tensors, so none was broadcast: {'; '.join(apart)}"
                               " (make the same model on every rank first)")
+
+
+def refuse_names(what: str, process_set: ProcessSet, error: BaseException) -> None:
+    """This rank's call of ``what`` failed before require_same_names (``error``, which the caller raises): the
+    other members' require_same_names of it fail too, saying why, rather than wait for this rank."""
+    refuse(ALLREDUCE, "allreduce", [f"{what}.names"], process_set, error)
 
 
 def _difference(rank: int, theirs: list, root_rank: int, root: list) -> str:

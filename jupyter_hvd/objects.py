@@ -13,8 +13,8 @@ except ImportError:
 import numpy as np
 
 from .basics import rank
-from .ops import allgather, broadcast, check_root
-from .process_sets import ProcessSet, global_process_set
+from .ops import BROADCAST, allgather, broadcast, check_root, refuse
+from .process_sets import ProcessSet, global_process_set, set_id
 
 
 def _pickled(obj: Any) -> Tuple[bytes, int, Optional[Exception]]:
@@ -33,8 +33,12 @@ def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
                      process_set: ProcessSet = global_process_set) -> Any:
     """Return ``root_rank``'s ``obj`` on every rank: on the root, ``obj`` itself (as Horovod), elsewhere a copy.
     When the root cannot pickle it, the root raises that error and the others a PicklingError that names it."""
-    name = name or f"broadcast_object.{process_set.process_set_id}"
-    root_rank = check_root(root_rank, process_set, "broadcast_object")
+    name = name or f"broadcast_object.{set_id(process_set)}"
+    try:
+        root_rank = check_root(root_rank, process_set, "broadcast_object")
+    except (TypeError, ValueError) as e:  # told to the others, whose call then fails too
+        refuse(BROADCAST, "broadcast", [f"{name}.len"], process_set, e)
+        raise
     root = rank() == root_rank
     payload, told, error = _pickled(obj) if root else (b"", 0, None)
     length = int(broadcast(np.array([told], dtype=np.int64), root_rank, f"{name}.len", process_set)[0])
@@ -51,7 +55,7 @@ def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
 def allgather_object(obj: Any, name: Optional[str] = None, process_set: ProcessSet = global_process_set) -> list:
     """Return the list of every rank's ``obj``, in rank order. When a rank cannot pickle its object, it raises
     that error and the others a PicklingError that names the rank and the error."""
-    name = name or f"allgather_object.{process_set.process_set_id}"
+    name = name or f"allgather_object.{set_id(process_set)}"
     payload, told, error = _pickled(obj)
     sizes = allgather(np.array([told], dtype=np.int64), f"{name}.len", process_set)
     data = allgather(np.frombuffer(payload, dtype=np.uint8), f"{name}.data", process_set)

@@ -6,7 +6,7 @@ import mxnet as mx
 
 from .. import objects as core_objects
 from .. import ops as core_ops
-from ..agreement import require_same_names
+from ..agreement import refuse_names, require_same_names
 from ..basics import size
 from ..process_sets import ProcessSet, global_process_set
 from . import bridge
@@ -32,17 +32,13 @@ def broadcast_parameters(params: Any, root_rank: int = 0, prefix: Optional[str] 
     first forward pass). Each initialised one is first brought to MXNet's plain layout, waiting for its
     pending writers. Use distinct ``prefix`` values when broadcasting several sets.
     """
-    if prefix is not None and not isinstance(prefix, str):
-        raise ValueError(f"prefix must be a string, got {type(prefix).__name__}")
-    if not isinstance(params, (dict, mx.gluon.ParameterDict)):
-        raise ValueError(f"invalid params of type: {type(params)}")
+    try:
+        items = _named_params(params, prefix)
+    except (TypeError, ValueError) as e:
+        refuse_names("broadcast_parameters", global_process_set, e)
+        raise
     if size() == 1:
         return
-    given = sorted(params.items())
-    for name, p in given:
-        if not isinstance(p, (mx.gluon.Parameter, mx.nd.NDArray)):
-            raise TypeError(f"broadcast_parameters: {name!r} is a {type(p).__name__}, not an NDArray or Parameter")
-    items = [((prefix or "") + str(name), p) for name, p in given]
     with mxnet_errors():
         require_same_names([name for name, _ in items], "broadcast_parameters", root_rank, global_process_set)
     tensors = []
@@ -55,6 +51,19 @@ def broadcast_parameters(params: Any, root_rank: int = 0, prefix: Optional[str] 
         except mx.gluon.parameter.DeferredInitializationError:
             _broadcast_after_init(p, root_rank, name)
     broadcast_tensors(tensors, root_rank)
+
+
+def _named_params(params: Any, prefix: Optional[str]) -> list:
+    """broadcast_parameters' (name, Parameter or NDArray) pairs, by key, with ``prefix`` before each name."""
+    if prefix is not None and not isinstance(prefix, str):
+        raise ValueError(f"prefix must be a string, got {type(prefix).__name__}")
+    if not isinstance(params, (dict, mx.gluon.ParameterDict)):
+        raise ValueError(f"invalid params of type: {type(params)}")
+    given = sorted(params.items())
+    for name, p in given:
+        if not isinstance(p, (mx.gluon.Parameter, mx.nd.NDArray)):
+            raise TypeError(f"broadcast_parameters: {name!r} is a {type(p).__name__}, not an NDArray or Parameter")
+    return [((prefix or "") + str(name), p) for name, p in given]
 
 
 def broadcast_tensors(named: Sequence[Tuple[NDArray, str]], root_rank: int,

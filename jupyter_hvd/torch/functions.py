@@ -4,7 +4,7 @@ from typing import Any, Optional, Sequence, Tuple
 import torch
 
 from .. import objects
-from ..agreement import require_same_names
+from ..agreement import refuse_names, require_same_names
 from ..basics import rank
 from ..process_sets import ProcessSet, global_process_set
 from .eager import eager
@@ -19,6 +19,18 @@ def broadcast_parameters(params: Any, root_rank: int, prefix: Optional[str] = No
     """Overwrite every rank's tensors with ``root_rank``'s, in place: ``model.state_dict()``, a dict of
     tensors, ``model.named_parameters()`` or ``model.parameters()``. Use distinct ``prefix`` values when
     broadcasting several sets whose names could collide."""
+    try:
+        named = _named_tensors(params, prefix)
+    except (TypeError, ValueError) as e:
+        refuse_names("broadcast_parameters", global_process_set, e)
+        raise
+    require_same_names([name for name, _ in named], "broadcast_parameters", root_rank, global_process_set)
+    broadcast_tensors(named, root_rank)
+
+
+def _named_tensors(params: Any, prefix: Optional[str]) -> list:
+    """broadcast_parameters' (name, tensor) pairs: a dict's by key, a list's or a generator's in order (a name
+    of None for a bare tensor), with ``prefix`` before each name."""
     if prefix is not None and not isinstance(prefix, str):
         raise ValueError(f"prefix must be a string, got {type(prefix).__name__}")
     if isinstance(params, dict):
@@ -31,9 +43,7 @@ def broadcast_parameters(params: Any, root_rank: int, prefix: Optional[str] = No
         if not isinstance(p, torch.Tensor):
             raise TypeError(f"broadcast_parameters: {'a value' if name is None else repr(name)} is a "
                             f"{type(p).__name__}, not a torch.Tensor")
-    named = [(None if name is None else (prefix or "") + str(name), p) for name, p in items]
-    require_same_names([name for name, _ in named], "broadcast_parameters", root_rank, global_process_set)
-    broadcast_tensors(named, root_rank)
+    return [(None if name is None else (prefix or "") + str(name), p) for name, p in items]
 
 
 def broadcast_tensors(named: Sequence[Tuple[Optional[str], torch.Tensor]], root_rank: int,

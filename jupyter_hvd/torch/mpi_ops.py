@@ -545,8 +545,9 @@ class HorovodReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, tensor: torch.Tensor, name: Optional[str], op: int, process_set: ProcessSet,
                 prescale_factor: float, postscale_factor: float) -> torch.Tensor:
-        ctx.args = (op, prescale_factor * postscale_factor, process_set)
-        return _reducescatter([tensor], False, name, op, process_set, prescale_factor, postscale_factor, wait=True)
+        out = _reducescatter([tensor], False, name, op, process_set, prescale_factor, postscale_factor, wait=True)
+        ctx.args = (op, prescale_factor * postscale_factor, process_set)  # once the call has checked the factors
+        return out
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:
@@ -569,8 +570,9 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, name: Optional[str], op: int, process_set: ProcessSet, prescale_factor: float,
                 postscale_factor: float, *tensors: torch.Tensor) -> tuple:
-        ctx.args = (op, prescale_factor * postscale_factor, process_set)
-        return _reducescatter(tensors, True, name, op, process_set, prescale_factor, postscale_factor, wait=True)
+        out = _reducescatter(tensors, True, name, op, process_set, prescale_factor, postscale_factor, wait=True)
+        ctx.args = (op, prescale_factor * postscale_factor, process_set)  # once the call has checked the factors
+        return out
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple:

@@ -18,8 +18,8 @@ def ones(*shape):
 
 
 # Each case: (what the bad rank calls, what the others call, the bad rank's own error and its message). The
-# first three fail in _C.submit (a Python error from its dtype rule, a C++ one from its reduction check), the
-# others in Python's checks before it (an op's, in the API function the user called).
+# first three and the scale factors fail in _C.submit (a Python error from its dtype rule, a C++ one from its
+# reduction check), the others in Python's checks before it (an op's, in the API function the user called).
 CASES = {
     "unsupported dtype": (lambda name: hvd.allreduce(OBJECTS, name=name),
                           lambda name: hvd.allreduce(ones(3), name=name),
@@ -42,12 +42,21 @@ CASES = {
     "root not in the set": (lambda name: hvd.broadcast(ones(2), root_rank=hvd.size(), name=name),
                             lambda name: hvd.broadcast(ones(2), root_rank=0, name=name),
                             ValueError, "broadcast: root_rank .* is not a rank of"),
+    "broadcast_object from outside the set": (lambda name: hvd.broadcast_object("x", hvd.size(), name=name),
+                                              lambda name: hvd.broadcast_object("x", 0, name=name),
+                                              ValueError, "broadcast_object: root_rank .* is not a rank of"),
     "splits that do not add up": (lambda name: hvd.alltoall(ones(hvd.size(), 1), splits=[0] * hvd.size(), name=name),
                                   lambda name: hvd.alltoall(ones(hvd.size(), 1), name=name),
                                   ValueError, "alltoall: splits .* must be"),
     "a scalar to gather": (lambda name: hvd.allgather(np.float32(1), name=name),
                            lambda name: hvd.allgather(ones(1, 2), name=name),
                            ValueError, "allgather: the tensor needs at least one dimension"),
+    "a scale factor that is no number": (lambda name: hvd.allreduce(ones(2), prescale_factor="2", name=name),
+                                         lambda name: hvd.allreduce(ones(2), prescale_factor=2, name=name),
+                                         TypeError, "allreduce: prescale_factor must be a number, got '2'"),
+    "reducescatter scaled by None": (lambda name: hvd.reducescatter(ones(hvd.size()), postscale_factor=None, name=name),
+                                     lambda name: hvd.reducescatter(ones(hvd.size()), name=name),
+                                     TypeError, "reducescatter: postscale_factor must be a number, got None"),
     "an unknown op": (lambda name: hvd.allreduce(ones(2), op=99, name=name),
                       lambda name: hvd.allreduce(ones(2), op=hvd.Sum, name=name),
                       ValueError, "unknown reduce op 99"),
