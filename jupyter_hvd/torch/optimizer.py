@@ -28,6 +28,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 from ..agreement import digest, ranks_agree, warn_apart, warn_replaced
 from .. import _C
 from ..basics import engine_run, local_size, rank, size
+from ..errors import PeerArgumentError
 from ..monitor.samples import trainer_step
 from ..groups import split_list
 from ..ops import resolve_op
@@ -116,8 +117,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._p_to_group: Dict[torch.Tensor, Group] = {}
         self._group_counts: Dict[Group, int] = {}
         self._overlap = overlaps_backward()
-        if process_set.included() and size() > 1:
-            self._register_hooks()
         samples.watch(p for group in self.param_groups for p in group["params"])
 
     def load_state_dict(self, *args: Any, **kwargs: Any) -> None:
@@ -165,19 +164,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
 
-    def _register_hooks(self) -> None:
-        trainable = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
+    def _trainable(self) -> List[torch.Tensor]:
+        return [p for group in self.param_groups for p in group["params"] if p.requires_grad]
+
+    def _arguments(self) -> dict:
+        """What the ranks must make alike (see _agree): the arguments, a group list by its parameters' names."""
+        groups = self._groups
+        if isinstance(groups, list):
+            groups = [[self._parameter_names.get(p) for p in g] for g in groups]
+        return {"op": self.op, "backward_passes_per_step": self.backward_passes_per_step,
+                "gradient_predivide_factor": float(self.gradient_predivide_factor),
+                "compression": getattr(self._compression, "__name__", type(self._compression).__name__),
+                "sparse_as_dense": bool(self.sparse_as_dense), "groups": groups}
+
+    def _register_hooks(self, order: List[str]) -> None:
+        """Hook every trainable parameter; groups of them are formed alike on every rank, of the parameters in
+        ``order`` (the first member's names, from _agree)."""
+        trainable = self._trainable()
         if self._groups is not None:
-            # Every rank forms the same groups: of the same parameters, in rank 0's order.
-            every = allgather_object([self._parameter_names.get(p) for p in trainable],
-                                     name="DistributedOptimizer.groups", process_set=self.process_set)
-            order, members = every[0], self.process_set.ranks or list(range(len(every)))
-            for r, names in zip(members, every):
-                if set(names) != set(order):
-                    apart = ", ".join(sorted(set(names) ^ set(order))[:5])
-                    raise ValueError(f"DistributedOptimizer(groups=...): the ranks train different parameters: "
-                                     f"ranks {members[0]} and {r} differ in {apart} (freeze the same parameters "
-                                     f"on every rank before the wrap)")
             trainable.sort(key=lambda p: order.index(self._parameter_names.get(p)))
             if isinstance(self._groups, list):
                 ids = {id(p) for p in trainable}
@@ -396,6 +400,53 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).zero_grad(set_to_none)
 
 
+def _check_arguments(optimizer: Any, op: int, gradient_predivide_factor: Any, backward_passes_per_step: Any) -> None:
+    """DistributedOptimizer's checks of its arguments, as Horovod's makes them (and of their types)."""
+    if isinstance(gradient_predivide_factor, bool) or not isinstance(gradient_predivide_factor, numbers.Real):
+        raise TypeError(f"DistributedOptimizer: gradient_predivide_factor must be a number, "
+                        f"got {gradient_predivide_factor!r}")
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if isinstance(backward_passes_per_step, bool) or not isinstance(backward_passes_per_step, numbers.Integral):
+        raise TypeError(f"DistributedOptimizer: backward_passes_per_step must be an int, "
+                        f"got {backward_passes_per_step!r}")
+    if backward_passes_per_step <= 0:
+        raise ValueError("backward_passes_per_step must be > 0")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"DistributedOptimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}"
+                        f"{other_framework_hint(optimizer, __package__)}")
+
+
+def _agree(error: Optional[BaseException], wrapped: Any, process_set: ProcessSet) -> List[str]:
+    """Did every member of ``process_set`` make its DistributedOptimizer, alike? One allgather of each rank's
+    error, arguments and trainable parameters' names. Where a rank failed (``error`` on it), the others raise
+    PeerArgumentError naming it; where the arguments or the parameters differ, every rank raises ValueError
+    saying how. Either would leave the ranks waiting for each other's allreduces at the first step. Returns
+    the first member's trainable parameters' names, in the order its groups are formed in."""
+    mine = (None if error is None else f"{type(error).__name__}: {error}",
+            None if wrapped is None else wrapped._arguments(),
+            None if wrapped is None else [wrapped._parameter_names.get(p) for p in wrapped._trainable()])
+    every = allgather_object(mine, name="DistributedOptimizer.arguments", process_set=process_set)
+    members = process_set.ranks
+    failed = [(r, why) for r, (why, _, _) in zip(members, every) if why is not None]
+    if error is not None:
+        return []  # the caller raises its own
+    if failed:
+        raise PeerArgumentError(f"DistributedOptimizer: rank {failed[0][0]} could not make it: {failed[0][1]}")
+    for key, first in every[0][1].items():
+        if any(args[key] != first for _, args, _ in every):
+            values = ", ".join(f"{args[key]!r} on rank {r}" for r, (_, args, _) in zip(members, every))
+            raise ValueError(f"DistributedOptimizer: the ranks made it with different {key}: {values} (make it "
+                             f"alike on every rank)")
+    order = every[0][2]
+    for r, (_, _, names) in zip(members, every):
+        if set(names) != set(order):
+            apart = ", ".join(sorted(map(str, set(names) ^ set(order)))[:5])
+            raise ValueError(f"DistributedOptimizer: the ranks train different parameters: ranks {members[0]} and "
+                             f"{r} differ in {apart} (freeze the same parameters on every rank before the wrap)")
+    return order
+
+
 def _check_groups(groups: Any) -> Any:
     if groups is None:
         return None
@@ -449,28 +500,31 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
     allreduce starts as soon as backward has produced it (after ``backward_passes_per_step`` passes), optionally
     in float16 (``compression``) and in fused ``groups``; step() waits for them before updating.
     """
-    resolve_op(None, op)  # Adasum: NotImplementedError; unknown ops: ValueError
-    require_ranks(process_set, "DistributedOptimizer")
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if num_groups != 0:
-        warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed in v0.23.0.",
-                      DeprecationWarning)
-        if groups is None:
-            groups = num_groups
-    if backward_passes_per_step <= 0:
-        raise ValueError("backward_passes_per_step must be > 0")
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"DistributedOptimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}"
-                        f"{other_framework_hint(optimizer, __package__)}")
-    # A DistributedOptimizer given again (its notebook cell ran again) is made anew over what it wraps.
-    earlier = list(getattr(optimizer, "_stands_for", []))
-    base = earlier[0].__class__ if earlier else optimizer.__class__
-    cls = type(base.__name__, (base,), dict(_DistributedOptimizer.__dict__))
-    wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-                  gradient_predivide_factor, list(map(list, groups)) if isinstance(groups, (list, tuple)) else groups,
-                  sparse_as_dense, process_set)
+    require_ranks(process_set, "DistributedOptimizer")  # a bad set: no other rank to tell
+    wrapped, error = None, None
+    try:
+        op = resolve_op(None, op)  # Adasum: NotImplementedError; unknown ops: ValueError
+        _check_arguments(optimizer, op, gradient_predivide_factor, backward_passes_per_step)
+        if num_groups != 0:
+            warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed in v0.23.0.",
+                          DeprecationWarning)
+            if groups is None:
+                groups = num_groups
+        # A DistributedOptimizer given again (its notebook cell ran again) is made anew over what it wraps.
+        earlier = list(getattr(optimizer, "_stands_for", []))
+        base = earlier[0].__class__ if earlier else optimizer.__class__
+        cls = type(base.__name__, (base,), dict(_DistributedOptimizer.__dict__))
+        given_groups = list(map(list, groups)) if isinstance(groups, (list, tuple)) else groups
+        wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
+                      gradient_predivide_factor, given_groups, sparse_as_dense, process_set)
+    except Exception as e:  # told to the other ranks (_agree), whose wraps then fail too
+        error = e
+    order = _agree(error, wrapped, process_set) if process_set.included() and size() > 1 else None
+    if error is not None:
+        raise error
     # Beyond Horovod's copy, which shares only the parameter groups: the state loaded or made before wrapping
     # (a checkpoint's Adam moments), the defaults of groups added later, and a scheduler made on `optimizer`.
     wrapped.state, wrapped.defaults, wrapped._stands_for = optimizer.state, optimizer.defaults, earlier + [optimizer]
+    if order is not None:
+        wrapped._register_hooks(order)
     return wrapped

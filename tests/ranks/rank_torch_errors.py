@@ -129,6 +129,52 @@ def test_optimizer_arguments():
         hvd.DistributedOptimizer(opt, model.named_parameters(), process_set=[0, 1])
 
 
+APART = {  # the last rank's arguments where the others take the defaults, and what every rank raises
+    "op": ({"op": hvd.Sum}, ValueError, "the ranks made it with different op: "),
+    "passes": ({"backward_passes_per_step": 2}, ValueError,
+               "different backward_passes_per_step: 1 on rank 0, .*2 on rank {last} .make it alike on every rank"),
+    "compression": ({"compression": hvd.Compression.fp16}, ValueError,
+                    "different compression: 'NoneCompressor' on rank 0, .*'FP16Compressor' on rank {last}"),
+    "groups": ({"groups": 1}, ValueError, "different groups: None on rank 0, .*1 on rank {last}"),
+}
+REFUSED_WRAPS = {  # the last rank's bad arguments, its own error, and its message (the others name it)
+    "an unknown op": ({"op": 99}, ValueError, "unknown reduce op 99"),
+    "a predivide factor that is no number": ({"gradient_predivide_factor": "2"}, TypeError,
+                                             "gradient_predivide_factor must be a number, got '2'"),
+    "a parameter not named": ({"named_parameters": "weight only"}, ValueError, "not named"),
+}
+
+
+@pytest.mark.parametrize("case", list(APART) + list(REFUSED_WRAPS))
+def test_an_optimizer_made_otherwise_on_one_rank_fails_on_every_rank_at_the_wrap(case):
+    """It raised on that rank only, or on none, and the ranks then waited for each other's allreduces at the first
+    step, as in Horovod."""
+    model = torch.nn.Linear(2, 2)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    last = hvd.size() - 1
+    kwargs, error, message = APART.get(case) or REFUSED_WRAPS[case]
+    if kwargs.get("named_parameters"):
+        kwargs = {"named_parameters": [("w", model.weight)]}
+    mine = kwargs if hvd.rank() == last else {}
+    if case in REFUSED_WRAPS and hvd.rank() != last:
+        error, message = hvd.PeerArgumentError, f"DistributedOptimizer: rank {last} could not make it: .*{message}"
+    with pytest.raises(error, match=message.format(last=last)):
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                 **{"named_parameters": model.named_parameters(), **mine})
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+    model(torch.full((1, 2), float(hvd.rank()))).sum().backward()
+    opt.step()
+    assert torch.equal(hvd.allreduce(model.weight.detach(), op=hvd.Max), model.weight.detach())
+
+
+def test_an_optimizer_over_parameters_frozen_on_one_rank_only_fails_on_every_rank_at_the_wrap():
+    model = torch.nn.Linear(2, 2)
+    model.bias.requires_grad_(hvd.rank() != hvd.size() - 1)
+    with pytest.raises(ValueError, match=f"the ranks train different parameters: ranks 0 and {hvd.size() - 1} "
+                                         "differ in bias"):
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+
+
 def test_an_optimizer_over_a_communicator_set_init_never_registered_is_refused():
     """Horovod's optimizer reads such a set's included() None as "not a member" and averages nothing."""
     from mpi4py import MPI
