@@ -20,13 +20,17 @@ class _WritableImport:
 
 def as_group(tensors: Any, what: str) -> list:
     """A grouped op's tensors, as a list. TypeError for one tensor (anything with a shape: numpy, torch, MXNet,
-    CuPy), whose rows would otherwise be the group, and for a mapping (a state_dict), whose keys would be."""
+    CuPy), whose rows would otherwise be the group, for a mapping (a state_dict), whose keys would be, and for
+    what is no sequence (None)."""
     if hasattr(tensors, "shape"):
         raise TypeError(f"{what}: expected a list or tuple of tensors, got one tensor ({type(tensors).__name__})")
     if isinstance(tensors, Mapping):
         raise TypeError(f"{what}: expected a list or tuple of tensors, got a {type(tensors).__name__} (pass "
                         f"list(d.values()))")
-    return list(tensors)
+    try:
+        return list(tensors)
+    except TypeError:  # None, a number: "'NoneType' object is not iterable" said nothing of the call
+        raise TypeError(f"{what}: expected a list or tuple of tensors, got {type(tensors).__name__}") from None
 
 
 def as_array(tensor: Any, what: str, in_place: bool = False) -> Union[np.ndarray, DeviceArray]:

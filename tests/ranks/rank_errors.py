@@ -235,6 +235,8 @@ def test_a_grouped_op_given_one_array_says_so(call):
     with pytest.raises(TypeError, match=rf"{call}: expected a list or tuple of tensors, got a dict \(pass "
                                         r"list\(d.values\(\)\)\)"):
         getattr(hvd, call)({"w": np.ones(2)})  # its keys were the group: "unsupported dtype <U1"
+    with pytest.raises(TypeError, match=rf"{call}: expected a list or tuple of tensors, got NoneType"):
+        getattr(hvd, call)(None)  # "'NoneType' object is not iterable"
 
 
 @pytest.mark.parametrize("op", [1.0, True], ids=["float", "bool"])
