@@ -45,14 +45,16 @@ def ranks_agree(mine: bytes, name: str, process_set: ProcessSet) -> bool:
 
 def require_same_names(names: Sequence[Optional[str]], what: str, root_rank: int, process_set: ProcessSet) -> None:
     """TensorMismatchError on every rank of ``process_set`` unless each holds the same ``names`` (None: an unnamed
-    tensor), in the same order, for one call of ``what`` from ``root_rank``. One small allreduce where they
-    agree; where not, an allgather of the names, to say which differ from the root's."""
-    listed = [str(n) if n is not None else None for n in names]
+    tensor, which the ops number in order), in any order, for one call of ``what`` from ``root_rank``. One
+    small allreduce where they agree; where not, an allgather of the names, to say which differ from the
+    root's (the first member's where ``root_rank`` is none: the broadcasts would refuse it)."""
+    listed = sorted((str(n) for n in names if n is not None)) + [None] * sum(n is None for n in names)
     if ranks_agree(digest([np.frombuffer(repr(listed).encode(), np.uint8)]), f"{what}.names", process_set):
         return
     everyone = allgather_object(listed, f"{what}.names.all", process_set)
     members = process_set.ranks or list(range(len(everyone)))
-    root = everyone[members.index(root_rank)] if root_rank in members else everyone[0]
+    root_rank = root_rank if root_rank in members else members[0]
+    root = everyone[members.index(root_rank)]
     apart = [_difference(r, theirs, root_rank, root) for r, theirs in zip(members, everyone) if theirs != root]
     raise TensorMismatchError(f"{what}: the ranks hold different tensors, so none was broadcast: {'; '.join(apart)}"
                               " (make the same model on every rank first)")
@@ -70,13 +72,16 @@ def _difference(rank: int, theirs: list, root_rank: int, root: list) -> str:
     if extra or missing:
         return "; ".join(([f"rank {rank} has {_few(extra)}, which rank {root_rank} has not"] if extra else [])
                          + ([f"rank {rank} lacks {_few(missing)}"] if missing else []))
-    if len(theirs) != len(root):
-        return f"rank {rank} has {len(theirs)} tensors where rank {root_rank} has {len(root)}"
-    return f"rank {rank} has rank {root_rank}'s names in another order"
+    return f"rank {rank} has {len(theirs)} tensors where rank {root_rank} has {len(root)}"
 
 
 def _few(names: list) -> str:
-    return ", ".join(repr(n) for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    """A few of ``names``, and how many unnamed tensors (None) there are."""
+    named = [n for n in names if n is not None]
+    words = [repr(n) for n in named[:4]] + ([f"{len(named) - 4} more"] if len(named) > 4 else [])
+    unnamed = len(names) - len(named)
+    words += [f"{unnamed} unnamed tensor{'s' * (unnamed > 1)}"] if unnamed else []
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
 
 
 def _libraries() -> tuple:

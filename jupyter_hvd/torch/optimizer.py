@@ -15,6 +15,8 @@ counted toward them) the first time it is used in the new run; its next step() c
 parameters again (a step cut short may have updated some ranks only) and, where they differ, gives
 every rank the first rank's parameters and optimizer state.
 """
+import collections
+import math
 import numbers
 import os
 import warnings
@@ -22,6 +24,7 @@ import weakref
 from contextlib import contextmanager
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
@@ -92,7 +95,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("named_parameters should be a sequence of tuples (name, parameter), usually produced "
                              "by model.named_parameters().")
         names = [n for n, _ in named_parameters]
-        if dups := sorted({n for n in names if names.count(n) > 1}):
+        if dups := sorted(n for n, k in collections.Counter(names).items() if k > 1):
             raise ValueError(f"Parameter names in named_parameters must be unique. Found duplicates: {', '.join(dups)}")
         named_ids = {id(p) for _, p in named_parameters}
         unnamed = [id(p) for group in self.param_groups for p in group["params"] if id(p) not in named_ids]
@@ -182,7 +185,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         ``order`` (the first member's names, from _agree)."""
         trainable = self._trainable()
         if self._groups is not None:
-            trainable.sort(key=lambda p: order.index(self._parameter_names.get(p)))
+            place = {name: i for i, name in enumerate(order)}
+            trainable.sort(key=lambda p: place[self._parameter_names.get(p)])
             if isinstance(self._groups, list):
                 ids = {id(p) for p in trainable}
                 p_groups = [[p for p in g if id(p) in ids] for g in self._groups]
@@ -371,19 +375,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _averaged_closure(self, closure: Any) -> Any:
         """``closure`` as the wrapped optimizer's step calls it, once (SGD) or many times (L-BFGS): after each
-        call, its gradients are averaged (synchronize) and its loss too, so every rank steps by the averaged
+        call, the gradients its backward computed are averaged (synchronize) and its loss too (a tensor, a numpy
+        array or a number), so every rank steps by the averaged
         gradient and takes the same decisions on the loss (L-BFGS's line search and stopping tests). Horovod
         calls the closure alone, so each rank stepped by its own gradient, or failed at its zero_grad()."""
         reduce = Sum if self.op == Sum else Average
 
         def averaged() -> Any:
             loss = closure()
-            self.synchronize()
-            self._synchronized = False  # the step's own synchronize, not the user's: step() warns after that
+            if self._handles:  # its backward ran (not where it only returns the loss, or synchronized itself)
+                self.synchronize()
+                self._synchronized = False  # the step's own synchronize, not the user's: step() warns after that
             if not self.process_set.included() or size() == 1:
                 return loss
-            if isinstance(loss, torch.Tensor):
-                return allreduce(loss.detach(), op=reduce, process_set=self.process_set)
+            if isinstance(loss, (torch.Tensor, np.ndarray, np.generic)):
+                t = torch.as_tensor(loss).detach()
+                t = allreduce(t if t.is_floating_point() else t.double(), op=reduce, process_set=self.process_set)
+                return t if isinstance(loss, torch.Tensor) else t.numpy()
             if isinstance(loss, numbers.Real):
                 return allreduce(torch.tensor(float(loss), dtype=torch.float64), op=reduce,
                                  process_set=self.process_set).item()
@@ -405,6 +413,9 @@ def _check_arguments(optimizer: Any, op: int, gradient_predivide_factor: Any, ba
     if isinstance(gradient_predivide_factor, bool) or not isinstance(gradient_predivide_factor, numbers.Real):
         raise TypeError(f"DistributedOptimizer: gradient_predivide_factor must be a number, "
                         f"got {gradient_predivide_factor!r}")
+    if not math.isfinite(gradient_predivide_factor) or gradient_predivide_factor == 0:
+        raise ValueError(f"DistributedOptimizer: gradient_predivide_factor must be finite and not 0, "
+                         f"got {gradient_predivide_factor!r}")  # Horovod's fails at the step, or gives NaNs
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if isinstance(backward_passes_per_step, bool) or not isinstance(backward_passes_per_step, numbers.Integral):
@@ -434,7 +445,7 @@ def _agree(error: Optional[BaseException], wrapped: Any, process_set: ProcessSet
     if failed:
         raise PeerArgumentError(f"DistributedOptimizer: rank {failed[0][0]} could not make it: {failed[0][1]}")
     for key, first in every[0][1].items():
-        if any(args[key] != first for _, args, _ in every):
+        if any(repr(args[key]) != repr(first) for _, args, _ in every):  # repr: nan alike on every rank
             values = ", ".join(f"{args[key]!r} on rank {r}" for r, (_, args, _) in zip(members, every))
             raise ValueError(f"DistributedOptimizer: the ranks made it with different {key}: {values} (make it "
                              f"alike on every rank)")

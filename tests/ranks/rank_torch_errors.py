@@ -60,15 +60,21 @@ def test_broadcast_parameters_of_models_with_other_layers_fails_on_every_rank_sa
     def model(extra: bool):
         return torch.nn.Sequential(torch.nn.Linear(2, 2), *([torch.nn.Linear(2, 2)] if extra else []))
     apart = "broadcast_parameters: the ranks hold different tensors, so none was broadcast: "
-    with pytest.raises(hvd.TensorMismatchError, match=apart + "rank 1 has '1.bias', '1.weight', which rank 0 has not"):
+    with pytest.raises(hvd.TensorMismatchError,
+                       match=apart + "rank 1 has '1.bias' and '1.weight', which rank 0 has not"):
         hvd.broadcast_parameters(model(hvd.rank() == 1).state_dict(), root_rank=0)
-    with pytest.raises(hvd.TensorMismatchError, match=apart + "rank 0 lacks '1.bias', '1.weight'"):
+    with pytest.raises(hvd.TensorMismatchError, match=apart + "rank 0 lacks '1.bias' and '1.weight'"):
         hvd.broadcast_parameters(model(hvd.rank() == 1).state_dict(), root_rank=1)
     with pytest.raises(hvd.TensorMismatchError, match=apart + "rank 1 has 4 tensors where rank 0 has 2"):
         hvd.broadcast_parameters(list(model(hvd.rank() == 1).parameters()), root_rank=0)
     with pytest.raises(hvd.TensorMismatchError, match=apart + "rank 1 has 'b', which rank 0 has not; rank 1 lacks 'a'"):
         hvd.broadcast_parameters({"b" if hvd.rank() == 1 else "a": torch.ones(2)}, root_rank=0)
+    with pytest.raises(hvd.TensorMismatchError, match=apart + "rank 1 has 2 unnamed tensors, which rank 0 has not; "
+                                                              "rank 1 lacks '0.bias' and '0.weight'"):
+        hvd.broadcast_parameters(list(model(False).parameters()) if hvd.rank() == 1 else model(False).state_dict(), 0)
     same = model(False)
+    pairs = list(same.named_parameters())
+    hvd.broadcast_parameters(pairs[::-1] if hvd.rank() == 1 else pairs, root_rank=0)  # matched by name, any order
     hvd.broadcast_parameters(same.state_dict(), root_rank=1)
     assert torch.equal(hvd.allreduce(same[0].weight.detach(), op=hvd.Max), same[0].weight.detach())
 
@@ -122,6 +128,9 @@ def test_optimizer_arguments():
         hvd.DistributedOptimizer(opt, model.named_parameters(), groups=[[model.weight, model.weight]])
     with pytest.raises(NotImplementedError, match="Adasum"):
         hvd.DistributedOptimizer(opt, model.named_parameters(), op=hvd.Adasum)
+    for factor in (0, float("nan"), float("inf")):  # Horovod's: a ZeroDivisionError at the step, or NaNs
+        with pytest.raises(ValueError, match="gradient_predivide_factor must be finite and not 0"):
+            hvd.DistributedOptimizer(opt, model.named_parameters(), gradient_predivide_factor=factor)
     for passes in (0, -1):  # Horovod's check: such an optimizer would start no allreduce from its hooks
         with pytest.raises(ValueError, match="backward_passes_per_step must be > 0"):
             hvd.DistributedOptimizer(opt, model.named_parameters(), backward_passes_per_step=passes)

@@ -273,6 +273,47 @@ def test_step_with_a_closure_steps_as_one_process_with_the_whole_batch(kind, ove
     assert same_on_every_rank(flat(model))
 
 
+def test_a_closure_that_synchronizes_itself_or_runs_no_backward_is_not_averaged_again(overlap):
+    """op=Sum shows a second allreduce of gradients already summed: it doubled them. A closure that runs no
+    backward leaves the gradients None, as in one process, where an allreduce would have made them zeros (which
+    weight decay then moved by)."""
+    torch.manual_seed(7)
+    x = torch.randn(PER_RANK * hvd.size(), 3, dtype=torch.float64)
+    y = x.sum(1, keepdim=True)
+    shard = slice(hvd.rank() * PER_RANK, (hvd.rank() + 1) * PER_RANK)
+    ref, model = torch.nn.Linear(3, 1).double(), torch.nn.Linear(3, 1).double()
+    model.load_state_dict(ref.state_dict())
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.01)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01), model.named_parameters(),
+                                   op=hvd.Sum)
+
+    def clipping_closure():
+        opt.zero_grad()
+        loss = F.mse_loss(model(x[shard]), y[shard])
+        loss.backward()
+        opt.synchronize()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9)
+        return loss
+
+    def ref_closure():  # the sum of the ranks' mean losses
+        ref_opt.zero_grad()
+        loss = F.mse_loss(ref(x), y) * hvd.size()
+        loss.backward()
+        return loss
+    for _ in range(3):
+        with opt.skip_synchronize():
+            opt.step(clipping_closure)
+        ref_opt.step(ref_closure)
+    torch.testing.assert_close(flat(model), flat(ref), rtol=1e-9, atol=1e-12)
+    decaying = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=0.1),
+                                        model.named_parameters())
+    decaying.zero_grad()
+    before = flat(model)
+    loss = decaying.step(lambda: F.mse_loss(model(x[shard]), y[shard]).detach())
+    assert torch.equal(flat(model), before)
+    assert loss.item() == pytest.approx(F.mse_loss(model(x), y).item(), rel=1e-9)  # averaged all the same
+
+
 def test_an_optimizer_dropped_in_the_middle_of_a_step_is_freed_at_once():
     """Its gradient hooks stay on the parameters, and held it in a cycle that only a collection freed, with
     its allreduces' handles; a new optimizer over the model then trains as usual."""
