@@ -352,7 +352,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     @eager
     def step(self, closure: Any = None) -> Any:
         """Wait for the gradients' allreduces, update the parameters, and count the step for the monitor. A
-        ``closure`` (L-BFGS's, or any optimizer's) evaluates the model as averaged_closure says."""
+        ``closure`` (L-BFGS's, or any optimizer's) evaluates the model as _averaged_closure says."""
         self._check_run()
         if closure is not None:
             closure = self._averaged_closure(closure)
@@ -376,9 +376,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _averaged_closure(self, closure: Any) -> Any:
         """``closure`` as the wrapped optimizer's step calls it, once (SGD) or many times (L-BFGS): after each
         call, the gradients its backward computed are averaged (synchronize) and its loss too (a tensor, a numpy
-        array or a number), so every rank steps by the averaged
-        gradient and takes the same decisions on the loss (L-BFGS's line search and stopping tests). Horovod
-        calls the closure alone, so each rank stepped by its own gradient, or failed at its zero_grad()."""
+        array or a number), so every rank steps by the averaged gradient and takes the same decisions on the
+        loss (L-BFGS's line search and stopping tests). Horovod calls the closure alone, so each rank stepped by
+        its own gradient, or failed at its zero_grad()."""
         reduce = Sum if self.op == Sum else Average
 
         def averaged() -> Any:
@@ -388,7 +388,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._synchronized = False  # the step's own synchronize, not the user's: step() warns after that
             if not self.process_set.included() or size() == 1:
                 return loss
-            if isinstance(loss, (torch.Tensor, np.ndarray, np.generic)):
+            if isinstance(loss, (torch.Tensor, np.ndarray)):  # a numpy scalar is a number, below
                 t = torch.as_tensor(loss).detach()
                 t = allreduce(t if t.is_floating_point() else t.double(), op=reduce, process_set=self.process_set)
                 return t if isinstance(loss, torch.Tensor) else t.numpy()
