@@ -11,17 +11,18 @@ complement, so a rank that has joined (``hvd.join``) stands in with the identity
 
 The same question, on names, comes before a broadcast of parameters (require_same_names): ranks whose
 models differ in their layers would otherwise each wait for ever for the broadcasts of the names the
-others lack.
+others lack. And when a distributed optimizer is made (require_same_making): ranks that made it with other
+arguments, or over other trainable parameters, would wait for each other's allreduces at its first step.
 """
 import hashlib
 import os
 import sys
 import warnings
-from typing import Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from .errors import TensorMismatchError
+from .errors import PeerArgumentError, TensorMismatchError
 from .objects import allgather_object
 from .ops import ALLREDUCE, Max, allreduce, refuse
 from .process_sets import ProcessSet
@@ -64,6 +65,37 @@ def refuse_names(what: str, process_set: ProcessSet, error: BaseException) -> No
     """This rank's call of ``what`` failed before require_same_names (``error``, which the caller raises): the
     other members' require_same_names of it fail too, saying why, rather than wait for this rank."""
     refuse(ALLREDUCE, "allreduce", [f"{what}.names"], process_set, error)
+
+
+def require_same_making(what: str, error: Optional[BaseException], arguments: Optional[dict],
+                         trained: Optional[Sequence[Any]], process_set: ProcessSet, hint: str,
+                         label: Callable[[Any], str] = str) -> list:
+    """Did every member of ``process_set`` make its ``what`` (a distributed optimizer or trainer), alike? One
+    allgather of each rank's ``error`` (where making it failed there), ``arguments`` and ``trained`` (what
+    its allreduces are named by: parameter names, or indices; None where that is not known yet). Where a rank failed, the others raise
+    PeerArgumentError naming it (the failed rank returns, to raise its own); where the arguments or the
+    trained parameters differ, every rank raises ValueError saying how (``label``: an entry of ``trained`` as
+    this rank names it) and ``hint``, what to make alike.
+    Returns the first member's ``trained``, in its order."""
+    mine = (None if error is None else f"{type(error).__name__}: {error}", arguments, trained)
+    every = allgather_object(mine, name=f"{what}.arguments", process_set=process_set)
+    members = process_set.ranks
+    failed = [(r, why) for r, (why, _, _) in zip(members, every) if why is not None]
+    if error is not None:
+        return []
+    if failed:
+        raise PeerArgumentError(f"{what}: rank {failed[0][0]} could not make it: {failed[0][1]}")
+    for key, first in every[0][1].items():
+        if any(repr(args[key]) != repr(first) for _, args, _ in every):  # repr: nan alike on every rank
+            values = ", ".join(f"{args[key]!r} on rank {r}" for r, (_, args, _) in zip(members, every))
+            raise ValueError(f"{what}: the ranks made it with different {key}: {values} (make it alike on every rank)")
+    order = every[0][2]
+    for r, (_, _, theirs) in zip(members, every):
+        if order is not None and set(theirs) != set(order):
+            apart = ", ".join(sorted(map(label, set(theirs) ^ set(order)))[:5])
+            raise ValueError(f"{what}: the ranks train different parameters: ranks {members[0]} and {r} differ in "
+                             f"{apart} ({hint})")
+    return order
 
 
 def _difference(rank: int, theirs: list, root_rank: int, root: list) -> str:

@@ -10,12 +10,16 @@ from typing import Any, Dict, Optional, Sequence, Union
 
 import mxnet as mx
 
-from ..agreement import digest, ranks_agree, warn_apart, warn_replaced
+from ..agreement import digest, ranks_agree, require_same_making, warn_apart, warn_replaced
 from ..basics import engine_run, rank
+from ..errors import HorovodInternalError
 from ..groups import split_list
 from ..monitor.samples import trainer_step
+from ..optimizer_arguments import check_count, check_predivide_factor
+from ..other_framework import other_framework_hint
 from ..process_sets import ProcessSet, global_process_set, require_ranks
 from .compression import Compression, Compressor
+from .errors import as_mxnet_error
 from .functions import broadcast_object, broadcast_tensors
 from .mpi_ops import Sum, _require_init, allreduce_, grouped_allreduce_, mxnet_errors
 
@@ -27,6 +31,25 @@ def _average_factor(gradient_predivide_factor: float, process_set: ProcessSet, u
     """
     n = require_ranks(process_set, user).size()
     return gradient_predivide_factor / n if n > 1 else 1.0
+
+
+def _check_arguments(what: str, gradient_predivide_factor: Any, num_groups: Any) -> None:
+    check_predivide_factor(what, gradient_predivide_factor)
+    check_count(what, "num_groups", num_groups, 0)
+
+
+def _agree(what: str, error: Optional[BaseException], arguments: Optional[dict], params: Optional[list],
+           process_set: ProcessSet) -> None:
+    """Did every member of ``process_set`` make this optimizer or trainer alike (see require_same_making)? Ranks
+    that made it with other arguments or trainable parameters would wait for each other's allreduces."""
+    if not process_set.included() or process_set.size() == 1:
+        return
+    trained = None if params is None else [i for i, p in enumerate(params) if p.grad_req != "null"]
+    try:  # the allreduces are named by the parameters' places in the list, whatever their names on each rank
+        require_same_making(what, error, arguments, trained, process_set, "give every rank the same parameters, with "
+                            "the same grad_req, before making it", lambda i: params[i].name)
+    except HorovodInternalError as e:  # a rank that failed to make it (PeerArgumentError), or the engine's end
+        raise as_mxnet_error(e) from e
 
 
 def _state_arrays(state: Any) -> list:
@@ -50,6 +73,20 @@ class DistributedOptimizer(mx.optimizer.Optimizer):
     def __init__(self, optimizer: mx.optimizer.Optimizer, gradient_predivide_factor: float = 1.0,
                  num_groups: int = 0, process_set: ProcessSet = global_process_set):
         _require_init()
+        require_ranks(process_set, "DistributedOptimizer")  # a bad set: no other rank to tell
+        error = None
+        try:
+            _check_arguments("DistributedOptimizer", gradient_predivide_factor, num_groups)
+            if not isinstance(optimizer, mx.optimizer.Optimizer):
+                raise TypeError(f"DistributedOptimizer: expected an mxnet.optimizer.Optimizer, got "
+                                f"{type(optimizer).__name__}{other_framework_hint(optimizer, __package__)}")
+        except Exception as e:  # told to the other ranks, whose optimizers then fail too
+            error = e
+        arguments = None if error else {"gradient_predivide_factor": float(gradient_predivide_factor),
+                                        "num_groups": num_groups}
+        _agree("DistributedOptimizer", error, arguments, None, process_set)
+        if error is not None:
+            raise error
         self._optimizer = optimizer
         self._gradient_predivide_factor = gradient_predivide_factor
         self._average_factor = _average_factor(gradient_predivide_factor, process_set, "DistributedOptimizer")
@@ -181,18 +218,30 @@ class DistributedTrainer(mx.gluon.Trainer):
                  compression: type = Compression.none, gradient_predivide_factor: float = 1.0,
                  prefix: Optional[str] = None, num_groups: int = 0, process_set: ProcessSet = global_process_set):
         _require_init()
-        if isinstance(optimizer, DistributedOptimizer):
-            optimizer = optimizer.unwrap()
-            warnings.warn("DistributedTrainer does not take DistributedOptimizer as its optimizer. "
-                          "We have unwrapped it for you.")
-        if prefix is not None and not isinstance(prefix, str):
-            raise ValueError(f"prefix must be a string, got {type(prefix).__name__}")
-        # The same parameter order on every rank, whatever order the caller listed them in.
-        if isinstance(params, dict):
-            params = OrderedDict(params)
-        elif isinstance(params, (list, tuple)):
-            params = sorted(params, key=lambda p: p.name)
-        super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=None)
+        require_ranks(process_set, "DistributedTrainer")  # a bad set: no other rank to tell
+        error = None
+        try:
+            _check_arguments("DistributedTrainer", gradient_predivide_factor, num_groups)
+            if prefix is not None and not isinstance(prefix, str):
+                raise ValueError(f"prefix must be a string, got {type(prefix).__name__}")
+            if isinstance(optimizer, DistributedOptimizer):
+                optimizer = optimizer.unwrap()
+                warnings.warn("DistributedTrainer does not take DistributedOptimizer as its optimizer. "
+                              "We have unwrapped it for you.")
+            # The same parameter order on every rank, whatever order the caller listed them in.
+            if isinstance(params, dict):
+                params = OrderedDict(params)
+            elif isinstance(params, (list, tuple)):
+                params = sorted(params, key=lambda p: p.name)
+            super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=None)
+        except Exception as e:  # told to the other ranks, whose trainers then fail too
+            error = e
+        arguments = None if error else {
+            "gradient_predivide_factor": float(gradient_predivide_factor), "num_groups": num_groups,
+            "prefix": prefix or "", "compression": getattr(compression, "__name__", type(compression).__name__)}
+        _agree("DistributedTrainer", error, arguments, None if error else self._params, process_set)
+        if error is not None:
+            raise error
         self._compression: Compressor = compression
         self._process_set = process_set
         self._gradient_predivide_factor = gradient_predivide_factor

@@ -16,7 +16,6 @@ parameters again (a step cut short may have updated some ranks only) and, where 
 every rank the first rank's parameters and optimizer state.
 """
 import collections
-import math
 import numbers
 import os
 import warnings
@@ -28,18 +27,17 @@ import numpy as np
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ..agreement import digest, ranks_agree, warn_apart, warn_replaced
+from ..agreement import digest, ranks_agree, require_same_making, warn_apart, warn_replaced
 from .. import _C
 from ..basics import engine_run, local_size, rank, size
-from ..errors import PeerArgumentError
 from ..monitor.samples import trainer_step
 from ..groups import split_list
 from ..ops import resolve_op
+from ..optimizer_arguments import check_count, check_predivide_factor
 from ..other_framework import other_framework_hint
 from ..process_sets import ProcessSet, global_process_set, require_ranks
 from . import samples
 from .compression import Compression, Compressor
-from ..objects import allgather_object
 from .eager import eager
 from .functions import broadcast_tensors, load_root_state
 from .mpi_ops import (Average, Handle, Sum, allreduce, allreduce_async_, grouped_allreduce_async_,
@@ -163,6 +161,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def set_backward_passes_per_step(self, passes: int) -> None:
         """Change how many backward passes accumulate before each allreduce."""
+        check_count("set_backward_passes_per_step", "passes", passes, 1)
         self.backward_passes_per_step = passes
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
@@ -170,8 +169,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _trainable(self) -> List[torch.Tensor]:
         return [p for group in self.param_groups for p in group["params"] if p.requires_grad]
 
+    def _trained_names(self) -> List[Optional[str]]:
+        return [self._parameter_names.get(p) for p in self._trainable()]
+
     def _arguments(self) -> dict:
-        """What the ranks must make alike (see _agree): the arguments, a group list by its parameters' names."""
+        """What the ranks must make alike (see require_same_making): the arguments, a group list by its parameters' names."""
         groups = self._groups
         if isinstance(groups, list):
             groups = [[self._parameter_names.get(p) for p in g] for g in groups]
@@ -182,7 +184,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _register_hooks(self, order: List[str]) -> None:
         """Hook every trainable parameter; groups of them are formed alike on every rank, of the parameters in
-        ``order`` (the first member's names, from _agree)."""
+        ``order`` (the first member's names, from require_same_making)."""
         trainable = self._trainable()
         if self._groups is not None:
             place = {name: i for i, name in enumerate(order)}
@@ -410,52 +412,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 def _check_arguments(optimizer: Any, op: int, gradient_predivide_factor: Any, backward_passes_per_step: Any) -> None:
     """DistributedOptimizer's checks of its arguments, as Horovod's makes them (and of their types)."""
-    if isinstance(gradient_predivide_factor, bool) or not isinstance(gradient_predivide_factor, numbers.Real):
-        raise TypeError(f"DistributedOptimizer: gradient_predivide_factor must be a number, "
-                        f"got {gradient_predivide_factor!r}")
-    if not math.isfinite(gradient_predivide_factor) or gradient_predivide_factor == 0:
-        raise ValueError(f"DistributedOptimizer: gradient_predivide_factor must be finite and not 0, "
-                         f"got {gradient_predivide_factor!r}")  # Horovod's fails at the step, or gives NaNs
+    check_predivide_factor("DistributedOptimizer", gradient_predivide_factor)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if isinstance(backward_passes_per_step, bool) or not isinstance(backward_passes_per_step, numbers.Integral):
-        raise TypeError(f"DistributedOptimizer: backward_passes_per_step must be an int, "
-                        f"got {backward_passes_per_step!r}")
-    if backward_passes_per_step <= 0:
-        raise ValueError("backward_passes_per_step must be > 0")
+    check_count("DistributedOptimizer", "backward_passes_per_step", backward_passes_per_step, 1)
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"DistributedOptimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}"
                         f"{other_framework_hint(optimizer, __package__)}")
-
-
-def _agree(error: Optional[BaseException], wrapped: Any, process_set: ProcessSet) -> List[str]:
-    """Did every member of ``process_set`` make its DistributedOptimizer, alike? One allgather of each rank's
-    error, arguments and trainable parameters' names. Where a rank failed (``error`` on it), the others raise
-    PeerArgumentError naming it; where the arguments or the parameters differ, every rank raises ValueError
-    saying how. Either would leave the ranks waiting for each other's allreduces at the first step. Returns
-    the first member's trainable parameters' names, in the order its groups are formed in."""
-    mine = (None if error is None else f"{type(error).__name__}: {error}",
-            None if wrapped is None else wrapped._arguments(),
-            None if wrapped is None else [wrapped._parameter_names.get(p) for p in wrapped._trainable()])
-    every = allgather_object(mine, name="DistributedOptimizer.arguments", process_set=process_set)
-    members = process_set.ranks
-    failed = [(r, why) for r, (why, _, _) in zip(members, every) if why is not None]
-    if error is not None:
-        return []  # the caller raises its own
-    if failed:
-        raise PeerArgumentError(f"DistributedOptimizer: rank {failed[0][0]} could not make it: {failed[0][1]}")
-    for key, first in every[0][1].items():
-        if any(repr(args[key]) != repr(first) for _, args, _ in every):  # repr: nan alike on every rank
-            values = ", ".join(f"{args[key]!r} on rank {r}" for r, (_, args, _) in zip(members, every))
-            raise ValueError(f"DistributedOptimizer: the ranks made it with different {key}: {values} (make it "
-                             f"alike on every rank)")
-    order = every[0][2]
-    for r, (_, _, names) in zip(members, every):
-        if set(names) != set(order):
-            apart = ", ".join(sorted(map(str, set(names) ^ set(order)))[:5])
-            raise ValueError(f"DistributedOptimizer: the ranks train different parameters: ranks {members[0]} and "
-                             f"{r} differ in {apart} (freeze the same parameters on every rank before the wrap)")
-    return order
 
 
 def _check_groups(groups: Any) -> Any:
@@ -528,9 +491,13 @@ def DistributedOptimizer(optimizer: torch.optim.Optimizer,
         given_groups = list(map(list, groups)) if isinstance(groups, (list, tuple)) else groups
         wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
                       gradient_predivide_factor, given_groups, sparse_as_dense, process_set)
-    except Exception as e:  # told to the other ranks (_agree), whose wraps then fail too
+    except Exception as e:  # told to the other ranks (require_same_making), whose wraps then fail too
         error = e
-    order = _agree(error, wrapped, process_set) if process_set.included() and size() > 1 else None
+    order = None
+    if process_set.included() and size() > 1:
+        arguments, trained = (None, None) if wrapped is None else (wrapped._arguments(), wrapped._trained_names())
+        order = require_same_making("DistributedOptimizer", error, arguments, trained, process_set,
+                                    "freeze the same parameters on every rank before the wrap")
     if error is not None:
         raise error
     # Beyond Horovod's copy, which shares only the parameter groups: the state loaded or made before wrapping

@@ -251,3 +251,85 @@ def test_a_grouped_op_given_no_list_on_one_rank_fails_on_every_rank():
         hvd.grouped_allreduce_(ts)
         read_fails(ts[0], "rank 1 could not start it", hvd.PeerArgumentError)
     engine_still_works()
+
+
+TRAINERS_APART = {  # the last rank's arguments where the others take the defaults, and what every rank raises
+    "predivide": ({"gradient_predivide_factor": 2}, "different gradient_predivide_factor: 1.0 on rank 0, .*2.0 on "
+                                                    "rank {last} .make it alike on every rank"),
+    "groups": ({"num_groups": 1}, "different num_groups: 0 on rank 0, .*1 on rank {last}"),
+    "prefix": ({"prefix": "b."}, "different prefix: '' on rank 0, .*'b.' on rank {last}"),
+    "compression": ({"compression": hvd.Compression.fp16},
+                    "different compression: 'NoneCompressor' on rank 0, .*'FP16Compressor' on rank {last}"),
+}
+REFUSED_TRAINERS = {  # the last rank's bad arguments, its own error, and its message (the others name it)
+    "a predivide factor that is no number": ({"gradient_predivide_factor": "2"}, TypeError,
+                                             "gradient_predivide_factor must be a number, got '2'"),
+    "a predivide factor of 0": ({"gradient_predivide_factor": 0.0}, ValueError,
+                                "gradient_predivide_factor must be finite and not 0, got 0.0"),
+    "a negative num_groups": ({"num_groups": -1}, ValueError, "num_groups must be an int >= 0, got -1"),
+    "an unknown optimizer": ({"optimizer": "nosuch"}, ValueError, "Cannot find optimizer nosuch"),
+}
+
+
+def trains_alike(trainer: mx.gluon.Trainer, net: mx.gluon.Block):
+    """One step of ``trainer`` from rank-dependent data leaves every rank's parameters alike."""
+    with mx.autograd.record():
+        loss = net(mx.nd.full((1, 2), hvd.rank())).sum()
+    loss.backward()
+    trainer.step(1)
+    for p in net.collect_params().values():
+        mine = p.data().asnumpy()
+        np.testing.assert_array_equal(hvd.allreduce(p.data(), op=hvd.Max, name=f"alike.{p.name}").asnumpy(), mine)
+
+
+@pytest.mark.parametrize("case", list(TRAINERS_APART) + list(REFUSED_TRAINERS))
+def test_a_trainer_made_otherwise_on_one_rank_fails_on_every_rank_when_made(case):
+    """It raised on that rank only, or on none, and the ranks then waited for each other's allreduces at the first
+    step (different names), or averaged wrongly without a word (predivide), as in Horovod."""
+    net = mx.gluon.nn.Dense(2, in_units=2)
+    net.initialize()
+    hvd.broadcast_parameters(net.collect_params(), root_rank=0)
+    last = hvd.size() - 1
+    if case in TRAINERS_APART:
+        (kwargs, message), error = TRAINERS_APART[case], ValueError
+    else:
+        kwargs, error, message = REFUSED_TRAINERS[case]
+        if hvd.rank() != last:
+            error, message = hvd.PeerArgumentError, f"DistributedTrainer: rank {last} could not make it: .*{message}"
+    mine = {"optimizer": "sgd", **(kwargs if hvd.rank() == last else {})}
+    with pytest.raises(error, match=message.format(last=last)):
+        hvd.DistributedTrainer(net.collect_params(), **mine)
+    trains_alike(hvd.DistributedTrainer(net.collect_params(), "sgd"), net)
+
+
+def test_a_trainer_over_parameters_frozen_on_one_rank_only_fails_on_every_rank_when_made():
+    net = mx.gluon.nn.Dense(2, in_units=2)
+    net.initialize()
+    hvd.broadcast_parameters(net.collect_params(), root_rank=0)
+    if hvd.rank() == hvd.size() - 1:
+        net.bias.grad_req = "null"
+    with pytest.raises(ValueError, match=f"the ranks train different parameters: ranks 0 and {hvd.size() - 1} differ "
+                                         f"in {net.bias.name} .give every rank the same parameters, with the same "
+                                         "grad_req, before making it"):
+        hvd.DistributedTrainer(net.collect_params(), "sgd")
+    net.bias.grad_req = "write"
+    trains_alike(hvd.DistributedTrainer(net.collect_params(), "sgd"), net)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"num_groups": 2}, ValueError, "DistributedOptimizer: the ranks made it with different num_groups: 0 on rank 0"),
+    ({"gradient_predivide_factor": float("inf")}, ValueError, "must be finite and not 0, got inf"),
+    ({"optimizer": "sgd"}, TypeError, "expected an mxnet.optimizer.Optimizer, got str"),
+])
+def test_an_optimizer_made_otherwise_on_one_rank_fails_on_every_rank_when_made(kwargs, error, message):
+    last = hvd.size() - 1
+    if error is not ValueError or "finite" in message:
+        if hvd.rank() != last:
+            error, message = hvd.PeerArgumentError, f"DistributedOptimizer: rank {last} could not make it: .*{message}"
+    mine = {"optimizer": mx.optimizer.SGD(learning_rate=0.1), **(kwargs if hvd.rank() == last else {})}
+    with pytest.raises(error, match=message):
+        hvd.DistributedOptimizer(**mine)
+    net = mx.gluon.nn.Dense(2, in_units=2)
+    net.initialize()
+    hvd.broadcast_parameters(net.collect_params(), root_rank=0)
+    trains_alike(mx.gluon.Trainer(net.collect_params(), hvd.DistributedOptimizer(mx.optimizer.SGD()), kvstore=None), net)

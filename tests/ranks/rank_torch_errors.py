@@ -132,7 +132,7 @@ def test_optimizer_arguments():
         with pytest.raises(ValueError, match="gradient_predivide_factor must be finite and not 0"):
             hvd.DistributedOptimizer(opt, model.named_parameters(), gradient_predivide_factor=factor)
     for passes in (0, -1):  # Horovod's check: such an optimizer would start no allreduce from its hooks
-        with pytest.raises(ValueError, match="backward_passes_per_step must be > 0"):
+        with pytest.raises(ValueError, match=f"backward_passes_per_step must be an int >= 1, got {passes}"):
             hvd.DistributedOptimizer(opt, model.named_parameters(), backward_passes_per_step=passes)
     with pytest.raises(TypeError, match="DistributedOptimizer: process_set must be a ProcessSet, got list"):
         hvd.DistributedOptimizer(opt, model.named_parameters(), process_set=[0, 1])
