@@ -70,13 +70,13 @@ def refuse_names(what: str, process_set: ProcessSet, error: BaseException) -> No
 def require_same_making(what: str, error: Optional[BaseException], arguments: Optional[dict],
                          trained: Optional[Sequence[Any]], process_set: ProcessSet, hint: str,
                          label: Callable[[Any], str] = str) -> list:
-    """Did every member of ``process_set`` make its ``what`` (a distributed optimizer or trainer), alike? One
-    allgather of each rank's ``error`` (where making it failed there), ``arguments`` and ``trained`` (what
-    its allreduces are named by: parameter names, or indices; None where that is not known yet). Where a rank failed, the others raise
-    PeerArgumentError naming it (the failed rank returns, to raise its own); where the arguments or the
-    trained parameters differ, every rank raises ValueError saying how (``label``: an entry of ``trained`` as
-    this rank names it) and ``hint``, what to make alike.
-    Returns the first member's ``trained``, in its order."""
+    """Did every member of ``process_set`` make its ``what`` (a distributed optimizer or trainer) alike? One
+    allgather of each rank's ``error`` (where making it failed there), ``arguments`` and ``trained`` (what its
+    allreduces are named by: parameter names, or places in a list; None where there is none to compare).
+    Where a rank failed, the others raise PeerArgumentError naming it (the failed rank returns, to raise its
+    own); where the arguments or the trained parameters differ, every rank raises ValueError saying how
+    (``label``: an entry of ``trained`` as this rank names it) and ``hint``, what to make alike. Returns the
+    first member's ``trained``, in its order."""
     mine = (None if error is None else f"{type(error).__name__}: {error}", arguments, trained)
     every = allgather_object(mine, name=f"{what}.arguments", process_set=process_set)
     members = process_set.ranks

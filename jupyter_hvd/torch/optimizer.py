@@ -173,7 +173,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return [self._parameter_names.get(p) for p in self._trainable()]
 
     def _arguments(self) -> dict:
-        """What the ranks must make alike (see require_same_making): the arguments, a group list by its parameters' names."""
+        """What the ranks must make alike (require_same_making): the arguments, a group list by its parameters'
+        names."""
         groups = self._groups
         if isinstance(groups, list):
             groups = [[self._parameter_names.get(p) for p in g] for g in groups]

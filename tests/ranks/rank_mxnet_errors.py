@@ -297,8 +297,9 @@ def test_a_trainer_made_otherwise_on_one_rank_fails_on_every_rank_when_made(case
         if hvd.rank() != last:
             error, message = hvd.PeerArgumentError, f"DistributedTrainer: rank {last} could not make it: .*{message}"
     mine = {"optimizer": "sgd", **(kwargs if hvd.rank() == last else {})}
-    with pytest.raises(error, match=message.format(last=last)):
+    with pytest.raises(error, match=message.format(last=last)) as raised:
         hvd.DistributedTrainer(net.collect_params(), **mine)
+    assert isinstance(raised.value, MXNetError) == (error is hvd.PeerArgumentError)
     trains_alike(hvd.DistributedTrainer(net.collect_params(), "sgd"), net)
 
 
@@ -316,20 +317,23 @@ def test_a_trainer_over_parameters_frozen_on_one_rank_only_fails_on_every_rank_w
     trains_alike(hvd.DistributedTrainer(net.collect_params(), "sgd"), net)
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"num_groups": 2}, ValueError, "DistributedOptimizer: the ranks made it with different num_groups: 0 on rank 0"),
-    ({"gradient_predivide_factor": float("inf")}, ValueError, "must be finite and not 0, got inf"),
-    ({"optimizer": "sgd"}, TypeError, "expected an mxnet.optimizer.Optimizer, got str"),
+@pytest.mark.parametrize("kwargs, refused, error, message", [
+    ({"num_groups": 2}, False, ValueError, "DistributedOptimizer: the ranks made it with different num_groups: 0 on "
+                                           "rank 0"),
+    ({"gradient_predivide_factor": float("inf")}, True, ValueError, "must be finite and not 0, got inf"),
+    ({"optimizer": "sgd"}, True, TypeError, "expected an mxnet.optimizer.Optimizer, got str"),
 ])
-def test_an_optimizer_made_otherwise_on_one_rank_fails_on_every_rank_when_made(kwargs, error, message):
+def test_an_optimizer_made_otherwise_on_one_rank_fails_on_every_rank_when_made(kwargs, refused, error, message):
+    """``refused``: the last rank's arguments fail there, and the others name its error."""
     last = hvd.size() - 1
-    if error is not ValueError or "finite" in message:
-        if hvd.rank() != last:
-            error, message = hvd.PeerArgumentError, f"DistributedOptimizer: rank {last} could not make it: .*{message}"
+    if refused and hvd.rank() != last:
+        error, message = hvd.PeerArgumentError, f"DistributedOptimizer: rank {last} could not make it: .*{message}"
     mine = {"optimizer": mx.optimizer.SGD(learning_rate=0.1), **(kwargs if hvd.rank() == last else {})}
-    with pytest.raises(error, match=message):
+    with pytest.raises(error, match=message) as raised:
         hvd.DistributedOptimizer(**mine)
+    assert isinstance(raised.value, MXNetError) == (error is hvd.PeerArgumentError)
     net = mx.gluon.nn.Dense(2, in_units=2)
     net.initialize()
     hvd.broadcast_parameters(net.collect_params(), root_rank=0)
-    trains_alike(mx.gluon.Trainer(net.collect_params(), hvd.DistributedOptimizer(mx.optimizer.SGD()), kvstore=None), net)
+    optimizer = hvd.DistributedOptimizer(mx.optimizer.SGD())
+    trains_alike(mx.gluon.Trainer(net.collect_params(), optimizer, kvstore=None), net)
