@@ -6,6 +6,7 @@ import torch
 from .. import objects
 from ..agreement import refuse_names, require_same_names
 from ..basics import rank
+from ..errors import PeerArgumentError
 from ..process_sets import ProcessSet, global_process_set
 from .eager import eager
 from .mpi_ops import broadcast_async_
@@ -65,18 +66,43 @@ def load_root_state(optimizer: torch.optim.Optimizer, root_rank: int, name: str,
     """Load ``root_rank``'s ``state_dict()`` into ``optimizer`` on the other ranks of ``process_set``, into its
     own parameter-group dicts and state dict, as Horovod's assigns each value: a DistributedOptimizer shares them
     with the optimizer it wraps, on which a scheduler may have been made, and torch's load_state_dict makes new
-    ones, which that scheduler would never see (its rank's learning rate then stayed where it was)."""
-    state = _to_cpu(optimizer.state_dict()) if rank() == root_rank else None
-    state = broadcast_object(state, root_rank, name=name, process_set=process_set)
+    ones, which that scheduler would never see (its rank's learning rate then stayed where it was).
+
+    A rank whose optimizer cannot take the root's state (another class, other parameter groups) raises why, and
+    the others a PeerArgumentError naming it: Horovod's ranks wait for each other's broadcasts of the option
+    names they lack, and torch would give an Adam the options of an SGD, to fail at its next step."""
+    ours = type(optimizer).__name__  # a DistributedOptimizer's class bears the name of the class it wraps
+    sent = (ours, _to_cpu(optimizer.state_dict())) if rank() == root_rank else None
+    kind, state = broadcast_object(sent, root_rank, name=name, process_set=process_set)
+    error = None
     if rank() != root_rank:
-        groups, states = optimizer.param_groups, optimizer.state
-        optimizer.load_state_dict(state)
-        for group, loaded in zip(groups, optimizer.param_groups):
-            group.clear()
-            group.update(loaded)
-        states.clear()
-        states.update(optimizer.state)
-        optimizer.param_groups, optimizer.state = groups, states
+        try:
+            if kind != ours:
+                raise TypeError(f"{name}: rank {root_rank}'s optimizer is {kind} and this rank's is {ours} (make "
+                                f"the same optimizer on every rank)")
+            _load_in_place(optimizer, state)
+        except Exception as e:  # told to the other ranks, whose calls then fail too
+            error = e
+    every = allgather_object(None if error is None else f"{type(error).__name__}: {error}", name=f"{name}.loaded",
+                             process_set=process_set)
+    if error is not None:
+        raise error
+    failed = [(r, why) for r, why in zip(process_set.ranks, every) if why is not None]
+    if failed:
+        raise PeerArgumentError(f"{name}: rank {failed[0][0]} could not load rank {root_rank}'s state: "
+                                f"{failed[0][1]}")
+
+
+def _load_in_place(optimizer: torch.optim.Optimizer, state: dict) -> None:
+    """``optimizer.load_state_dict(state)``, keeping its own parameter-group dicts and state dict."""
+    groups, states = optimizer.param_groups, optimizer.state
+    optimizer.load_state_dict(state)
+    for group, loaded in zip(groups, optimizer.param_groups):
+        group.clear()
+        group.update(loaded)
+    states.clear()
+    states.update(optimizer.state)
+    optimizer.param_groups, optimizer.state = groups, states
 
 
 def _to_cpu(value: Any) -> Any:

@@ -282,3 +282,26 @@ def test_a_grouped_op_given_no_list_on_one_rank_fails_on_every_rank():
                 if call.endswith("_async"):
                     hvd.synchronize(result)
     assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(hvd.size())))
+
+
+@pytest.mark.parametrize("case", ["another optimizer", "other parameter groups"])
+def test_broadcast_optimizer_state_into_an_optimizer_that_cannot_take_it_fails_on_every_rank(case):
+    """Horovod's ranks waited for each other's broadcasts of the option names they lacked; torch's load_state_dict
+    gave the last rank's Adam an SGD's options (to fail at its next step), or raised there only."""
+    model = torch.nn.Linear(2, 2)
+    last = hvd.size() - 1
+    if case == "another optimizer":
+        opt = torch.optim.Adam(model.parameters()) if hvd.rank() == last else torch.optim.SGD(model.parameters(), 0.1)
+        error, message = TypeError, "broadcast_optimizer_state: rank 0's optimizer is SGD and this rank's is Adam"
+    else:
+        groups = [{"params": [model.weight]}, {"params": [model.bias]}] if hvd.rank() == last else model.parameters()
+        opt = torch.optim.SGD(groups, lr=0.1)
+        error, message = ValueError, "loaded state dict has a different number of parameter groups"
+    if hvd.rank() != last:
+        error, message = hvd.PeerArgumentError, (f"broadcast_optimizer_state: rank {last} could not load rank 0's "
+                                                 f"state: {error.__name__}: {message}")
+    with pytest.raises(error, match=message):
+        hvd.broadcast_optimizer_state(opt, root_rank=0)
+    same = torch.optim.SGD(model.parameters(), lr=0.1 + hvd.rank())
+    hvd.broadcast_optimizer_state(same, root_rank=0)
+    assert same.param_groups[0]["lr"] == 0.1
