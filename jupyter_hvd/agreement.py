@@ -18,7 +18,7 @@ import hashlib
 import os
 import sys
 import warnings
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Dict, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -68,15 +68,14 @@ def refuse_names(what: str, process_set: ProcessSet, error: BaseException) -> No
 
 
 def require_same_making(what: str, error: Optional[BaseException], arguments: Optional[dict],
-                         trained: Optional[Sequence[Any]], process_set: ProcessSet, hint: str,
-                         label: Callable[[Any], str] = str) -> list:
+                         trained: Optional[Dict[Any, str]], process_set: ProcessSet, hint: str) -> list:
     """Did every member of ``process_set`` make its ``what`` (a distributed optimizer or trainer) alike? One
-    allgather of each rank's ``error`` (where making it failed there), ``arguments`` and ``trained`` (what its
-    allreduces are named by: parameter names, or places in a list; None where there is none to compare).
+    allgather (blocking: every rank makes its ``what``s in the same order) of each rank's ``error`` (where
+    making it failed there), ``arguments`` and ``trained``: what its allreduces are named by (parameter names,
+    or places in a list), each with the name this rank gives it; None where there is nothing to compare.
     Where a rank failed, the others raise PeerArgumentError naming it (the failed rank returns, to raise its
-    own); where the arguments or the trained parameters differ, every rank raises ValueError saying how
-    (``label``: an entry of ``trained`` as this rank names it) and ``hint``, what to make alike. Returns the
-    first member's ``trained``, in its order."""
+    own); where the arguments or the trained parameters differ, every rank raises ValueError saying how, and
+    ``hint``: what to make alike. Returns the first member's ``trained`` keys, in its order."""
     mine = (None if error is None else f"{type(error).__name__}: {error}", arguments, trained)
     every = allgather_object(mine, name=f"{what}.arguments", process_set=process_set)
     members = process_set.ranks
@@ -88,14 +87,16 @@ def require_same_making(what: str, error: Optional[BaseException], arguments: Op
     for key, first in every[0][1].items():
         if any(repr(args[key]) != repr(first) for _, args, _ in every):  # repr: nan alike on every rank
             values = ", ".join(f"{args[key]!r} on rank {r}" for r, (_, args, _) in zip(members, every))
-            raise ValueError(f"{what}: the ranks made it with different {key}: {values} (make it alike on every rank)")
+            raise ValueError(f"{what}: the ranks made it with different {key}: {values} (make it alike, and several "
+                             f"in the same order, on every rank)")
     order = every[0][2]
     for r, (_, _, theirs) in zip(members, every):
-        if order is not None and set(theirs) != set(order):
-            apart = ", ".join(sorted(map(label, set(theirs) ^ set(order)))[:5])
+        if order is not None and theirs.keys() != order.keys():
+            labels = {**theirs, **order}
+            apart = ", ".join(sorted(str(labels[k]) for k in theirs.keys() ^ order.keys())[:5])
             raise ValueError(f"{what}: the ranks train different parameters: ranks {members[0]} and {r} differ in "
                              f"{apart} ({hint})")
-    return order
+    return [] if order is None else list(order)
 
 
 def _difference(rank: int, theirs: list, root_rank: int, root: list) -> str:

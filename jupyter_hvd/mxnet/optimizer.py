@@ -44,10 +44,11 @@ def _agree(what: str, error: Optional[BaseException], arguments: Optional[dict],
     that made it with other arguments or trainable parameters would wait for each other's allreduces."""
     if not process_set.included() or process_set.size() == 1:
         return
-    trained = None if params is None else [i for i, p in enumerate(params) if p.grad_req != "null"]
-    try:  # the allreduces are named by the parameters' places in the list, whatever their names on each rank
+    # The allreduces are named by the parameters' places in the list, whatever their names on each rank.
+    trained = None if params is None else {i: p.name for i, p in enumerate(params) if p.grad_req != "null"}
+    try:
         require_same_making(what, error, arguments, trained, process_set, "give every rank the same parameters, with "
-                            "the same grad_req, before making it", lambda i: params[i].name)
+                            "grad_req 'null' on the same ones, before making it")
     except HorovodInternalError as e:  # a rank that failed to make it (PeerArgumentError), or the engine's end
         raise as_mxnet_error(e) from e
 
@@ -236,9 +237,10 @@ class DistributedTrainer(mx.gluon.Trainer):
             super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=None)
         except Exception as e:  # told to the other ranks, whose trainers then fail too
             error = e
+        # The check is a blocking collective: trainers are made in the same order on every rank (see the README).
         arguments = None if error else {
-            "gradient_predivide_factor": float(gradient_predivide_factor), "num_groups": num_groups,
-            "prefix": prefix or "", "compression": getattr(compression, "__name__", type(compression).__name__)}
+            "prefix": prefix or "", "gradient_predivide_factor": float(gradient_predivide_factor),
+            "num_groups": num_groups, "compression": getattr(compression, "__name__", type(compression).__name__)}
         _agree("DistributedTrainer", error, arguments, None if error else self._params, process_set)
         if error is not None:
             raise error

@@ -169,8 +169,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _trainable(self) -> List[torch.Tensor]:
         return [p for group in self.param_groups for p in group["params"] if p.requires_grad]
 
-    def _trained_names(self) -> List[Optional[str]]:
-        return [self._parameter_names.get(p) for p in self._trainable()]
+    def _trained_names(self) -> Dict[Optional[str], Optional[str]]:
+        return {name: name for name in (self._parameter_names.get(p) for p in self._trainable())}
 
     def _arguments(self) -> dict:
         """What the ranks must make alike (require_same_making): the arguments, a group list by its parameters'

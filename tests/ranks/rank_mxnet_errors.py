@@ -255,7 +255,7 @@ def test_a_grouped_op_given_no_list_on_one_rank_fails_on_every_rank():
 
 TRAINERS_APART = {  # the last rank's arguments where the others take the defaults, and what every rank raises
     "predivide": ({"gradient_predivide_factor": 2}, "different gradient_predivide_factor: 1.0 on rank 0, .*2.0 on "
-                                                    "rank {last} .make it alike on every rank"),
+                                                    "rank {last} .make it alike, and several in the same order"),
     "groups": ({"num_groups": 1}, "different num_groups: 0 on rank 0, .*1 on rank {last}"),
     "prefix": ({"prefix": "b."}, "different prefix: '' on rank 0, .*'b.' on rank {last}"),
     "compression": ({"compression": hvd.Compression.fp16},
@@ -310,11 +310,34 @@ def test_a_trainer_over_parameters_frozen_on_one_rank_only_fails_on_every_rank_w
     if hvd.rank() == hvd.size() - 1:
         net.bias.grad_req = "null"
     with pytest.raises(ValueError, match=f"the ranks train different parameters: ranks 0 and {hvd.size() - 1} differ "
-                                         f"in {net.bias.name} .give every rank the same parameters, with the same "
-                                         "grad_req, before making it"):
+                                         f"in {net.bias.name} .give every rank the same parameters, with "
+                                         "grad_req 'null' on the same ones, before making it"):
         hvd.DistributedTrainer(net.collect_params(), "sgd")
     net.bias.grad_req = "write"
     trains_alike(hvd.DistributedTrainer(net.collect_params(), "sgd"), net)
+
+
+def test_a_trainer_over_a_layer_one_rank_has_more_names_it_on_every_rank():
+    """The positions that differ (gluon.Trainer's, in the order of the names) are named by a rank that has them."""
+    net = mx.gluon.nn.HybridSequential(prefix="more_")
+    net.add(*(mx.gluon.nn.Dense(2, in_units=2, prefix=f"more{k}_") for k in range(2 + (hvd.rank() == 1))))
+    net.initialize()
+    last = hvd.broadcast_object(sorted(net.collect_params().keys())[-2:], root_rank=1, name="last.names")
+    with pytest.raises(ValueError, match=f"the ranks train different parameters: ranks 0 and 1 differ in "
+                                         f"{last[0]}, {last[1]} "):
+        hvd.DistributedTrainer(net.collect_params(), "sgd")
+
+
+def test_trainers_made_in_another_order_on_one_rank_fail_on_every_rank_saying_so():
+    """Horovod takes them in any order (its allreduces are named by prefix); here their check when made is a
+    blocking collective, which would wait for ever for the other's: they meet, and say how they differ."""
+    nets = [mx.gluon.nn.Dense(2 + i, in_units=2, prefix=f"any_order{i}_") for i in range(2)]
+    for net in nets:
+        net.initialize()
+    order = [1, 0] if hvd.rank() == hvd.size() - 1 else [0, 1]
+    with pytest.raises(ValueError, match=r"different prefix: 'net0.' on rank 0, .*'net1.' on rank "
+                                         r"\d .make it alike, and several in the same order, on every rank"):
+        hvd.DistributedTrainer(nets[order[0]].collect_params(), "sgd", prefix=f"net{order[0]}.")
 
 
 @pytest.mark.parametrize("kwargs, refused, error, message", [

@@ -141,7 +141,8 @@ def test_optimizer_arguments():
 APART = {  # the last rank's arguments where the others take the defaults, and what every rank raises
     "op": ({"op": hvd.Sum}, ValueError, "the ranks made it with different op: "),
     "passes": ({"backward_passes_per_step": 2}, ValueError,
-               "different backward_passes_per_step: 1 on rank 0, .*2 on rank {last} .make it alike on every rank"),
+               "different backward_passes_per_step: 1 on rank 0, .*2 on rank {last} .make it alike, and several in "
+               "the same order, on every rank"),
     "compression": ({"compression": hvd.Compression.fp16}, ValueError,
                     "different compression: 'NoneCompressor' on rank 0, .*'FP16Compressor' on rank {last}"),
     "groups": ({"groups": 1}, ValueError, "different groups: None on rank 0, .*1 on rank {last}"),
