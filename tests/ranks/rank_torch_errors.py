@@ -306,3 +306,15 @@ def test_broadcast_optimizer_state_into_an_optimizer_that_cannot_take_it_fails_o
     same = torch.optim.SGD(model.parameters(), lr=0.1 + hvd.rank())
     hvd.broadcast_optimizer_state(same, root_rank=0)
     assert same.param_groups[0]["lr"] == 0.1
+
+
+def test_set_backward_passes_per_step_refuses_what_the_optimizer_would_refuse():
+    model = torch.nn.Linear(2, 2)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+    with pytest.raises(ValueError, match="set_backward_passes_per_step: passes must be an int >= 1, got 0"):
+        opt.set_backward_passes_per_step(0)
+    with pytest.raises(TypeError, match="set_backward_passes_per_step: passes must be an int, got '2'"):
+        opt.set_backward_passes_per_step("2")
+    assert opt.backward_passes_per_step == 1
+    opt.set_backward_passes_per_step(2)
+    assert opt.backward_passes_per_step == 2
