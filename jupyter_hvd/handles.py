@@ -21,31 +21,43 @@ def release_orphans(all_done: bool = False) -> None:
 
 class Handle:
     """An enqueued operation, or a group of them; ``wait()`` returns its result (a group's: the list of
-    results) or raises its first error."""
+    results) or raises its first error, again at each call.
 
-    __slots__ = ("_natives", "_keep", "_finishes", "_group", "_result", "_done")
+    An error's traceback keeps the frames it passed, which a script's uncaught one may keep to the end of the
+    program; there nanobind would report a native group still held as leaked. So what raises lets go of it
+    first: a failed handle keeps its status instead, and the blocking calls' frames drop theirs."""
+
+    __slots__ = ("_natives", "_keep", "_finishes", "_group", "_result", "_done", "_failed")
 
     def __init__(self, natives: Any, keep: tuple, finishes: Sequence[Optional[Callable[[Any], Any]]],
                  group: bool = False):
-        self._natives = natives  # the native HandleGroup: one handle per tensor
+        self._natives = natives  # the native HandleGroup: one handle per tensor; None once it has failed
         self._keep = keep  # (inputs, outputs): the arrays the engine reads and writes by address
         self._finishes = finishes  # each tensor's result from its native handle; None: its output array
         self._group = group
         self._result: Any = None
         self._done = False
+        self._failed: Optional[tuple] = None  # the native status of its first error, once it has failed
 
     def poll(self) -> bool:
         """True when the operation has finished (successfully or not)."""
-        return self._natives.poll()
+        return self._natives is None or self._natives.poll()
 
     def wait(self, timeout: Optional[float] = None) -> Any:
         """Block until done (Ctrl-C still works) and return the result; TimeoutError on timeout."""
         if self._done:
             return self._result
-        code = self._natives.wait(-1.0 if timeout is None else float(timeout))
+        if self._failed is not None:
+            raise_for_status(self._failed)
+        natives = self._natives
+        code = natives.wait(-1.0 if timeout is None else float(timeout))
         if code is None:
             raise TimeoutError(f"operation not finished after {timeout} s")
-        self._result = _result(self._natives, code, self._keep[1], self._finishes, self._group)
+        if code:
+            self._failed, self._natives, self._keep = natives.status(), None, ()
+            del natives
+            raise_for_status(self._failed)
+        self._result = _result(natives, self._keep[1], self._finishes, self._group)
         self._done = True
         self._keep = ()
         return self._result
@@ -60,22 +72,25 @@ class Handle:
 def wait_for_result(natives: Any, keep: tuple, finishes: Sequence[Optional[Callable[[Any], Any]]],
                     group: bool = False) -> Any:
     """A blocking call's wait, with no Handle to make: the result of the native group ``natives`` (whose
-    arrays ``keep`` holds), or its error. Interrupted (Ctrl-C), it leaves the arrays to the orphans, as a
-    dropped handle does."""
+    arrays ``keep`` holds), or its error, raised with the group let go (see Handle). Interrupted (Ctrl-C), it
+    leaves the arrays to the orphans, as a dropped handle does."""
     try:
         code = natives.wait(-1.0)
     except BaseException:
         if not natives.done():
             _orphans[id(natives)] = (natives, keep)
+        del natives
         raise
-    return _result(natives, code, keep[1], finishes, group)
-
-
-def _result(natives: Any, code: int, outs: Sequence[Any], finishes: Sequence[Optional[Callable[[Any], Any]]],
-            group: bool) -> Any:
-    """A finished group's result (a group's: the list of results), or the exception of its first error."""
     if code:
-        raise_for_status(natives.status())
+        status = natives.status()
+        del natives
+        raise_for_status(status)
+    return _result(natives, keep[1], finishes, group)
+
+
+def _result(natives: Any, outs: Sequence[Any], finishes: Sequence[Optional[Callable[[Any], Any]]],
+            group: bool) -> Any:
+    """A group's result, once it has finished without error (a group's: the list of results)."""
     if group:
         if not any(finishes):  # host arrays only: their output arrays, with no call per array
             return list(outs)

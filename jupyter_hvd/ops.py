@@ -65,7 +65,11 @@ def enqueue(op: int, kind: str, arrs: Sequence[Any], outs: Sequence[Any], names:
     else:
         natives = _C.submit(op, kind, arrs, outs, names, pid, reduce, root_rank, prescale, postscale, splits, wait)
     if wait:
-        return wait_for_result(natives, (arrs, outs), finishes, group)
+        try:
+            return wait_for_result(natives, (arrs, outs), finishes, group)
+        except BaseException:
+            del natives  # not kept by the error's traceback (see Handle)
+            raise
     return Handle(natives, (arrs, outs), finishes, group)
 
 

@@ -158,6 +158,30 @@ def test_a_rank_that_ends_on_an_exception_fails_its_peers_ops_naming_it(tmp_path
     assert "EngineAbortedError: engine aborted by rank 1: rank 1 raised ValueError: bad batch on rank 1" in out, out
     assert "shut the engine down" not in out, out
 
+WAITS_WHILE_ITS_PEER_RAISES = """
+import sys, threading, time, numpy as np, jupyter_hvd as hvd
+hvd.init()
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()  # a progress bar's monitor, for one
+if hvd.rank() == 0:
+    raise RuntimeError('boom on rank 0')
+if sys.argv[1] == 'handle':
+    handle = hvd.allreduce_async(np.ones(3), name='waits')
+    hvd.synchronize(handle)
+hvd.allreduce(np.ones(3), name='waits')
+"""
+
+
+@pytest.mark.parametrize("call", ["blocking", "handle"])
+def test_a_peers_failure_ends_the_script_with_its_traceback_alone(tmp_path, call):
+    """An uncaught error's traceback keeps the frames it passed to the end of the program (here a daemon thread
+    still runs, as tqdm's monitor does); the native operation in them was reported 'leaked' by nanobind, after
+    the traceback, as in Horovod's imagenet example when another rank failed."""
+    script = tmp_path / "waits.py"
+    script.write_text(WAITS_WHILE_ITS_PEER_RAISES)
+    out = run_ranks(2, [str(script), call], check=False).stdout
+    assert "EngineAbortedError: engine aborted by rank 0: rank 0 raised RuntimeError: boom on rank 0" in out, out
+    assert "leaked" not in out, out
+
 
 def test_init_starts_mpi_itself_where_the_script_told_mpi4py_not_to(tmp_path):
     """Horovod's pattern for scripts that start MPI themselves, or let Horovod do it: with
