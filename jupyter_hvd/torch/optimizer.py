@@ -245,7 +245,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in group:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        sent, ctxs = zip(*[self._compression.compress(p.grad) for p in group])
+        # A sparse gradient goes dense, whatever sparse_as_dense: Horovod's groups fail on one.
+        sent, ctxs = zip(*[self._compression.compress(p.grad.to_dense() if p.grad.is_sparse else p.grad)
+                           for p in group])
         pre, post = _scale_factors(self.op, self.gradient_predivide_factor)
         whole = self._p_to_group[group[0]]  # named as its whole group, of which a rank may send only some
         handle = grouped_allreduce_async_([_packed(t) for t in sent], name=self._parameter_names.get(whole[0]),
@@ -335,11 +337,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._allreduce_delay[key] = self.backward_passes_per_step
                 if self._groups is not None:
                     self._group_counts[self._p_to_group[key]] = 0
-                if key.grad.is_sparse:
-                    reduced = out if ctx is None else self._compression.decompress(out, ctx)
-                    key.grad.zero_().add_(reduced if reduced.is_sparse else reduced.to_sparse())
-                else:
-                    _write_grad(key, self._compression.decompress(out, ctx))
+                _write_grad(key, out if ctx is None else self._compression.decompress(out, ctx))
         self._handles.clear()
         self._synchronized = True
 
@@ -458,7 +456,11 @@ def _packed(t: torch.Tensor) -> torch.Tensor:
 
 
 def _write_grad(p: torch.Tensor, reduced: torch.Tensor) -> None:
-    if reduced.data_ptr() != p.grad.data_ptr():
+    """The reduced gradient into ``p.grad``, in its layout: a sparse one (an ``Embedding(sparse=True)``'s) stays
+    sparse (for SparseAdam) when it was reduced dense."""
+    if p.grad.is_sparse:
+        p.grad.zero_().add_(reduced if reduced.is_sparse else reduced.to_sparse())
+    elif reduced.data_ptr() != p.grad.data_ptr():
         p.grad.copy_(reduced)
 
 

@@ -1,6 +1,7 @@
 """Training with jupyter_hvd.torch: N ranks with batch b reach the parameters one process reaches with batch N*b
 (plain, fp16 compression, gradient accumulation, groups), identical on every rank; SyncBatchNorm; the monitor."""
 import contextlib
+import copy
 import gc
 import os
 import warnings
@@ -215,6 +216,39 @@ def test_a_parameter_one_rank_leaves_unused_goes_with_its_group(groups, overlap)
     # Each step: rank 0's gradient of each bias is its 4 rows, the others' zeros; averaged, times the rate 0.5.
     torch.testing.assert_close(model["spare"].bias.detach(), spare_bias - 2 * 0.5 * 4 / hvd.size())
 
+
+
+@pytest.mark.parametrize("sparse_as_dense", [False, True])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_a_sparse_embedding_in_groups_is_reduced_dense_and_stays_sparse(groups, sparse_as_dense, overlap):
+    """Groups took a sparse gradient (an Embedding(sparse=True)'s) as a dense one and failed in step(), in
+    Horovod too, whatever sparse_as_dense. It goes dense in its group and comes back sparse, for SparseAdam;
+    a step where one rank leaves the embedding out sends zeros in its place, as for a dense parameter."""
+    torch.manual_seed(0)
+    model = torch.nn.ModuleDict({"emb": torch.nn.Embedding(10, 3, sparse=True), "head": torch.nn.Linear(3, 1)})
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    reference = copy.deepcopy(model)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(),
+                                   groups=groups, sparse_as_dense=sparse_as_dense)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+
+    def loss(m: torch.nn.ModuleDict, rank: int, step: int) -> torch.Tensor:
+        ids = torch.tensor([rank, 5 + step, 9 - rank])
+        features = m["emb"](ids) if rank != 0 or step != 1 else torch.ones(3, 3)  # rank 0 leaves it out once
+        return m["head"](features).square().sum()
+
+    for step in range(3):
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        loss(model, hvd.rank(), step).backward()
+        assert model["emb"].weight.grad is None or model["emb"].weight.grad.is_sparse
+        opt.step()
+        (sum(loss(reference, r, step) for r in range(hvd.size())) / hvd.size()).backward()
+        ref_opt.step()
+        if not (hvd.rank() == 0 and step == 1):
+            assert model["emb"].weight.grad.is_sparse
+    assert same_on_every_rank(flat(model))
+    torch.testing.assert_close(flat(model), flat(reference))
 
 def test_ranks_that_train_different_parameters_in_groups_fail_alike():
     """Groups over parameters that one rank froze: the ranks formed different groups under different names
