@@ -262,7 +262,7 @@ class _Sparse:
 
     def wait(self) -> torch.Tensor:
         values, indices = self._values.wait() * self._scale, self._indices.wait()
-        return torch.sparse_coo_tensor(indices.t(), values, self._like.shape).coalesce()
+        return torch.sparse_coo_tensor(indices.t(), values, self._like.shape, check_invariants=False).coalesce()
 
 
 class SparseHandle(Handle):

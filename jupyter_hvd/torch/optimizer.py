@@ -118,6 +118,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._p_to_group: Dict[torch.Tensor, Group] = {}
         self._group_counts: Dict[Group, int] = {}
         self._overlap = overlaps_backward()
+        self._sparse: Dict[torch.Tensor, int] = {}  # those reduced by allgathers here, by their sparse dimensions
         samples.watch(p for group in self.param_groups for p in group["params"])
 
     def load_state_dict(self, *args: Any, **kwargs: Any) -> None:
@@ -228,11 +229,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _allreduce_grad_async(self, p: torch.Tensor) -> Tuple[Handle, Any]:
         if p.grad is None:  # not used in this rank's forward pass, but another rank's may have used it
-            p.grad = torch.zeros_like(p)
+            p.grad = _zeros(p, self._sparse.get(p))
         name = self._parameter_names.get(p)
         tensor = p.grad
         if tensor.is_sparse:
             if not self.sparse_as_dense:
+                self._sparse[p] = tensor.sparse_dim()
                 return sparse_allreduce_async(tensor, name=name, op=self.op, process_set=self.process_set), None
             tensor = tensor.to_dense()
         sent, ctx = self._compression.compress(tensor)
@@ -453,6 +455,16 @@ def _packed(t: torch.Tensor) -> torch.Tensor:
     format (``channels_last``) has the parameter's strides, which in-place ops refuse. The reduced copy is
     written back into the gradient by ``_write_grad``, element by element, whatever the strides."""
     return t if t.is_contiguous() else t.contiguous()
+
+
+def _zeros(p: torch.Tensor, sparse_dim: Optional[int]) -> torch.Tensor:
+    """The gradient a rank sends for a parameter its step left unused: zeros, or, where the parameter's gradient
+    went sparse here before (``sparse_dim``), a sparse one with nothing in it, which meets the others' allgathers
+    (dense zeros would wait for ever for their allreduce, in Horovod too)."""
+    if sparse_dim is None:
+        return torch.zeros_like(p)
+    indices = torch.empty((sparse_dim, 0), dtype=torch.long, device=p.device)
+    return torch.sparse_coo_tensor(indices, p.new_empty((0, *p.shape[sparse_dim:])), p.shape, check_invariants=False)
 
 
 def _write_grad(p: torch.Tensor, reduced: torch.Tensor) -> None:
