@@ -339,7 +339,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._allreduce_delay[key] = self.backward_passes_per_step
                 if self._groups is not None:
                     self._group_counts[self._p_to_group[key]] = 0
-                _write_grad(key, out if ctx is None else self._compression.decompress(out, ctx))
+                _write_grad(key, out if out.is_sparse else self._compression.decompress(out, ctx))
         self._handles.clear()
         self._synchronized = True
 

@@ -85,8 +85,21 @@ def test_ranks_with_batch_b_match_one_process_with_batch_nb(compression, passes,
     np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("kwargs", [{"groups": 2}, {"num_groups": 3}, {"gradient_predivide_factor": 2.0}],
-                         ids=["groups", "num_groups", "predivide"])
+class Halved(hvd.Compression.none):
+    """A compressor of the user's, with no context: its decompress must still be called."""
+
+    @staticmethod
+    def compress(tensor: torch.Tensor):
+        return tensor * 0.5, None
+
+    @staticmethod
+    def decompress(tensor: torch.Tensor, ctx):
+        return tensor * 2.0
+
+
+@pytest.mark.parametrize("kwargs", [{"groups": 2}, {"num_groups": 3}, {"gradient_predivide_factor": 2.0},
+                                    {"compression": Halved}, {"compression": Halved, "groups": 2}],
+                         ids=["groups", "num_groups", "predivide", "own_compressor", "own_compressor_groups"])
 def test_groups_and_predivide_factor_give_the_same_parameters(kwargs, overlap):
     with pytest.warns(DeprecationWarning) if "num_groups" in kwargs else contextlib.nullcontext():
         ref, got = train(1, **kwargs)
