@@ -75,16 +75,13 @@ def wait_for_result(natives: Any, keep: tuple, finishes: Sequence[Optional[Calla
     arrays ``keep`` holds), or its error, raised with the group let go (see Handle). Interrupted (Ctrl-C), it
     leaves the arrays to the orphans, as a dropped handle does."""
     try:
-        code = natives.wait(-1.0)
-    except BaseException:
+        if natives.wait(-1.0):
+            raise_for_status(natives.status())
+    except BaseException:  # its error, or Ctrl-C before the operation ended
         if not natives.done():
             _orphans[id(natives)] = (natives, keep)
         del natives
         raise
-    if code:
-        status = natives.status()
-        del natives
-        raise_for_status(status)
     return _result(natives, keep[1], finishes, group)
 
 
