@@ -40,7 +40,7 @@ from . import samples
 from .compression import Compression, Compressor
 from .eager import eager
 from .functions import broadcast_tensors, load_root_state
-from .mpi_ops import (Average, Handle, Sum, allreduce, allreduce_async_, grouped_allreduce_async_,
+from .mpi_ops import (Average, Handle, Max, Sum, allreduce, allreduce_async_, grouped_allreduce_async_,
                       sparse_allreduce_async)
 
 Group = Tuple[torch.Tensor, ...]
@@ -118,7 +118,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._p_to_group: Dict[torch.Tensor, Group] = {}
         self._group_counts: Dict[Group, int] = {}
         self._overlap = overlaps_backward()
-        self._sparse: Dict[torch.Tensor, int] = {}  # those reduced by allgathers here, by their sparse dimensions
+        self._sparse: Dict[torch.Tensor, int] = {}  # those whose gradient comes sparse, by its sparse dimensions
+        self._seen: set = set()  # those whose gradient has come on some rank, alike on every rank
         samples.watch(p for group in self.param_groups for p in group["params"])
 
     def load_state_dict(self, *args: Any, **kwargs: Any) -> None:
@@ -234,7 +235,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         tensor = p.grad
         if tensor.is_sparse:
             if not self.sparse_as_dense:
-                self._sparse[p] = tensor.sparse_dim()
                 return sparse_allreduce_async(tensor, name=name, op=self.op, process_set=self.process_set), None
             tensor = tensor.to_dense()
         sent, ctx = self._compression.compress(tensor)
@@ -246,7 +246,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _grouped_allreduce_grad_async(self, group: Group) -> Tuple[Handle, Any]:
         for p in group:
             if p.grad is None:
-                p.grad = torch.zeros_like(p)
+                p.grad = _zeros(p, self._sparse.get(p))
         # A sparse gradient goes dense, whatever sparse_as_dense: Horovod's groups fail on one.
         sent, ctxs = zip(*[self._compression.compress(p.grad.to_dense() if p.grad.is_sparse else p.grad)
                            for p in group])
@@ -322,6 +322,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in self._requires_update - started:
             if not _frozen(p):
                 self._handles[p] = (None, None)  # started below
+        self._agree_sparseness()
         for key, (handle, ctx) in list(self._handles.items()):
             if handle is None or handle is READY:
                 del self._handles[key]
@@ -342,6 +343,31 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 _write_grad(key, out if out.is_sparse else self._compression.decompress(out, ctx))
         self._handles.clear()
         self._synchronized = True
+
+    def _agree_sparseness(self) -> None:
+        """Which gradients are sparse, agreed before a rank makes zeros for a parameter its step left unused, so
+        that it makes them sparse where another rank's gradient is. Outside groups and without sparse_as_dense,
+        they go by allgathers, which dense zeros (an allreduce) would never meet; otherwise they go dense and
+        come back sparse, so that every rank updates alike (a dense gradient's update differs from a sparse
+        one's in the last bit). One allreduce of a number per parameter, at each step until every parameter's
+        gradient has come on some rank: for most models the first step only."""
+        if self.process_set.size() < 2:
+            return
+        # Frozen ones too: a rank that froze one since the wrap then meets the others' mismatch in their groups
+        # or allreduces, which names it.
+        params = [p for p in self._parameter_names if p in self._requires_update]
+        if all(p in self._seen for p in params):  # alike on every rank: _seen is what they agreed
+            return
+        # Per parameter: -1 where its gradient did not come here, 0 where it came dense, its sparse dimensions
+        # where it came sparse; the greatest over the ranks.
+        mine = [-1 if p.grad is None else p.grad.sparse_dim() if p.grad.is_sparse else 0 for p in params]
+        agreed = allreduce(torch.tensor(mine, dtype=torch.int32), op=Max, name="DistributedOptimizer.sparseness",
+                           process_set=self.process_set)
+        for p, dims in zip(params, agreed.tolist()):
+            if dims >= 0:
+                self._seen.add(p)
+            if dims > 0:
+                self._sparse[p] = dims
 
     @contextmanager
     def skip_synchronize(self) -> Iterator[None]:
@@ -459,8 +485,8 @@ def _packed(t: torch.Tensor) -> torch.Tensor:
 
 def _zeros(p: torch.Tensor, sparse_dim: Optional[int]) -> torch.Tensor:
     """The gradient a rank sends for a parameter its step left unused: zeros, or, where the parameter's gradient
-    went sparse here before (``sparse_dim``), a sparse one with nothing in it, which meets the others' allgathers
-    (dense zeros would wait for ever for their allreduce, in Horovod too)."""
+    comes sparse (``sparse_dim``, from _agree_sparseness), a sparse one with nothing in it, which meets the
+    others' allgathers (dense zeros would wait for ever for their allreduce, in Horovod too)."""
     if sparse_dim is None:
         return torch.zeros_like(p)
     indices = torch.empty((sparse_dim, 0), dtype=torch.long, device=p.device)
