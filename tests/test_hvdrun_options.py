@@ -188,6 +188,20 @@ def test_tcp_and_timestamps_reach_mpiexec_and_the_job_runs() -> None:
     assert len(lines) == 2 and all(re.match(r"\[.+\d\d:\d\d:\d\d.+\]<stdout>: sum 2\.0$", line) for line in lines), lines
 
 
+@pytest.mark.parametrize("timestamp", [False, True])
+def test_tag_output_starts_each_line_with_its_rank_as_horovodrun_does(timestamp: bool) -> None:
+    flags = ["--tag-output", *(["-prefix-timestamp"] if timestamp else [])]
+    assert hvdrun.mpiexec_options(parse("-np", "2", *flags)) == ["--output", "tag,timestamp" if timestamp else "tag"]
+    script = "import sys, jupyter_hvd as hvd\nhvd.init()\nprint('out', hvd.rank())\nprint('err', file=sys.stderr)"
+    result = run_hvdrun("-np", "2", *flags, sys.executable, "-c", script)
+    assert result.returncode == 0, result.stderr
+    stamp = r"\[[^]]*\d\d:\d\d:\d\d[^]]*\]" if timestamp else ""
+    assert sorted(re.sub(stamp, "", line) for line in result.stdout.splitlines() if "out" in line) == \
+        ["[1,0]<stdout>: out 0", "[1,1]<stdout>: out 1"], result.stdout
+    assert sorted(re.sub(stamp, "", line) for line in result.stderr.splitlines() if "err" in line) == \
+        ["[1,0]<stderr>: err", "[1,1]<stderr>: err"], result.stderr
+
+
 def test_a_hostfile_given_as_horovodrun_spells_it(tmp_path: Path) -> None:
     """With --tcp too: a hostfile of this host alone listens on loopback, where TCP must go as well."""
     (tmp_path / "hosts").write_text("localhost slots=2\n")

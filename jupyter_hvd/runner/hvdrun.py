@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-prefix-timestamp", "--prefix-output-with-timestamp", dest="prefix_timestamp",
                         action="store_true", help="start each line the ranks print with the time (mpiexec's "
                                                   "--output timestamp)")
+    parser.add_argument("--tag-output", action="store_true",
+                        help="start each line the ranks print with its rank and stream, [1,RANK]<stdout>: (mpiexec's "
+                             "--output tag; horovodrun always does)")
     parser.add_argument("--fusion-threshold-mb", type=float, metavar="MB",
                         help=_about("HOROVOD_FUSION_THRESHOLD", "tensor fusion buffer size in MiB"))
     parser.add_argument("--cycle-time-ms", type=float, metavar="MS", help=_about("HOROVOD_CYCLE_TIME"))
@@ -237,12 +240,13 @@ def ssh_options(args: argparse.Namespace) -> list[str]:
 
 
 def mpiexec_options(args: argparse.Namespace) -> list[str]:
-    """mpiexec options from hvdrun's --tcp, --prefix-output-with-timestamp, --binding-args and --mpi-args flags."""
+    """mpiexec options from hvdrun's --tcp, --tag-output, --prefix-output-with-timestamp, --binding-args and
+    --mpi-args flags."""
     opts = []
     if args.tcp:
         opts += ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
-    if args.prefix_timestamp:
-        opts += ["--output", "timestamp"]
+    if labels := [label for label, given in (("tag", args.tag_output), ("timestamp", args.prefix_timestamp)) if given]:
+        opts += ["--output", ",".join(labels)]
     for extra in (args.binding_args, args.mpi_args):
         if extra:
             opts += shlex.split(extra)
