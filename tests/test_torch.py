@@ -197,7 +197,8 @@ def test_the_engine_reads_cpu_tensors_by_pointer_only_where_that_is_safe():
         submit(torch.ones(0, 3), np.empty((0, 3), np.float32))
 
 
-RANK_MODULES = ["rank_torch_ops.py", "rank_torch_training.py", "rank_torch_cells.py", "rank_torch_elastic.py"]
+RANK_MODULES = ["rank_torch_ops.py", "rank_torch_training.py", "rank_torch_optimizer_cases.py", "rank_torch_cells.py",
+                "rank_torch_elastic.py"]
 
 
 @pytest.mark.parametrize("np_", [2, 4])
