@@ -274,7 +274,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._check_run()
         if p in self._handles and self._handles[p][0] is not None and self._allreduce_delay[p] <= 0:
             raise AssertionError("Gradients were computed more than backward_passes_per_step times before call "
-                                 "to step(). Increase backward_passes_per_step to accumulate gradients locally.")
+                                 "to step(). Increase backward_passes_per_step to accumulate gradients locally. "
+                                 f"(Parameter {self._parameter_names.get(p)}. Within one backward pass, this "
+                                 "happens to a parameter used both inside and outside torch.utils.checkpoint(..., "
+                                 "use_reentrant=True): use use_reentrant=False.)")
         handle, ctx = None, None
         self._allreduce_delay[p] -= 1
         if self._allreduce_delay[p] == 0:

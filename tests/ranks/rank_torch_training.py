@@ -266,6 +266,44 @@ def test_a_sparse_embedding_one_rank_leaves_out_trains_as_one_process(groups, sp
     assert same_on_every_rank(flat(model))
     torch.testing.assert_close(flat(model), flat(reference))
 
+class SharedInCheckpoint(torch.nn.Module):
+    """A layer used both inside and outside a checkpointed segment."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, reentrant: bool) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+        return self.a(checkpoint(lambda t: self.b(torch.relu(self.a(t))), x, use_reentrant=reentrant))
+
+
+def test_a_parameter_used_inside_and_outside_a_checkpoint_trains_as_one_process(overlap):
+    """Without reentrance its gradient is accumulated once per backward pass; with it, twice, which every rank
+    refuses with Horovod's error, which here names the parameter and says why (one rank, which has no hooks,
+    takes it)."""
+    torch.manual_seed(0)
+    model = SharedInCheckpoint()
+    reference = copy.deepcopy(model)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters())
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for step in range(3):
+        x = torch.randn(hvd.size(), 3, 4, generator=torch.Generator().manual_seed(step), requires_grad=True)
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        model(x[hvd.rank()], reentrant=False).square().sum().backward()
+        opt.step()
+        (sum(reference(x[r], reentrant=False).square().sum() for r in range(hvd.size())) / hvd.size()).backward()
+        ref_opt.step()
+    torch.testing.assert_close(flat(model), flat(reference))
+    opt.zero_grad()
+    refused = pytest.raises(AssertionError, match=r"more than backward_passes_per_step times .*Parameter "
+                                                  r"a\.(weight|bias)\. Within one backward pass.*use_reentrant=False")
+    with refused if hvd.size() > 1 else contextlib.nullcontext():  # one rank has no hooks, as in Horovod
+        model(torch.ones(3, 4, requires_grad=True), reentrant=True).sum().backward()
+    opt.synchronize()  # what the hooks started
+
+
 def test_ranks_that_train_different_parameters_in_groups_fail_alike():
     """Groups over parameters that one rank froze: the ranks formed different groups under different names
     and waited for good; now every rank raises, at the wrap or at the step."""
