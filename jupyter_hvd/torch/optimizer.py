@@ -118,8 +118,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._p_to_group: Dict[torch.Tensor, Group] = {}
         self._group_counts: Dict[Group, int] = {}
         self._overlap = overlaps_backward()
-        self._sparse: Dict[torch.Tensor, int] = {}  # those whose gradient comes sparse, by its sparse dimensions
-        self._seen: set = set()  # those whose gradient has come on some rank, alike on every rank
+        # What the ranks agreed of each gradient that has come on some rank: 0 dense, else its sparse dimensions.
+        self._layouts: Dict[torch.Tensor, int] = {}
         samples.watch(p for group in self.param_groups for p in group["params"])
 
     def load_state_dict(self, *args: Any, **kwargs: Any) -> None:
@@ -230,7 +230,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _allreduce_grad_async(self, p: torch.Tensor) -> Tuple[Handle, Any]:
         if p.grad is None:  # not used in this rank's forward pass, but another rank's may have used it
-            p.grad = _zeros(p, self._sparse.get(p))
+            p.grad = _zeros(p, self._layouts.get(p, 0))
         name = self._parameter_names.get(p)
         tensor = p.grad
         if tensor.is_sparse:
@@ -246,7 +246,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _grouped_allreduce_grad_async(self, group: Group) -> Tuple[Handle, Any]:
         for p in group:
             if p.grad is None:
-                p.grad = _zeros(p, self._sparse.get(p))
+                p.grad = _zeros(p, self._layouts.get(p, 0))
         # A sparse gradient goes dense, whatever sparse_as_dense: Horovod's groups fail on one.
         sent, ctxs = zip(*[self._compression.compress(p.grad.to_dense() if p.grad.is_sparse else p.grad)
                            for p in group])
@@ -354,23 +354,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         come back sparse, so that every rank updates alike (a dense gradient's update differs from a sparse
         one's in the last bit). One allreduce of a number per parameter, at each step until every parameter's
         gradient has come on some rank: for most models the first step only."""
-        if self.process_set.size() < 2:
+        # Both sides alike on every rank: the hooked parameters only grow, and _layouts holds what they agreed.
+        if len(self._layouts) == len(self._requires_update) or self.process_set.size() < 2:
             return
         # Frozen ones too: a rank that froze one since the wrap then meets the others' mismatch in their groups
         # or allreduces, which names it.
         params = [p for p in self._parameter_names if p in self._requires_update]
-        if all(p in self._seen for p in params):  # alike on every rank: _seen is what they agreed
-            return
         # Per parameter: -1 where its gradient did not come here, 0 where it came dense, its sparse dimensions
         # where it came sparse; the greatest over the ranks.
         mine = [-1 if p.grad is None else p.grad.sparse_dim() if p.grad.is_sparse else 0 for p in params]
         agreed = allreduce(torch.tensor(mine, dtype=torch.int32), op=Max, name="DistributedOptimizer.sparseness",
                            process_set=self.process_set)
-        for p, dims in zip(params, agreed.tolist()):
-            if dims >= 0:
-                self._seen.add(p)
-            if dims > 0:
-                self._sparse[p] = dims
+        self._layouts.update((p, dims) for p, dims in zip(params, agreed.tolist()) if dims >= 0)
 
     @contextmanager
     def skip_synchronize(self) -> Iterator[None]:
@@ -486,11 +481,11 @@ def _packed(t: torch.Tensor) -> torch.Tensor:
     return t if t.is_contiguous() else t.contiguous()
 
 
-def _zeros(p: torch.Tensor, sparse_dim: Optional[int]) -> torch.Tensor:
+def _zeros(p: torch.Tensor, sparse_dim: int) -> torch.Tensor:
     """The gradient a rank sends for a parameter its step left unused: zeros, or, where the parameter's gradient
-    comes sparse (``sparse_dim``, from _agree_sparseness), a sparse one with nothing in it, which meets the
+    comes sparse (``sparse_dim`` > 0, from _agree_sparseness), a sparse one with nothing in it, which meets the
     others' allgathers (dense zeros would wait for ever for their allreduce, in Horovod too)."""
-    if sparse_dim is None:
+    if not sparse_dim:
         return torch.zeros_like(p)
     indices = torch.empty((sparse_dim, 0), dtype=torch.long, device=p.device)
     return torch.sparse_coo_tensor(indices, p.new_empty((0, *p.shape[sparse_dim:])), p.shape, check_invariants=False)

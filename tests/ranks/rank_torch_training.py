@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 import jupyter_hvd
 import jupyter_hvd.torch as hvd
@@ -274,7 +275,6 @@ class SharedInCheckpoint(torch.nn.Module):
         self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
 
     def forward(self, x: torch.Tensor, reentrant: bool) -> torch.Tensor:
-        from torch.utils.checkpoint import checkpoint
         return self.a(checkpoint(lambda t: self.b(torch.relu(self.a(t))), x, use_reentrant=reentrant))
 
 
