@@ -120,13 +120,14 @@ def test_each_failing_status_is_an_mxnet_error_of_the_cores_class():
     assert type(as_mxnet_error(ValueError("bad splits"))) is MXNetError
 
 
-RANK_MODULES = ["rank_mxnet_ops.py", "rank_mxnet_errors.py", "rank_mxnet_training.py"]
+RANK_MODULES = ["rank_mxnet_ops.py", "rank_mxnet_errors.py", "rank_mxnet_training.py",
+                "rank_mxnet_trainer_cases.py"]
 
 
 @pytest.mark.parametrize("np_", [2, 4])
 @pytest.mark.timeout(150 * len(RANK_MODULES) + 60)
 def test_on_ranks(np_):
-    """The three modules in one job (MXNet is imported once per rank), with each module's 150 s in its timeout.
+    """The modules in one job (MXNet is imported once per rank), with each module's 150 s in its timeout.
     Unbulked backward, so the overlap test sees gradients appear one by one."""
     run_rank_tests(np_, RANK_MODULES, timeout=150 * len(RANK_MODULES), env=dict(ENV, MXNET_EXEC_BULK_EXEC_TRAIN="0"))
 

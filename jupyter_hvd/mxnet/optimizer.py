@@ -9,12 +9,14 @@ from collections import OrderedDict, defaultdict
 from typing import Any, Dict, Optional, Sequence, Union
 
 import mxnet as mx
+import numpy as np
 
 from ..agreement import digest, ranks_agree, require_same_making, warn_apart, warn_replaced
 from ..basics import engine_run, rank
 from ..errors import HorovodInternalError
 from ..groups import split_list
 from ..monitor.samples import trainer_step
+from ..ops import Max, allreduce
 from ..optimizer_arguments import check_count, check_predivide_factor
 from ..other_framework import other_framework_hint
 from ..process_sets import ProcessSet, global_process_set, require_ranks
@@ -272,11 +274,10 @@ class DistributedTrainer(mx.gluon.Trainer):
         prescale = 1.0 / self._gradient_predivide_factor
         # (parameter index, the tensor to send, its decompression context, the gradient)
         entries = []
-        for i, param in enumerate(self._params):
-            if param.grad_req != "null":
-                grad = param.list_grad()[0]
-                sent, ctx = self._compression.compress(grad)
-                entries.append((i, sent, ctx, grad))
+        for i, param in self._agree_fresh():
+            grad = param.list_grad()[0]
+            sent, ctx = self._compression.compress(grad)
+            entries.append((i, sent, ctx, grad))
         if self._num_groups > 0:
             for g, group in enumerate(split_list(entries, self._num_groups)):
                 by_dtype = defaultdict(list)  # one fused call per dtype
@@ -293,6 +294,29 @@ class DistributedTrainer(mx.gluon.Trainer):
         if self._compression is not Compression.none:
             for _, sent, ctx, grad in entries:
                 grad[:] = self._compression.decompress(sent, ctx)
+
+    def _agree_fresh(self) -> list:
+        """The trained parameters (index, parameter) whose gradient some rank's backward computed since its last
+        update, as one process training on the union of the ranks' batches would see them: one allreduce (Max) of a
+        byte per parameter. Where a rank's pass left one out (a branch or layer used on other ranks only), its
+        gradient with grad_req 'write' still holds an earlier step's value: it sends zeros, and the parameter is
+        marked fresh so that every rank updates it alike (gluon.Trainer's ``ignore_stale_grad=True`` would skip it
+        on that rank alone, and without it that rank alone would raise). One stale on every rank is left out of the
+        allreduces, and gluon.Trainer's update skips it or raises on every rank alike."""
+        trained = [(i, p) for i, p in enumerate(self._params) if p.grad_req != "null"]
+        mine = np.array([p.list_data()[0]._fresh_grad for _, p in trained], dtype=np.uint8)
+        with mxnet_errors():
+            agreed = allreduce(mine, op=Max, name=f"{self._prefix}DistributedTrainer.fresh",
+                               process_set=self._process_set)
+        fresh = []
+        for (i, param), here, anywhere in zip(trained, mine, agreed):
+            if anywhere and not here:
+                if param.grad_req == "write":
+                    param.list_grad()[0][:] = 0
+                param.list_data()[0]._fresh_grad = True
+            if anywhere:
+                fresh.append((i, param))
+        return fresh
 
     def _check_ranks(self) -> None:
         """Do the ranks hold the same trained parameters (see ``jupyter_hvd.agreement``)? In the run the trainer was

@@ -203,6 +203,34 @@ def test_allreduce_grads_then_update():
     assert same_on_every_rank(flat(net))
 
 
+def test_a_layer_only_some_ranks_use_needs_no_ignore_stale_grad_and_one_no_rank_uses_is_stale_everywhere():
+    """A head that only the first rank's pass uses: its gradient is fresh on some rank, so every rank updates it, as
+    one process on the whole batch would, without ignore_stale_grad. A head no rank uses is stale everywhere: every
+    rank raises Gluon's UserWarning (none waits for another), or with ignore_stale_grad=True every rank skips it."""
+    net, head = mlp(seed=12), nn.Dense(CLASSES, in_units=CLASSES)
+    head.initialize(mx.init.Xavier())
+    params = {**net.collect_params(), **{f"head.{k}": v for k, v in head.collect_params().items()}}
+    trainer = hvd.DistributedTrainer(params, "sgd", {"learning_rate": 0.1})
+    _, (x, y) = batch(0)
+
+    def step(use_head: bool, **kwargs):
+        with autograd.record():
+            out = net(x)
+            loss = gluon.loss.SoftmaxCrossEntropyLoss()(head(out) if use_head else out, y)
+        loss.backward()
+        trainer.step(PER_RANK, **kwargs)
+        return np.concatenate([p.data().asnumpy().ravel() for p in params.values()])
+
+    before = head.weight.data().asnumpy()
+    assert same_on_every_rank(step(use_head=hvd.rank() == 0))
+    assert not np.array_equal(before, head.weight.data().asnumpy())
+    with pytest.raises(UserWarning, match="stale"):
+        step(use_head=False)
+    after = head.weight.data().asnumpy()
+    assert same_on_every_rank(step(use_head=False, ignore_stale_grad=True))
+    np.testing.assert_array_equal(after, head.weight.data().asnumpy())
+
+
 def states(trainer, net) -> np.ndarray:
     """Every parameter's optimizer state (SGD's momentum; Adam's mean and variance), in flat(net)'s order (the
     trainer indexes its parameters by name)."""
