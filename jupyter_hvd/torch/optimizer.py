@@ -118,7 +118,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._p_to_group: Dict[torch.Tensor, Group] = {}
         self._group_counts: Dict[Group, int] = {}
         self._overlap = overlaps_backward()
-        # What the ranks agreed of each gradient that has come on some rank: 0 dense, else its sparse dimensions.
+        # What the ranks agreed at this step of each gradient that some rank has: 0 dense, else its sparse dimensions.
         self._layouts: Dict[torch.Tensor, int] = {}
         samples.watch(p for group in self.param_groups for p in group["params"])
 
@@ -297,13 +297,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 handle = READY
         self._handles[p] = (handle, ctx)
 
-    def _whole(self, key: Union[torch.Tensor, Group]) -> Optional[Union[torch.Tensor, Group]]:
+    def _whole(self, key: Union[torch.Tensor, Group], unused: set) -> Optional[Union[torch.Tensor, Group]]:
         """What synchronize() starts for ``key``, which backward left unstarted: a parameter of a group starts its
         group, as on a rank whose hooks all ran (a parameter this rank left unused sends zeros), less the members
-        frozen since the wrap; None where they all are."""
+        frozen since the wrap and those ``unused`` on every rank; None where they all are."""
         if self._groups is None or isinstance(key, tuple):
             return key
-        return tuple(p for p in self._p_to_group[key] if not _frozen(p)) or None
+        return tuple(p for p in self._p_to_group[key] if not _frozen(p) and p not in unused) or None
 
     def _start(self, key: Union[torch.Tensor, Group]) -> Tuple[Handle, Any]:
         """The allreduce of a parameter's gradient, or of a group's."""
@@ -322,14 +322,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         started = set()
         for key in self._handles:
             started.update(key) if isinstance(key, tuple) else started.add(key)
-        for p in self._requires_update - started:
+        unused = self._agree_gradients()
+        for p in self._requires_update - started - unused:
             if not _frozen(p):
                 self._handles[p] = (None, None)  # started below
-        self._agree_sparseness()
         for key, (handle, ctx) in list(self._handles.items()):
             if handle is None or handle is READY:
                 del self._handles[key]
-                key = self._whole(key)
+                key = self._whole(key, unused)
                 if key is not None and key not in self._handles:
                     self._handles[key] = self._start(key)
         for key, (handle, ctx) in self._handles.items():
@@ -347,25 +347,27 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles.clear()
         self._synchronized = True
 
-    def _agree_sparseness(self) -> None:
-        """Which gradients are sparse, agreed before a rank makes zeros for a parameter its step left unused, so
-        that it makes them sparse where another rank's gradient is. Outside groups and without sparse_as_dense,
-        they go by allgathers, which dense zeros (an allreduce) would never meet; otherwise they go dense and
-        come back sparse, so that every rank updates alike (a dense gradient's update differs from a sparse
-        one's in the last bit). One allreduce of a number per parameter, at each step until every parameter's
-        gradient has come on some rank: for most models the first step only."""
-        # Both sides alike on every rank: the hooked parameters only grow, and _layouts holds what they agreed.
-        if len(self._layouts) == len(self._requires_update) or self.process_set.size() < 2:
-            return
+    def _agree_gradients(self) -> set:
+        """Which gradients came, and how, agreed at each step before a rank makes zeros for a parameter its step left
+        unused. Returns the parameters whose gradient is None on every rank (no rank's step used them, after
+        ``zero_grad()``'s set_to_none): they keep None, so the optimizer leaves them alone, as one process and
+        DistributedDataParallel do (Horovod steps them with zeros, which momentum, Adam and weight decay move). The
+        others come alike everywhere: a rank makes its zeros sparse where another rank's gradient is (outside groups
+        and without sparse_as_dense they go by allgathers, which dense zeros, an allreduce, would never meet;
+        otherwise they go dense and come back sparse, so that every rank updates alike: a dense gradient's update
+        differs from a sparse one's in the last bit). One allreduce of a byte per parameter."""
+        if self.process_set.size() < 2:
+            return set()
         # Frozen ones too: a rank that froze one since the wrap then meets the others' mismatch in their groups
         # or allreduces, which names it.
         params = [p for p in self._parameter_names if p in self._requires_update]
-        # Per parameter: -1 where its gradient did not come here, 0 where it came dense, its sparse dimensions
-        # where it came sparse; the greatest over the ranks.
+        # Per parameter: -1 where it has no gradient here, 0 where it has a dense one, its sparse dimensions where a
+        # sparse one; the greatest over the ranks.
         mine = [-1 if p.grad is None else p.grad.sparse_dim() if p.grad.is_sparse else 0 for p in params]
-        agreed = allreduce(torch.tensor(mine, dtype=torch.int32), op=Max, name="DistributedOptimizer.sparseness",
-                           process_set=self.process_set)
-        self._layouts.update((p, dims) for p, dims in zip(params, agreed.tolist()) if dims >= 0)
+        agreed = allreduce(torch.tensor(mine, dtype=torch.int8), op=Max, name="DistributedOptimizer.gradients",
+                           process_set=self.process_set).tolist()
+        self._layouts = {p: dims for p, dims in zip(params, agreed) if dims >= 0}
+        return {p for p, dims in zip(params, agreed) if dims < 0}
 
     @contextmanager
     def skip_synchronize(self) -> Iterator[None]:
@@ -483,7 +485,7 @@ def _packed(t: torch.Tensor) -> torch.Tensor:
 
 def _zeros(p: torch.Tensor, sparse_dim: int) -> torch.Tensor:
     """The gradient a rank sends for a parameter its step left unused: zeros, or, where the parameter's gradient
-    comes sparse (``sparse_dim`` > 0, from _agree_sparseness), a sparse one with nothing in it, which meets the
+    comes sparse (``sparse_dim`` > 0, from _agree_gradients), a sparse one with nothing in it, which meets the
     others' allgathers (dense zeros would wait for ever for their allreduce, in Horovod too)."""
     if not sparse_dim:
         return torch.zeros_like(p)

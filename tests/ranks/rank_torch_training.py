@@ -181,7 +181,8 @@ def test_without_overlap_the_hooks_only_note_the_gradients_and_step_starts_their
         assert opt._handles and all(h is READY for h, _ in opt._handles.values())  # none made: nothing enqueued
         before = jupyter_hvd.metrics()["ops"]["allreduce"]  # completed tensors
         opt.step()
-    assert jupyter_hvd.metrics()["ops"]["allreduce"] == before + len(list(model.parameters()))
+    # The gradients' and the one in which the ranks agree which gradients came (see _agree_gradients).
+    assert jupyter_hvd.metrics()["ops"]["allreduce"] == before + len(list(model.parameters())) + 1
     assert same_on_every_rank(flat(model))
 
 
@@ -230,6 +231,35 @@ def test_a_parameter_one_rank_leaves_unused_goes_with_its_group(groups, overlap)
     # Each step: rank 0's gradient of each bias is its 4 rows, the others' zeros; averaged, times the rate 0.5.
     torch.testing.assert_close(model["spare"].bias.detach(), spare_bias - 2 * 0.5 * 4 / hvd.size())
 
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+@pytest.mark.parametrize("groups", [None, 2])
+def test_a_parameter_no_rank_uses_is_left_alone_as_one_process_leaves_it(groups, set_to_none, overlap):
+    """A head that no rank's step uses keeps no gradient (zero_grad's set_to_none), so AdamW leaves it alone, as
+    one process and DistributedDataParallel do: Horovod gave it zeros, whose update its weight decay and its
+    moments moved. With zeros kept (set_to_none=False) it is stepped with them, as in one process."""
+    torch.manual_seed(0)
+    model = torch.nn.ModuleDict({"body": torch.nn.Linear(3, 2), "head": torch.nn.Linear(2, 2)})
+    reference = torch.nn.ModuleDict({"body": torch.nn.Linear(3, 2), "head": torch.nn.Linear(2, 2)})
+    reference.load_state_dict(model.state_dict())
+    opt = hvd.DistributedOptimizer(torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.1),
+                                   model.named_parameters(), groups=groups)
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=0.1, weight_decay=0.1)
+    for step in range(3):  # the head: step 0 on rank 0 alone, then on none
+        opt.zero_grad(set_to_none)
+        ref_opt.zero_grad(set_to_none)
+        for r in range(hvd.size()):
+            x = torch.ones(4, 3) * (r + 1)
+            if r == hvd.rank():
+                (model["head"](model["body"](x)) if step == 0 and r == 0 else model["body"](x)).sum().backward()
+            (reference["head"](reference["body"](x)) if step == 0 and r == 0 else reference["body"](x)).sum().div(
+                hvd.size()).backward()
+        opt.step()
+        ref_opt.step()
+        assert same_on_every_rank(flat(model))
+        assert (model["head"].weight.grad is None) == (set_to_none and step > 0)
+    torch.testing.assert_close(flat(model), flat(reference))
 
 
 @pytest.mark.parametrize("left_out_at", [0, 1])
