@@ -3,8 +3,8 @@ or dense), which each rank uses or leaves out at random at each backward pass, u
 sparse_as_dense, backward_passes_per_step, op, gradient_predivide_factor, compression) and random ways of
 stepping (overlap, zero_grad's set_to_none, step() alone or after synchronize() with skip_synchronize(), layers
 frozen at some steps on every rank), with SGD, SGD with momentum or AdamW (whose moments and weight decay move a
-parameter given zeros where one that no rank used, and so has no gradient, is left alone). Each case checks that every rank holds the same parameters, to the bit, and
-that they match one process that ran every rank's passes.
+parameter given zeros, where one that no rank used, and so has no gradient, is left alone). Each case checks that
+every rank holds the same parameters, to the bit, and that they match one process that ran every rank's passes.
 
 A failing case names its seed: JUPYTER_HVD_OPTIMIZER_SEED=<seed> runs that case alone, at the same rank count.
 """
