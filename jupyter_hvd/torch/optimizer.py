@@ -120,8 +120,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._p_to_group: Dict[torch.Tensor, Group] = {}
         self._group_counts: Dict[Group, int] = {}
         self._overlap = overlaps_backward()
-        # What the ranks agreed at this step of each gradient that some rank has: 0 dense, else its sparse dimensions.
-        self._layouts: Dict[torch.Tensor, int] = {}
         samples.watch(p for group in self.param_groups for p in group["params"])
 
     def load_state_dict(self, *args: Any, **kwargs: Any) -> None:
@@ -232,8 +230,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     self._hook(p)
 
     def _allreduce_grad_async(self, p: torch.Tensor) -> Tuple[Handle, Any]:
-        if p.grad is None:  # not used in this rank's forward pass, but another rank's may have used it
-            p.grad = _zeros(p, self._layouts.get(p, 0))
         name = self._parameter_names.get(p)
         tensor = p.grad
         if tensor.is_sparse:
@@ -247,9 +243,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return handle, ctx
 
     def _grouped_allreduce_grad_async(self, group: Group) -> Tuple[Handle, Any]:
-        for p in group:
-            if p.grad is None:
-                p.grad = _zeros(p, self._layouts.get(p, 0))
         # A sparse gradient goes dense, whatever sparse_as_dense: Horovod's groups fail on one.
         sent, ctxs = zip(*[self._compression.compress(p.grad.to_dense() if p.grad.is_sparse else p.grad)
                            for p in group])
@@ -325,7 +318,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         started = set()
         for key in self._handles:
             started.update(key) if isinstance(key, tuple) else started.add(key)
-        unused = self._agree_gradients()
+        unused = set()
+        for p, dims in self._agree_gradients().items():
+            if dims < 0:
+                unused.add(p)
+            elif p.grad is None and p.requires_grad:  # another rank's step used it: zeros in its gradient's layout
+                p.grad = _zeros(p, dims)
         for p in self._requires_update - started - unused:
             if not _frozen(p):
                 self._handles[p] = (None, None)  # started below
@@ -350,28 +348,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles.clear()
         self._synchronized = True
 
-    def _agree_gradients(self) -> set:
+    def _agree_gradients(self) -> Dict[torch.Tensor, int]:
         """Which gradients came, and how, agreed at each step before a rank makes zeros for a parameter its step left
-        unused. Returns the parameters whose gradient is None on every rank (no rank's step used them, after
-        ``zero_grad()``'s set_to_none): they keep None, so the optimizer leaves them alone, as one process and
-        DistributedDataParallel do (Horovod steps them with zeros, which momentum, Adam and weight decay move). The
-        others come alike everywhere: a rank makes its zeros sparse where another rank's gradient is (outside groups
-        and without sparse_as_dense they go by allgathers, which dense zeros, an allreduce, would never meet;
-        otherwise they go dense and come back sparse, so that every rank updates alike: a dense gradient's update
-        differs from a sparse one's in the last bit). One allreduce of a byte per parameter."""
-        if self.process_set.size() < 2:
-            return set()
+        unused: per hooked parameter, -1 where it has no gradient on any rank (no rank's step used it, after
+        ``zero_grad()``'s set_to_none), else 0 where a gradient is dense, or its sparse dimensions. One with none keeps
+        None, so the optimizer leaves it alone, as one process and DistributedDataParallel do (Horovod steps it with
+        zeros, which momentum, Adam and weight decay move). A rank makes its zeros sparse where another rank's
+        gradient is: outside groups and without sparse_as_dense they go by allgathers, which dense zeros (an
+        allreduce) would never meet; otherwise they go dense and come back sparse, so that every rank updates alike
+        (a dense gradient's update differs from a sparse one's in the last bit). One allreduce (Max) of a byte per
+        parameter, on a numpy array (a third of a torch tensor's cost); none in a set of one rank."""
         # Frozen ones too: a rank that froze one since the wrap then meets the others' mismatch in their groups
         # or allreduces, which names it.
         params = self._hooked
-        # Per parameter: -1 where it has no gradient here, 0 where it has a dense one, its sparse dimensions where a
-        # sparse one; the greatest over the ranks. On a numpy array: a third of a torch tensor's cost.
         mine = np.fromiter((-1 if (g := p.grad) is None else g.sparse_dim() if g.is_sparse else 0 for p in params),
                            dtype=np.int8, count=len(params))
-        agreed = core.allreduce(mine, op=Max, name="DistributedOptimizer.gradients",
-                                process_set=self.process_set).tolist()
-        self._layouts = {p: dims for p, dims in zip(params, agreed) if dims >= 0}
-        return {p for p, dims in zip(params, agreed) if dims < 0}
+        if self.process_set.size() > 1:
+            mine = core.allreduce(mine, op=Max, name="DistributedOptimizer.gradients", process_set=self.process_set)
+        return dict(zip(params, mine.tolist()))
 
     @contextmanager
     def skip_synchronize(self) -> Iterator[None]:
@@ -489,7 +483,7 @@ def _packed(t: torch.Tensor) -> torch.Tensor:
 
 def _zeros(p: torch.Tensor, sparse_dim: int) -> torch.Tensor:
     """The gradient a rank sends for a parameter its step left unused: zeros, or, where the parameter's gradient
-    comes sparse (``sparse_dim`` > 0, from _agree_gradients), a sparse one with nothing in it, which meets the
+    comes sparse (``sparse_dim`` > 0, as _agree_gradients says), a sparse one with nothing in it, which meets the
     others' allgathers (dense zeros would wait for ever for their allreduce, in Horovod too)."""
     if not sparse_dim:
         return torch.zeros_like(p)
