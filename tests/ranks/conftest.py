@@ -11,6 +11,14 @@ def engine():
     hvd.shutdown()
 
 
+@pytest.fixture(autouse=True)
+def min_ranks(request, engine):
+    """A module whose tests make the ranks disagree says MIN_RANKS = 2: at fewer ranks its tests skip."""
+    need = getattr(request.module, "MIN_RANKS", 1)
+    if hvd.size() < need:
+        pytest.skip(f"needs {need} ranks")
+
+
 @pytest.fixture(scope="module")
 def sets():
     """The global set, the even ranks and (with more than 2 ranks) every rank but 0, on every rank."""

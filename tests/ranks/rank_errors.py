@@ -5,6 +5,8 @@ import pytest
 import jupyter_hvd as hvd
 from jupyter_hvd import _C
 
+MIN_RANKS = 2  # the tests make the ranks disagree
+
 
 def still_works():
     np.testing.assert_array_equal(hvd.allreduce(np.ones(3, np.float32), op=hvd.Sum), np.full(3, hvd.size()))

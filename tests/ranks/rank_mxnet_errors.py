@@ -9,6 +9,8 @@ import jupyter_hvd.mxnet as hvd
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:mxnet.*")
 
+MIN_RANKS = 2  # the tests make the ranks disagree
+
 
 def read_fails(t: mx.nd.NDArray, match: str, error: type = hvd.TensorMismatchError):
     """Reading ``t`` raises the collective's error (MXNet raises an operation's error once): an MXNetError that is
