@@ -34,8 +34,9 @@ void scale_buffer(DataType t, void* buf, int64_t count, double factor);
 // Fills `count` elements of `t` with the identity of `r`: 0 for Sum and Average, the type's largest value
 // (or +inf) for Min, its lowest (or -inf) for Max, 1 for Product; for bool, true for Min and Product.
 void fill_identity(DataType t, ReduceOp r, void* buf, int64_t count);
-// Finishes an Average: floats scale by postscale/n; integers divide by n exactly (toward zero), or with a
-// postscale, scale by postscale/n as Horovod does.
+// Finishes an Average: float32 and float64 divide by n (Horovod multiplies by float(1/n), a last bit off
+// the mean where n is no power of two), halves scale by 1/n, integers divide exactly (toward zero); with a
+// postscale, every type scales by postscale/n as Horovod does.
 void average_buffer(DataType t, void* buf, int64_t count, int n, double postscale);
 
 }  // namespace hvd
