@@ -15,7 +15,7 @@ def engine():
 def min_ranks(request, engine):
     """A module whose tests make the ranks disagree says MIN_RANKS = 2: at fewer ranks its tests skip."""
     need = getattr(request.module, "MIN_RANKS", 1)
-    if hvd.size() < need:
+    if need > 1 and hvd.size() < need:
         pytest.skip(f"needs {need} ranks")
 
 
