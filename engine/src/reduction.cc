@@ -184,7 +184,7 @@ void average_buffer(DataType t, void* buf, int64_t count, int n, double postscal
     case DataType::UInt16: divide<uint16_t>(buf, count, n); break;
     case DataType::Int32: divide<int32_t>(buf, count, n); break;
     case DataType::Int64: divide<int64_t>(buf, count, n); break;
-    // sum / n, rounded once, as torch and numpy; by a power of two, multiplying by 1 / n is that, and faster
+    // sum / n, rounded once, as numpy's mean; by a power of two, multiplying by 1 / n is that, and faster
     case DataType::Float32: pow2 ? scale_buffer(t, buf, count, 1.0 / n) : divide<float>(buf, count, n); break;
     case DataType::Float64: pow2 ? scale_buffer(t, buf, count, 1.0 / n) : divide<double>(buf, count, n); break;
     default: scale_buffer(t, buf, count, 1.0 / n);

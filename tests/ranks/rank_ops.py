@@ -136,7 +136,7 @@ def test_a_bad_out_array_is_refused_on_the_rank_that_passes_it(bad, match):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_an_average_is_the_sum_divided_by_the_rank_count_rounded_once(dtype, sets):
-    """As numpy's and torch's division: Horovod multiplies by float(1/n), which at 3 ranks put a third of
+    """As numpy's mean: Horovod multiplies by float(1/n), which at 3 ranks put about half of
     these a bit off (its own join test expects the division). Either side of the ring's threshold, in place
     and out of place, in each of the module's process sets."""
     for count in (201, 700_001):
