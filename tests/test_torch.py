@@ -218,6 +218,11 @@ def test_bad_input_on_ranks():
     run_rank_tests(2, "rank_torch_errors.py", timeout=200, env=ENV)
 
 
+def test_ops_on_three_ranks():
+    """A rank count no power of two: an Average's 1 / n is inexact there, and a ring's shares are uneven."""
+    run_rank_tests(3, "rank_torch_ops.py", timeout=200, env=ENV)
+
+
 def test_training_on_one_rank():
     """One rank reduces nothing; results must still match plain torch."""
     run_rank_tests(1, ["rank_torch_training.py", "rank_torch_cells.py", "rank_torch_elastic.py"], timeout=120, env=ENV)

@@ -252,7 +252,7 @@ class _Sparse:
 
     def __init__(self, tensor: torch.Tensor, name: Optional[str], op: int, process_set: ProcessSet):
         tensor = tensor.coalesce()
-        self._like, self._scale = tensor, (1.0 / process_set.size() if op == Average else 1.0)
+        self._like, self._divisor = tensor, (process_set.size() if op == Average else 1)
         self._indices = allgather_async(tensor.indices().t().contiguous(), f"{name}.indices" if name else None,
                                         process_set)
         self._values = allgather_async(tensor.values().contiguous(), f"{name}.values" if name else None, process_set)
@@ -261,8 +261,9 @@ class _Sparse:
         return self._indices.poll() and self._values.poll()
 
     def wait(self) -> torch.Tensor:
-        values, indices = self._values.wait() * self._scale, self._indices.wait()
-        return torch.sparse_coo_tensor(indices.t(), values, self._like.shape, check_invariants=False).coalesce()
+        values, indices = self._values.wait(), self._indices.wait()
+        summed = torch.sparse_coo_tensor(indices.t(), values, self._like.shape, check_invariants=False).coalesce()
+        return summed / self._divisor if self._divisor != 1 else summed  # the mean rounded once, as a dense Average
 
 
 class SparseHandle(Handle):

@@ -285,6 +285,18 @@ def test_fp16_compression_round_trip():
     assert got.dtype == torch.float32 and torch.equal(got, x * hvd.size())
 
 
+def test_a_sparse_average_is_the_dense_one_the_sum_divided_by_n():
+    """The gathered values are summed, then divided by the rank count, as a dense Average: each scaled by 1 / n
+    before the sum, about half of these were a bit off at 3 ranks (Horovod divides each value first)."""
+    n = hvd.size()
+    k = torch.arange(-100, 101, dtype=torch.float32)
+    mine = k + (hvd.rank() == 0)  # sums n * k + 1
+    t = torch.sparse_coo_tensor(torch.arange(201).unsqueeze(0), mine, (201,))
+    got = hvd.sparse_allreduce_async(t, name="sparse.mean", op=hvd.Average)().to_dense()
+    assert torch.equal(got, (k * n + 1) / n)
+    assert torch.equal(got, hvd.allreduce(mine, name="dense.mean"))
+
+
 def test_sparse_allreduce():
     n, me = hvd.size(), hvd.rank()
     t = torch.sparse_coo_tensor([[me, (me + 1) % 5]], [1.0, 2.0], (5,))
