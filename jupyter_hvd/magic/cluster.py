@@ -13,21 +13,20 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Coroutine
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import ipyparallel
 import psutil
-from ipyparallel.cluster.launcher import MPIEngineSetLauncher
-from traitlets import Any as AnyTrait
 
-from ..runner.launch import LISTEN_VAR, LaunchSpec, default_forward, job_hosts, mpiexec_command
+from ..runner.launch import LISTEN_VAR, LaunchSpec, default_forward, job_hosts
 from ..runner.host_loss import start_failure
 from ..runner.networks import check_listen, listen_address
 from .failures import RankError, without_runner_frames
 from .frameworks import api_module
 from .by_value import TransferError, load, pack, pack_names, unpack
 from .host_report import lost_cause, lost_from
+from .launchers import ControllerLauncher, RankLauncher
 from .rank_messages import OUTPUT_WAIT_S, BetweenCells
 from .rank_main import whole_json
 from .rank_setup import setup_rank
@@ -100,22 +99,6 @@ class RankInfo:
         return self.process is None or alive(self.process)
 
 
-class _RankLauncher(MPIEngineSetLauncher):
-    """ipyparallel's mpiexec engine launcher, with the command line and environment of runner.launch."""
-
-    launch_spec = AnyTrait()
-
-    def _command(self) -> tuple[list[str], dict[str, str]]:
-        spec = replace(self.launch_spec, env={**self.launch_spec.env, **super().get_env()})
-        return mpiexec_command(spec, self.program + self.program_args)
-
-    def find_args(self) -> list[str]:
-        return self._command()[0]
-
-    def get_env(self) -> dict[str, str]:
-        return self._command()[1]
-
-
 class _BackgroundLoop:
     """A long-lived event loop thread for ipyparallel's async cluster calls and launcher callbacks."""
 
@@ -164,7 +147,8 @@ class RankCluster:
         self._profile_dir = new_job_folder()
         listen_args, self._controller_env = _controller_listening(config)
         self._cluster = ipyparallel.Cluster(
-            engine_launcher_class=_RankLauncher,
+            controller_launcher_class=ControllerLauncher,
+            engine_launcher_class=RankLauncher,
             n=config.np,
             delay=0,
             load_profile=False,
