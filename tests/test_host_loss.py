@@ -1,5 +1,6 @@
-"""What hvdrun and %%hvd say when Open MPI's launcher loses a host, or never starts on one: read from what the
-launcher and ssh printed (tests/hosts runs the real cases)."""
+"""What hvdrun and %%hvd say when Open MPI's launcher loses a host, or never starts on one, and what mpiexec said
+when it ended a job: read from what the launcher and ssh printed (tests/hosts runs the real cases)."""
+from jupyter_hvd.magic.host_report import LAST_WORDS, last_words
 from jupyter_hvd.runner.host_loss import describe, lost_hosts, ranks_by_host, start_failure
 
 BLOCK = """------------------------------------------------------------
@@ -50,3 +51,13 @@ def test_ranks_fill_each_hosts_slots_in_order_as_mpiexec_places_them():
     assert ranks_by_host([("h1", 2), ("h2", 2)], 3) == {"h1": [0, 1], "h2": [2]}
     assert ranks_by_host([("h1", 1), ("h2", 2), ("h3", 2)], 5) == {"h1": [0], "h2": [1, 2], "h3": [3, 4]}
     assert ranks_by_host([], 4) == {}  # this host alone
+
+
+def test_mpiexecs_last_words_leave_out_ipyparallels_log_lines():
+    output = ("2026-12-07 10:52:19.530 [IPEngine.3.3] WARNING | debugpy_stream undefined, debugging will not be "
+              "enabled\n" + "\n".join(f"line {i}" for i in range(20)) + "\n\n" +
+              "2026-12-07 10:52:20.605 [IPController] WARNING | unhandled iopub msg_type: 'data_message'\n"
+              "prterun noticed that process rank 2 with PID 879 on node h2 exited on\nsignal 11.\n\0")
+    said = last_words(output).splitlines()
+    assert len(said) == LAST_WORDS and said[0] == "line 10" and said[-1] == "signal 11.", said
+    assert last_words("2026-12-07 10:52:19.530 [IPEngine.0.0] WARNING | x\n\n") == ""

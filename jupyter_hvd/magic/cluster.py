@@ -25,7 +25,7 @@ from ..runner.networks import check_listen, listen_address
 from .failures import RankError, without_runner_frames
 from .frameworks import api_module
 from .by_value import TransferError, load, pack, pack_names, unpack
-from .host_report import lost_cause, lost_from
+from .host_report import last_words, lost_cause, lost_from
 from .launchers import ControllerLauncher, RankLauncher
 from .rank_messages import OUTPUT_WAIT_S, BetweenCells
 from .rank_main import whole_json
@@ -127,6 +127,7 @@ class JobLoss:
     cause: str
     hosts: list[str]
     ranks: tuple[int, ...]
+    said: str = ""  # mpiexec's last lines, where it ended the job and no host is named
 
 
 class RankCluster:
@@ -313,7 +314,7 @@ class RankCluster:
         if dead:
             return "; ".join(f"rank {r.rank} (pid {r.pid} on {r.host}) died" for r in dead)
         if self.ranks and not self._mpiexec_alive():
-            return f"mpiexec (pid {_pid(next(iter(self._cluster.engines.values()), None))}) died"
+            return f"mpiexec (pid {_pid(self._mpiexec())}) died"
         if self.ranks and not self._controller_alive():
             return f"the ipyparallel controller (pid {_pid(self._cluster.controller)}) died"
         return next((f"the ipyparallel controller's heart monitor (pid {p.pid}) died"
@@ -329,7 +330,11 @@ class RankCluster:
         dead = self._settled(self.dead_ranks()) if mpiexec_alive else (self.dead_ranks() or list(self.ranks))
         output = None if mpiexec_alive else self._output()  # read before stop() removes the logs
         lost, how = lost_from(self.ranks, dead, output, socket.gethostname(), SILENCE_S)
-        return JobLoss(lost_cause(self.ranks, lost, how) if lost else died, lost, tuple(r.rank for r in dead))
+        ranks = tuple(r.rank for r in dead)
+        if lost:
+            return JobLoss(lost_cause(self.ranks, lost, how), lost, ranks)
+        launcher = self._mpiexec()
+        return JobLoss(died, lost, ranks, last_words(launcher.get_output()) if output is not None and launcher else "")
 
     def raise_if_dead(self) -> None:
         """If any part of the job died, stop the whole job and raise a RankError saying what died, or which
@@ -340,7 +345,8 @@ class RankCluster:
         self.lost_hosts = loss.hosts
         then = ("the next %%hvd cell starts ranks on the hosts left, or says why it cannot" if loss.hosts else
                 "the next %%hvd cell starts new ranks")
-        raise RankError(f"{loss.cause}. The job was stopped; {then}.", loss.ranks)
+        said = f"\nmpiexec's output (last lines):\n{loss.said}" if loss.said else ""
+        raise RankError(f"{loss.cause}. The job was stopped; {then}.{said}", loss.ranks)
 
     def _settled(self, dead: list[Any]) -> list[Any]:
         """The dead ranks once every other rank on the hosts of dropped remote ones has been dropped too, or
@@ -454,8 +460,12 @@ class RankCluster:
         process = getattr(self._cluster.controller, "process", None)
         return process is not None and alive(process)
 
+    def _mpiexec(self) -> RankLauncher | None:
+        """The launcher of the ranks' mpiexec, once started."""
+        return next(iter(self._cluster.engines.values()), None)
+
     def _mpiexec_alive(self) -> bool:
-        launcher = next(iter(self._cluster.engines.values()), None)
+        launcher = self._mpiexec()
         return launcher is not None and launcher.state == "running" and alive(launcher.process)
 
     def _roots(self) -> list[psutil.Process]:

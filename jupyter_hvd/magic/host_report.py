@@ -1,10 +1,17 @@
-"""Which of a %%hvd job's other hosts were lost when its ranks died, and how the notebook says so."""
+"""Which of a %%hvd job's other hosts were lost when its ranks died, what mpiexec said when it ended the job,
+and how the notebook says so."""
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Protocol
 
 from ..runner.host_loss import describe, lost_hosts
+
+
+# ipyparallel's own log lines in what the ranks print to mpiexec ("2026-12-07 10:52:19.530 [IPEngine.3.3] WARNING | ...")
+_IPYPARALLEL_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[IP(Engine|Controller)")
+LAST_WORDS = 12  # lines
 
 
 class _Rank(Protocol):
@@ -29,3 +36,10 @@ def lost_cause(ranks: Sequence[_Rank], lost: list[str], how: str) -> str:
     for r in ranks:
         by_host.setdefault(r.host, []).append(r.rank)
     return describe(lost, by_host, how)
+
+
+def last_words(mpiexec_output: str) -> str:
+    """The last lines mpiexec printed, without ipyparallel's log lines: on several hosts, Open MPI's own account of
+    a job it ended (a rank on another host that crashed or exited), which the notebook cannot see otherwise."""
+    lines = [line.rstrip() for line in mpiexec_output.replace("\0", "").splitlines()]
+    return "\n".join([line for line in lines if line.strip() and not _IPYPARALLEL_LOG.match(line)][-LAST_WORDS:])

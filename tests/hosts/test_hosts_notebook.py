@@ -180,3 +180,23 @@ def test_a_host_that_never_answers_is_named_after_the_start_timeout(cluster):
         k.close()
         os.environ.clear()
         os.environ.update(saved)
+
+
+def test_a_rank_that_crashes_on_another_host_is_told_in_open_mpis_words_and_the_next_cell_starts_anew(kernel_env):
+    """The kernel cannot see a process on another host end: mpiexec's last lines say which rank ended the job.
+    (Open MPI names the rank that crashed, or a rank on h1 that aborted when its connection to it closed.)"""
+    k = Kernel()
+    try:
+        k.execute("%load_ext jupyter_hvd")
+        reply, out = k.execute(f"{START}\nhvd.rank()", timeout=240)
+        assert reply["status"] == "ok", out
+        reply, out = k.execute("%%hvd\nimport ctypes, numpy as np\nif hvd.rank() == 3:\n    ctypes.string_at(0)\n"
+                               "hvd.allreduce(np.ones(4), name='after')", timeout=120)
+        assert reply["status"] == "error", out
+        assert "died. The job was stopped; the next %%hvd cell starts new ranks." in out, out
+        said = out.split("mpiexec's output (last lines):\n", 1)[-1]
+        assert "prterun" in said and "[IPEngine" not in said, out
+        reply, out = k.execute("%%hvd\nimport socket\nprint('on', socket.gethostname())", timeout=240)
+        assert reply["status"] == "ok" and out.count(" on h") == 4, out
+    finally:
+        k.close()
