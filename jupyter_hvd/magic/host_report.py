@@ -9,7 +9,7 @@ from typing import Protocol
 from ..runner.host_loss import describe, lost_hosts
 
 
-# ipyparallel's own log lines in what the ranks print to mpiexec ("2026-12-07 10:52:19.530 [IPEngine.3.3] WARNING | ...")
+# ipyparallel's own log lines among what the ranks print ("2026-12-07 10:52:19.530 [IPEngine.3.3] WARNING | ...")
 _IPYPARALLEL_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[IP(Engine|Controller)")
 LAST_WORDS = 12  # lines
 
