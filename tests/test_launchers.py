@@ -1,5 +1,6 @@
 """A job's launchers read their process's output whole, at any time: while it runs, and after ipyparallel has
 handled its exit, which in ipyparallel's own launchers removes the file (launchers.py)."""
+import os
 import sys
 import time
 
@@ -35,6 +36,7 @@ def test_the_output_is_whole_while_the_process_runs_and_after_its_exit_is_handle
         assert launcher.state == "after"
         assert launcher.get_output() == "first\nsecond\n"
         assert launcher.get_output(remove=True) == "first\nsecond\n" == launcher.get_output()
+        assert os.path.exists(launcher.output_file), "removed: a reader racing the removal finds no output"
     finally:
         if launcher.process.is_running():
             launcher.process.kill()
