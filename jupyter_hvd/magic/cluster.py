@@ -333,8 +333,7 @@ class RankCluster:
         ranks = tuple(r.rank for r in dead)
         if lost:
             return JobLoss(lost_cause(self.ranks, lost, how), lost, ranks)
-        launcher = self._mpiexec()
-        return JobLoss(died, lost, ranks, last_words(launcher.get_output()) if output is not None and launcher else "")
+        return JobLoss(died, lost, ranks, last_words(output) if output is not None else "")
 
     def raise_if_dead(self) -> None:
         """If any part of the job died, stop the whole job and raise a RankError saying what died, or which

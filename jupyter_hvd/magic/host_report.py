@@ -38,8 +38,9 @@ def lost_cause(ranks: Sequence[_Rank], lost: list[str], how: str) -> str:
     return describe(lost, by_host, how)
 
 
-def last_words(mpiexec_output: str) -> str:
-    """The last lines mpiexec printed, without ipyparallel's log lines: on several hosts, Open MPI's own account of
-    a job it ended (a rank on another host that crashed or exited), which the notebook cannot see otherwise."""
-    lines = [line.rstrip() for line in mpiexec_output.replace("\0", "").splitlines()]
+def last_words(output: str) -> str:
+    """The last lines of what the job's controller and mpiexec printed (mpiexec's come last), without ipyparallel's
+    log lines: on several hosts, Open MPI's own account of a job it ended (a rank on another host that crashed or
+    exited), which the notebook cannot see otherwise."""
+    lines = [line.rstrip() for line in output.replace("\0", "").splitlines()]
     return "\n".join([line for line in lines if line.strip() and not _IPYPARALLEL_LOG.match(line)][-LAST_WORDS:])

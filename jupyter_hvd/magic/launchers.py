@@ -23,7 +23,7 @@ class _WholeOutput:
 
     output_file: str
 
-    def get_output(self, remove: bool = False) -> str:  # noqa: ARG002 (the job's folder goes at stop)
+    def get_output(self, remove: bool = False) -> str:  # remove is ignored: the job's folder goes at stop
         try:
             with open(self.output_file, errors="replace") as f:
                 return f.read()
