@@ -93,10 +93,10 @@ test-numpy2: setup $(NP2)/.deps-installed
 	rm -rf $(NP2)/dist $(NP2)/tree && mkdir -p $(NP2)/tree
 	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w $(NP2)/dist .
 	$(NP2)/venv/bin/python -m pip install -q --no-deps --force-reinstall $(NP2)/dist/jupyter_hvd-*.whl
-	cp -r tests $(NP2)/tree/
-	$(NP2)/venv/bin/python -c 'import numpy; print("numpy", numpy.__version__)'
+	cp -r tests examples $(NP2)/tree/
+	$(NP2)/venv/bin/python -c 'import numpy, torch; print("numpy", numpy.__version__, "torch", torch.__version__)'
 	cd $(NP2)/tree && PATH=$(CURDIR)/$(NP2)/venv/bin:$$PATH ../venv/bin/python -m pytest -q -p no:cacheprovider \
-		tests/test_engine.py tests/test_monitor.py
+		tests/test_engine.py tests/test_monitor.py tests/test_torch.py tests/test_torch_cells.py
 
 # Sanitizers: the engine, _C and the simulated GPU built again, apart from the normal build (build/asan and
 # build/tsan; neither touches build/engine or .venv). test-asan runs the C++ tests and a short storm under
