@@ -12,7 +12,7 @@ NPM_STAMP := $(FRONTEND)/node_modules/.installed
 FRONTEND_OUT := jupyter_hvd/labextension/package.json
 FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*/*.ts) $(FRONTEND)/style/panel.css $(FRONTEND)/package.json
 
-.PHONY: setup demo test doctest engine-build test-cpp sim-gpu test-ts test-py test-numpy2 browser hosts-packages test-hosts \
+.PHONY: setup demo test doctest engine-build test-cpp sim-gpu test-ts test-py test-numpy2 test-torch-oldest browser hosts-packages test-hosts \
 	bench bench-hosts gpu-wheels gpu-ptx clean asan-build test-asan tsan-build test-tsan soak
 
 $(STAMP): requirements-dev.txt
@@ -78,25 +78,33 @@ test-hosts: setup hosts-packages
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tests/hosts/netns_cluster.py run --hosts 3 --slurm -- \
 		$(PY) -m pytest -q -p no:cacheprovider tests/hosts
 
-# The core package (engine, ops, monitor) under NumPy 2, in a venv of its own: the extension built by
-# setup, in a copy of the package (on the venv's path) beside a copy of the tests, so the source tree's
-# package, which has no extension in it, cannot shadow it.
-NP2 := build/numpy2
-$(NP2)/.deps-installed: requirements-numpy2.txt
-	$(PYTHON) -m venv $(NP2)/venv
-	$(NP2)/venv/bin/python -m pip install -q -r requirements-numpy2.txt
+# The package in environments of its own, as users have them: each a venv with its requirements file, the
+# package installed from a wheel (built here, with .venv's Python: so this also checks that an installed
+# extension loads its own environment's libmpi, not the one it was built against), and its tests run from a
+# copy beside it, so that the source tree's package, which has no extension in it, cannot shadow it.
+#   build/numpy2:       NumPy 2, torch 2.13, no MXNet: the engine, the monitor, and PyTorch in scripts and cells;
+#   build/torch-oldest: the oldest torch the README names (2.1), with NumPy 1.26: PyTorch in scripts.
+build/%/.deps-installed: requirements-%.txt requirements-core.txt
+	$(PYTHON) -m venv build/$*/venv
+	build/$*/venv/bin/python -m pip install -q -r requirements-$*.txt
 	touch $@
 
-# The package goes in as a user installs it, from a wheel (built here, with .venv's Python): so this also
-# checks that an installed extension loads its own environment's libmpi, not the one it was built against.
-test-numpy2: setup $(NP2)/.deps-installed
-	rm -rf $(NP2)/dist $(NP2)/tree && mkdir -p $(NP2)/tree
-	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w $(NP2)/dist .
-	$(NP2)/venv/bin/python -m pip install -q --no-deps --force-reinstall $(NP2)/dist/jupyter_hvd-*.whl
-	cp -r tests examples $(NP2)/tree/
-	$(NP2)/venv/bin/python -c 'import numpy, torch; print("numpy", numpy.__version__, "torch", torch.__version__)'
-	cd $(NP2)/tree && PATH=$(CURDIR)/$(NP2)/venv/bin:$$PATH ../venv/bin/python -m pytest -q -p no:cacheprovider \
-		tests/test_engine.py tests/test_monitor.py tests/test_torch.py tests/test_torch_cells.py
+# $(call wheel-tests,NAME,TESTS): TESTS run in build/NAME against the package installed there from a wheel.
+define wheel-tests
+	rm -rf build/$(1)/dist build/$(1)/tree && mkdir -p build/$(1)/tree
+	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w build/$(1)/dist .
+	build/$(1)/venv/bin/python -m pip install -q --no-deps --force-reinstall build/$(1)/dist/jupyter_hvd-*.whl
+	cp -r tests examples build/$(1)/tree/
+	build/$(1)/venv/bin/python -c 'import numpy, torch; print("numpy", numpy.__version__, "torch", torch.__version__)'
+	cd build/$(1)/tree && PATH=$(CURDIR)/build/$(1)/venv/bin:$$$$PATH ../venv/bin/python -m pytest -q \
+		-p no:cacheprovider $(2)
+endef
+
+test-numpy2: setup build/numpy2/.deps-installed
+	$(call wheel-tests,numpy2,tests/test_engine.py tests/test_monitor.py tests/test_torch.py tests/test_torch_cells.py)
+
+test-torch-oldest: setup build/torch-oldest/.deps-installed
+	$(call wheel-tests,torch-oldest,tests/test_torch.py)
 
 # Sanitizers: the engine, _C and the simulated GPU built again, apart from the normal build (build/asan and
 # build/tsan; neither touches build/engine or .venv). test-asan runs the C++ tests and a short storm under
@@ -149,7 +157,7 @@ test-tsan: tsan-build
 	$(TSAN_ENV) $(TSAN)/engine_tests > $(TSAN)/engine_tests.log 2>&1 || (cat $(TSAN)/engine_tests.log; exit 1)
 	$(TSAN_ENV) timeout 900 $(VENV)/bin/hvdrun -np 2 $(TSAN)/engine_threads 20
 
-test: test-cpp test-ts test-py test-numpy2 test-hosts test-asan test-tsan
+test: test-cpp test-ts test-py test-numpy2 test-torch-oldest test-hosts test-asan test-tsan
 
 # Long storms (100,000 ops at 2, 3 and 4 ranks; SOAK_ARGS="--ops N --seed S --gpu" for others), with ops/s.
 soak: setup sim-gpu

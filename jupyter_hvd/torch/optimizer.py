@@ -397,6 +397,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         loss = super(self.__class__, self).step(closure)
         for stood_for in self._stands_for:  # what a scheduler made on one of them checks for in its step
             stood_for._opt_called = True
+            if hasattr(stood_for, "_step_count"):  # what torch 2.1's scheduler checks instead
+                stood_for._step_count += 1
         trainer_step(samples.take())
         return loss
 

@@ -19,6 +19,7 @@ import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ..basics import engine_run
+from .eager import dynamo_tracing
 
 _hook: Optional[Any] = None
 _root: Optional[torch.nn.Module] = None
@@ -33,7 +34,7 @@ def _is_trained(module: torch.nn.Module) -> bool:
 
 def _pre_hook(module: torch.nn.Module, args: tuple) -> None:
     global _root, _samples, _run
-    if not module.training or torch.compiler.is_compiling():
+    if not module.training or dynamo_tracing():
         return
     if _root is None or _run != engine_run():
         if not _is_trained(module):

@@ -8,8 +8,9 @@ from refdata import (alltoall_splits, data, expected_alltoall, expected_alltoall
 
 import jupyter_hvd.torch as hvd
 
-DTYPES = [torch.uint8, torch.int8, torch.int16, torch.uint16, torch.int32, torch.int64, torch.float16,
-          torch.float32, torch.float64, torch.bfloat16, torch.bool]
+# Every dtype the engine reduces that this torch has (uint16 came in torch 2.3).
+DTYPES = [getattr(torch, n) for n in ("uint8", "int8", "int16", "uint16", "int32", "int64", "float16", "float32",
+                                      "float64", "bfloat16", "bool") if hasattr(torch, n)]
 
 
 def np_dtype(dtype: torch.dtype) -> np.dtype:

@@ -559,6 +559,7 @@ def test_a_distributed_optimizer_given_again_is_made_anew_over_what_it_wraps():
     assert same_on_every_rank(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
 
 
+@pytest.mark.skipif(not hasattr(torch.amp, "GradScaler"), reason="a GradScaler on the CPU came in torch 2.3")
 def test_the_amp_pattern_with_a_grad_scaler_skips_the_same_steps_as_one_process():
     """Horovod's documented mixed-precision loop (synchronize, unscale_, clip, then step under skip_synchronize),
     on CPU with float16 autocast: an overflow on one rank reaches every rank through the allreduce, so all skip
@@ -590,6 +591,14 @@ def test_the_amp_pattern_with_a_grad_scaler_skips_the_same_steps_as_one_process(
     torch.testing.assert_close(flat(model), flat(ref), rtol=0, atol=2e-3)
 
 
+def torch_batch_norm_takes(dtype: torch.dtype) -> bool:
+    try:
+        F.batch_norm(torch.ones(2, 1, dtype=dtype), None, None, training=True)
+        return True
+    except RuntimeError:
+        return False
+
+
 def test_sync_batch_norm_of_half_precision_input_keeps_its_statistics_in_float32():
     """autocast hands BatchNorm float16: a rank's count past 65504 (here 80,000 per channel) was inf in float16,
     and every output NaN. Torch's own batch norm keeps statistics in float32 too; the output is float16."""
@@ -597,6 +606,8 @@ def test_sync_batch_norm_of_half_precision_input_keeps_its_statistics_in_float32
     x_all = torch.randn(2 * hvd.size(), 3, 200, 200) * 3 + 2
     shard = slice(hvd.rank() * 2, (hvd.rank() + 1) * 2)
     for dtype in (torch.float16, torch.bfloat16):
+        if hvd.size() == 1 and not torch_batch_norm_takes(dtype):
+            continue  # one rank is torch's own batch norm, which in torch 2.1 has no float16 kernel on the CPU
         sync = hvd.SyncBatchNorm(3)
         x = x_all[shard].to(dtype).requires_grad_()
         out = sync(x)
@@ -681,7 +692,10 @@ def test_a_compiled_model_trains_as_one_process_with_the_whole_batch(form):
     torch.testing.assert_close(flat(model), flat(ref), rtol=1e-4, atol=1e-5)
     assert same_on_every_rank(flat(model))
     samples, steps = counted_since(origin)[:2]
-    assert (samples, steps) == (STEPS * PER_RANK if form == "torch.compile(model)" else 0, STEPS)
+    # Before torch 2.3 the hook cannot ask whether Dynamo traces it, so Dynamo breaks the graph there and runs it
+    # eagerly, where it counts.
+    counted = form == "torch.compile(model)" or not hasattr(torch.compiler, "is_compiling")
+    assert (samples, steps) == (STEPS * PER_RANK if counted else 0, STEPS)
     assert not [w for w in seen if "global hooks" in str(w.message)]
 
 
