@@ -96,7 +96,7 @@ define wheel-tests
 	build/$(1)/venv/bin/python -m pip install -q --no-deps --force-reinstall build/$(1)/dist/jupyter_hvd-*.whl
 	cp -r tests examples build/$(1)/tree/
 	build/$(1)/venv/bin/python -c 'import numpy, torch; print("numpy", numpy.__version__, "torch", torch.__version__)'
-	cd build/$(1)/tree && PATH=$(CURDIR)/build/$(1)/venv/bin:$$$$PATH ../venv/bin/python -m pytest -q \
+	cd build/$(1)/tree && PATH=$(CURDIR)/build/$(1)/venv/bin:$$PATH ../venv/bin/python -m pytest -q \
 		-p no:cacheprovider $(2)
 endef
 
