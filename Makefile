@@ -12,7 +12,7 @@ NPM_STAMP := $(FRONTEND)/node_modules/.installed
 FRONTEND_OUT := jupyter_hvd/labextension/package.json
 FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*/*.ts) $(FRONTEND)/style/panel.css $(FRONTEND)/package.json
 
-.PHONY: setup demo test doctest engine-build test-cpp sim-gpu test-ts test-py test-numpy2 test-torch-oldest browser hosts-packages test-hosts \
+.PHONY: setup demo test doctest engine-build test-cpp sim-gpu test-ts test-py wheel test-numpy2 test-torch-oldest browser hosts-packages test-hosts \
 	bench bench-hosts gpu-wheels gpu-ptx clean asan-build test-asan tsan-build test-tsan soak
 
 $(STAMP): requirements-dev.txt
@@ -89,21 +89,25 @@ build/%/.deps-installed: requirements-%.txt requirements-core.txt
 	build/$*/venv/bin/python -m pip install -q -r requirements-$*.txt
 	touch $@
 
-# $(call wheel-tests,NAME,TESTS): TESTS run in build/NAME against the package installed there from a wheel.
+# The wheel those environments install, built once per make run.
+wheel: setup
+	rm -rf build/wheel
+	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w build/wheel .
+
+# $(call wheel-tests,NAME,TESTS): TESTS run in build/NAME against the package installed there from the wheel.
 define wheel-tests
-	rm -rf build/$(1)/dist build/$(1)/tree && mkdir -p build/$(1)/tree
-	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w build/$(1)/dist .
-	build/$(1)/venv/bin/python -m pip install -q --no-deps --force-reinstall build/$(1)/dist/jupyter_hvd-*.whl
+	rm -rf build/$(1)/tree && mkdir -p build/$(1)/tree
+	build/$(1)/venv/bin/python -m pip install -q --no-deps --force-reinstall build/wheel/jupyter_hvd-*.whl
 	cp -r tests examples build/$(1)/tree/
 	build/$(1)/venv/bin/python -c 'import numpy, torch; print("numpy", numpy.__version__, "torch", torch.__version__)'
 	cd build/$(1)/tree && PATH=$(CURDIR)/build/$(1)/venv/bin:$$PATH ../venv/bin/python -m pytest -q \
 		-p no:cacheprovider $(2)
 endef
 
-test-numpy2: setup build/numpy2/.deps-installed
+test-numpy2: wheel build/numpy2/.deps-installed
 	$(call wheel-tests,numpy2,tests/test_engine.py tests/test_monitor.py tests/test_torch.py tests/test_torch_cells.py)
 
-test-torch-oldest: setup build/torch-oldest/.deps-installed
+test-torch-oldest: wheel build/torch-oldest/.deps-installed
 	$(call wheel-tests,torch-oldest,tests/test_torch.py)
 
 # Sanitizers: the engine, _C and the simulated GPU built again, apart from the normal build (build/asan and
