@@ -13,8 +13,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Optional
 
-# Every job of the storm: no framework to import, and a stall ends the cell within seconds.
-FLAGS = "--framework none -x HOROVOD_STALL_CHECK_TIME_SECONDS=1 -x HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=3"
+# Every job of the storm: a stall ends the cell within seconds.
+FLAGS = "-x HOROVOD_STALL_CHECK_TIME_SECONDS=1 -x HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=3"
+# The ranks' tensors, made from numpy arrays (T) and read back (N), by the framework the cells use.
+CONVERT = {"none": ["T = N = np.asarray"],
+           "torch": ["import torch", "T, N = torch.from_numpy, lambda t: t.numpy()"]}
 SIZES = (2, 3)
 DTYPES = ("int32", "int64", "float32", "float64", "uint8", "float16")
 
@@ -57,9 +60,9 @@ class Job:
 
 
 class Planner:
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, framework: str = "none"):
         self.rng = random.Random(seed)
-        self.seed = seed
+        self.seed, self.framework = seed, framework
         self.np = self.rng.choice(SIZES)
         self.job: Optional[Job] = None
         self.background: Optional[Background] = None
@@ -85,9 +88,9 @@ class Planner:
         elif self.job.down:  # the cells shut the engine down: it stays down until a cell calls hvd.init()
             kind = self._pick({"init": 3, "downop": 1, "push": 1, "pull": 1, "notebook": 1, "restart": 1})
         else:
-            kind = self._pick({"ops": 8, "background": 3, "stopped_in_background": 1, "raise": 3, "bad": 2, "interrupt": 2, "timeout": 1,
-                               "stall": 1, "kill": 1, "exit": 1, "restart": 1, "resize": 1, "push": 2,
-                               "pull": 2, "set": 2, "notebook": 1, "shutdown": 1})
+            kind = self._pick({"ops": 8, "background": 3, "stopped_in_background": 1, "raise": 3, "bad": 2,
+                               "interrupt": 2, "timeout": 1, "stall": 1, "kill": 1, "exit": 1, "restart": 1,
+                               "resize": 1, "push": 2, "pull": 2, "set": 2, "notebook": 1, "shutdown": 1})
         return getattr(self, "_" + kind)()
 
     def _pick(self, weights: dict) -> str:
@@ -117,8 +120,7 @@ class Planner:
         store = "None" if job is None or job.store is None else repr(job.store)
         pushed = "None" if job is None else repr(job.pushed)
         sets = {} if job is None else job.sets
-        return [
-            "import numpy as np",
+        return self._imports() + [
             f"_want = {store}",
             "_have = globals().get('store')",
             "assert _have == (None if _want is None else {k: v + hvd.rank() for k, v in _want.items()}), "
@@ -129,13 +131,16 @@ class Planner:
             f"assert ('pending' in globals()) == {job is not None and job.pending is not None}, 'pending'",
         ]
 
+    def _imports(self) -> list:
+        return ["import numpy as np"] + CONVERT[self.framework]
+
     def _consume(self, lines: list) -> None:
         """Wait for the handle an earlier cell left (its op ended then, whatever failed since), and check it."""
         n, want = self.job.pending, f"np.full({self.job.pending}, {self.job.pending} * hvd.size(), 'float32')"
         if self.job.pending_sure:
-            lines += ["_r = hvd.synchronize(pending)"]
+            lines += ["_r = N(hvd.synchronize(pending))"]
         else:  # a failed cell since may have found the op in flight: then it failed, and wait() says so
-            lines += ["try:", "    _r = hvd.synchronize(pending)",
+            lines += ["try:", "    _r = N(hvd.synchronize(pending))",
                       "except (hvd.EngineAbortedError, hvd.EngineShutdownError):", f"    _r = {want}"]
         lines += ["del pending", f"assert np.array_equal(_r, {want}), ('pending', _r)"]
         self.job.pending = None
@@ -143,7 +148,7 @@ class Planner:
     def _leave(self, lines: list) -> None:
         """Start an allreduce and keep its handle for a later cell, as a cell that overlaps work does."""
         n = self.rng.randint(1, 9)
-        lines += [f"pending = hvd.allreduce_async(np.full({n}, {n}, 'float32'), op=hvd.Sum)"]
+        lines += [f"pending = hvd.allreduce_async(T(np.full({n}, {n}, 'float32')), op=hvd.Sum)"]
         self.job.pending, self.job.pending_sure = n, True
 
     def _fails(self) -> None:
@@ -157,7 +162,7 @@ class Planner:
         if start:
             if self.job is None:
                 shows.append(f"[hvd] started {self.np} ranks")
-            line = f"%%hvd -np {self.np} {FLAGS}"
+            line = f"%%hvd -np {self.np} --framework {self.framework} {FLAGS}"
         else:
             line = "%%hvd"
             if self.job is None:
@@ -225,22 +230,22 @@ class Planner:
         x = f"(np.arange({math.prod(shape)}) % 7).astype({dtype!r}).reshape({shape})"
         total = sum(r + 1 for r in members)
         if kind == "allreduce":
-            call = f"_r = hvd.allreduce({x} * (hvd.rank() + 1), op=hvd.Sum{named}{in_set})"
+            call = f"_r = N(hvd.allreduce(T({x} * (hvd.rank() + 1)), op=hvd.Sum{named}{in_set}))"
             want = f"{x} * {total}"
         elif kind == "async":
-            call = (f"_h = hvd.allreduce_async({x} * (hvd.rank() + 1), op=hvd.Sum{named}{in_set})\n"
-                    "_r = hvd.synchronize(_h)")
+            call = (f"_h = hvd.allreduce_async(T({x} * (hvd.rank() + 1)), op=hvd.Sum{named}{in_set})\n"
+                    "_r = N(hvd.synchronize(_h))")
             want = f"{x} * {total}"
         elif kind == "allgather":
-            call = f"_r = hvd.allgather(np.full((hvd.rank() + 1, 2), hvd.rank(), {dtype!r}){named}{in_set})"
+            call = f"_r = N(hvd.allgather(T(np.full((hvd.rank() + 1, 2), hvd.rank(), {dtype!r})){named}{in_set}))"
             want = f"np.concatenate([np.full((r + 1, 2), r, {dtype!r}) for r in {members}])"
         elif kind == "broadcast":
             root = rng.choice(members)
-            call = f"_r = hvd.broadcast({x} + hvd.rank(), root_rank={root}{named}{in_set})"
+            call = f"_r = N(hvd.broadcast(T({x} + hvd.rank()), root_rank={root}{named}{in_set}))"
             want = f"{x} + {root}"
         else:
             n = len(members)
-            call = f"_r = hvd.alltoall(np.full({n}, hvd.rank(), {dtype!r}){named}{in_set})"
+            call = f"_r = N(hvd.alltoall(T(np.full({n}, hvd.rank(), {dtype!r})){named}{in_set}))"
             want = f"np.array({members}, {dtype!r})"
         check = f"assert np.array_equal(_r, {want}) and _r.dtype == {dtype!r}, ({name!r}, _r)"
         return [guard + line for line in (call + "\n" + check).split("\n")]
@@ -266,7 +271,7 @@ class Planner:
         """A background cell that waits, stopped while no cell runs: by the stop button (the ranks and their
         variables stay) or by a rank's death (the job is lost)."""
         interrupt = self.rng.random() < 0.6
-        cell = self._waiting("stopped", "%%hvd --noblock", ["time.sleep(60)"])
+        cell = self._waiting("stopped", "%%hvd --noblock")
         cell.ok, cell.background, cell.shows = True, True, ["runs in the background"]
         waiting = f"waiting {cell.index}"
         cell.later = [f"[rank {r}] {waiting} {r}" for r in range(self.np)]
@@ -304,9 +309,11 @@ class Planner:
         lines = self._prologue()
         self._store_line(lines, f"r{i}", i * 1000)
         in_op = self.rng.random() < 0.5
+        for k in range(self.rng.randint(0, 2)):  # a few steps first, as a training cell fails in its loop
+            lines += self._collective(f"r{i}.{k}")
         lines += [f"if hvd.rank() in {raisers}:", f"    raise ValueError('storm {i}')"]
         if in_op:  # the others wait in a collective that the raisers never join: aborted at once
-            lines += ["hvd.allreduce(np.ones(2))"]
+            lines += ["hvd.allreduce(T(np.ones(2)))"]
         lines += [f"print('ok {i}', hvd.rank(), flush=True)"]
         hides = [f"ok {i} "] if in_op else [f"[rank {r}] ok {i} " for r in raisers]
         # The report leads with the failure that came first, then names the other ranks that raised.
@@ -320,46 +327,53 @@ class Planner:
         bad = self.rng.randrange(self.np)
         lines = self._prologue()
         if self.rng.random() < 0.5:
-            lines += [f"x = np.ones(3 if hvd.rank() == {bad} else 2)", f"hvd.allreduce(x, name='bad{i}')"]
+            lines += [f"x = T(np.ones(3 if hvd.rank() == {bad} else 2))", f"hvd.allreduce(x, name='bad{i}')"]
             shows = ["TensorMismatchError"]
         else:
-            lines += [f"x = None if hvd.rank() == {bad} else np.ones(2)", f"hvd.allreduce(x, name='bad{i}')"]
+            lines += [f"x = None if hvd.rank() == {bad} else T(np.ones(2))", f"hvd.allreduce(x, name='bad{i}')"]
             shows = [f"rank {bad} raised TypeError"]
         lines += [f"print('ok {i}', hvd.rank(), flush=True)"]
         return Cell(i, "bad", "\n".join(["%%hvd"] + lines), ok=False, shows=shows, hides=[f"ok {i} "])
 
-    def _waiting(self, kind: str, line: str, tail: list) -> Cell:
+    def _waiting(self, kind: str, line: str, tail: Optional[list] = None) -> Cell:
+        """A cell whose ranks say they wait (with their pids), then wait: in a sleep, one rank in a collective
+        the others never join, or all in a loop of collectives (a training loop), where the stop lands
+        anywhere in an op."""
         i = self.index
         lines = self._prologue()
         self._store_line(lines, f"w{i}", i * 1000)
-        lines += ["import os, time", f"print('waiting {i}', hvd.rank(), os.getpid(), flush=True)"] + tail
-        return Cell(i, kind, "\n".join([line] + lines), ok=False)
+        lines += ["import os, time", f"print('waiting {i}', hvd.rank(), os.getpid(), flush=True)"]
+        if tail is None:
+            name = self.rng.choice(["", ", name='spin'"])
+            tail = self.rng.choice([["time.sleep(60)"],
+                                    ["hvd.allreduce(T(np.ones(2))) if hvd.rank() == 0 else None", "time.sleep(60)"],
+                                    ["for _ in range(10 ** 7):", f"    hvd.allreduce(T(np.ones(4)){name})"]])
+        return Cell(i, kind, "\n".join([line] + lines + tail), ok=False)
 
     def _interrupt(self) -> Cell:
         self._fails()
-        cell = self._waiting("interrupt", "%%hvd", ["hvd.allreduce(np.ones(2)) if hvd.rank() == 0 else None",
-                                                     "time.sleep(60)"])
+        cell = self._waiting("interrupt", "%%hvd")
         cell.shows = ["the kernel was interrupted"]
         cell.action = ("interrupt", f"waiting {cell.index}", self.np)
         return cell
 
     def _timeout(self) -> Cell:
         self._fails()
-        cell = self._waiting("timeout", "%%hvd --timeout 2", ["time.sleep(60)"])
+        cell = self._waiting("timeout", "%%hvd --timeout 2")
         cell.shows = ["TimeoutError: cell exceeded --timeout 2s"]
         return cell
 
     def _stall(self) -> Cell:
         self._fails()
         i = self.index
-        lines = self._prologue() + [f"hvd.allreduce(np.ones(2), name=f'only{i}.{{hvd.rank()}}')",
+        lines = self._prologue() + [f"hvd.allreduce(T(np.ones(2)), name=f'only{i}.{{hvd.rank()}}')",
                                     f"print('ok {i}', hvd.rank(), flush=True)"]
         return Cell(i, "stall", "\n".join(["%%hvd"] + lines), ok=False, shows=["stall shutdown"],
                     hides=[f"ok {i} "])
 
     def _kill(self) -> Cell:
         victim = self.rng.randrange(self.np)
-        cell = self._waiting("kill", "%%hvd", ["time.sleep(60)"])
+        cell = self._waiting("kill", "%%hvd")
         cell.shows = [f"rank {victim} (pid "]
         cell.action = ("kill", f"waiting {cell.index}", victim, self.np)
         self._lose_job()
@@ -389,7 +403,8 @@ class Planner:
     def _push(self) -> Cell:
         i = self.index
         value = {"cell": i, "items": [self.rng.randint(0, 99) for _ in range(self.rng.randint(0, 4))]}
-        cell = Cell(i, "push", f"pushed = {value!r}\n%hvd push pushed", shows=[f"[hvd] pushed pushed to {self.np} ranks"])
+        cell = Cell(i, "push", f"pushed = {value!r}\n%hvd push pushed",
+                    shows=[f"[hvd] pushed pushed to {self.np} ranks"])
         if not self._surfacing(cell):
             self.job.pushed = value
         return cell
@@ -438,7 +453,7 @@ class Planner:
 
     def _downop(self) -> Cell:
         i = self.index
-        lines = ["import numpy as np", "hvd.allreduce(np.ones(2))", f"print('ok {i}', 'ran', flush=True)"]
+        lines = self._imports() + ["hvd.allreduce(T(np.ones(2)))", f"print('ok {i}', 'ran', flush=True)"]
         return Cell(i, "downop", "\n".join(["%%hvd"] + lines), ok=False, hides=[f"ok {i} ran"],
                     shows=["ValueError: jupyter_hvd has not been initialized; use hvd.init()"])
 

@@ -28,18 +28,18 @@ pytestmark = pytest.mark.timeout(60 + 60 * CELLS)
 
 
 class Storm:
-    def __init__(self, seed: int, count: int):
-        self.seed, self.count = seed, count
-        self.cells = Planner(seed).cells(count)
+    def __init__(self, seed: int, count: int, framework: str):
+        self.seed, self.count, self.framework = seed, count, framework
+        self.cells = Planner(seed, framework).cells(count)
         self.kernel = Kernel()
         self.done: list[str] = []
         self.background: tuple | None = None  # (msg id, cell) of the background cell not yet waited for
 
     def fail(self, cell: Cell, why: str, out: str) -> None:
         replay = (f"JUPYTER_HVD_CELL_STORM_SEED={self.seed} JUPYTER_HVD_CELL_STORM_CELLS={self.count} "
-                  f".venv/bin/python -m pytest tests/test_cell_storm.py")
+                  f".venv/bin/python -m pytest 'tests/test_cell_storm.py::test_cell_storm[{self.framework}]'")
         history = "\n".join(self.done[-8:])
-        pytest.fail(f"cell storm seed {self.seed}, {cell.describe()}: {why}\nreplay: {replay}\n"
+        pytest.fail(f"cell storm seed {self.seed} ({self.framework}), {cell.describe()}: {why}\nreplay: {replay}\n"
                     f"the cells before:\n{history}\nits code:\n{cell.code}\nits output:\n{out[-6000:]}")
 
     def run(self) -> None:
@@ -120,8 +120,12 @@ class Action:
             os.kill(pids[rest[0]], signal.SIGKILL)
 
 
-def test_cell_storm():
-    storm = Storm(SEED, CELLS)
+@pytest.mark.parametrize("framework", ["none", "torch"])
+def test_cell_storm(framework):
+    """The cells' tensors are numpy arrays (`--framework none`) or torch tensors."""
+    if framework == "torch":
+        pytest.importorskip("torch")
+    storm = Storm(SEED, CELLS, framework)
     try:
         storm.run()
     finally:
@@ -138,5 +142,6 @@ def test_the_plan_depends_on_the_seed_alone():
     assert plan(5) == plan(5)
     assert plan(5) != plan(6)
     kinds = {c.kind for seed in range(4) for c in Planner(seed).cells(60)}
-    assert kinds >= {"start", "ops", "background", "raise", "bad", "interrupt", "timeout", "stall", "kill", "exit",
-                     "restart", "resize", "push", "pull", "set", "notebook", "wait", "shutdown", "downop", "init", "stopped"}, kinds
+    assert kinds >= {"start", "ops", "background", "stopped", "raise", "bad", "interrupt", "timeout", "stall", "kill",
+                     "exit", "restart", "resize", "push", "pull", "set", "notebook", "wait", "shutdown", "downop",
+                     "init"}, kinds
