@@ -309,16 +309,20 @@ class Planner:
         lines = self._prologue()
         self._store_line(lines, f"r{i}", i * 1000)
         in_op = self.rng.random() < 0.5
-        for k in range(self.rng.randint(0, 2)):  # a few steps first, as a training cell fails in its loop
+        steps = self.rng.randint(0, 2)
+        for k in range(steps):  # a few steps first, as a training cell fails in its loop
             lines += self._collective(f"r{i}.{k}")
         lines += [f"if hvd.rank() in {raisers}:", f"    raise ValueError('storm {i}')"]
         if in_op:  # the others wait in a collective that the raisers never join: aborted at once
             lines += ["hvd.allreduce(T(np.ones(2)))"]
         lines += [f"print('ok {i}', hvd.rank(), flush=True)"]
         hides = [f"ok {i} "] if in_op else [f"[rank {r}] ok {i} " for r in raisers]
-        # The report leads with the failure that came first, then names the other ranks that raised.
+        # The report leads with the failure that came first, then names the other ranks that raised. A raiser
+        # still in one of the steps (in a set without the first) when that came was aborted there instead.
         shows = [f"raised ValueError: storm {i}"]
-        shows += [(f"rank {r} raised ValueError", f"rank {r} (ValueError)") for r in raisers]
+        aborted = (f"rank {{}} (EngineAbortedError)",) if steps else ()
+        shows += [tuple(f.format(r) for f in ("rank {} raised ValueError", "rank {} (ValueError)") + aborted)
+                  for r in raisers]
         return Cell(i, "raise", "\n".join(["%%hvd"] + lines), ok=False, shows=shows, hides=hides)
 
     def _bad(self) -> Cell:
