@@ -30,6 +30,7 @@ class Cell:
     ok: bool = True
     shows: list = field(default_factory=list)      # texts its output must hold (a tuple: one of them)
     hides: list = field(default_factory=list)      # texts it must not
+    counts: dict = field(default_factory=dict)     # text -> how many times it must show
     action: Optional[tuple] = None                  # ("interrupt", waiting_text, n) or ("kill", pid_tag, rank, n)
     then: Optional[tuple] = None                    # (code, texts) run next in the notebook: what it must print
     background: bool = False                        # --noblock: its own lines come later, under it
@@ -67,6 +68,7 @@ class Planner:
         self.job: Optional[Job] = None
         self.background: Optional[Background] = None
         self.index = 0
+        self.drawn: set = set()
 
     def cells(self, count: int) -> list:
         out = []
@@ -82,19 +84,27 @@ class Planner:
 
     def _next(self) -> Cell:
         if self.job is None:  # the first cell, or after the job was lost: -np again, or a plain %%hvd
+            if self.index > 1 and self.rng.random() < 0.2:
+                return self._status()
             return self._ops(start=self.index == 1 or self.rng.random() < 0.5)
         if self.background is not None:
             kind = self._pick({"ops": 3, "wait": 3, "notebook": 2, "push": 1, "pull": 1})
         elif self.job.down:  # the cells shut the engine down: it stays down until a cell calls hvd.init()
-            kind = self._pick({"init": 3, "downop": 1, "push": 1, "pull": 1, "notebook": 1, "restart": 1})
+            kind = self._pick({"init": 3, "downop": 1, "push": 1, "pull": 1, "notebook": 1, "restart": 1,
+                               "status": 1})
         else:
             kind = self._pick({"ops": 8, "background": 3, "stopped_in_background": 1, "raise": 3, "bad": 2,
                                "interrupt": 2, "timeout": 1, "stall": 1, "kill": 1, "exit": 1, "restart": 1,
-                               "resize": 1, "push": 2, "pull": 2, "set": 2, "notebook": 1, "shutdown": 1})
+                               "resize": 1, "push": 2, "pull": 2, "set": 2, "notebook": 1, "shutdown": 1,
+                               "status": 1})
         return getattr(self, "_" + kind)()
 
     def _pick(self, weights: dict) -> str:
-        return self.rng.choices(list(weights), weights=list(weights.values()))[0]
+        """A kind of cell by its weight, five times as likely while no cell of it has been drawn."""
+        kinds = list(weights)
+        kind = self.rng.choices(kinds, weights=[w * (1 if k in self.drawn else 5) for k, w in weights.items()])[0]
+        self.drawn.add(kind)
+        return kind
 
     # --- the model's effects ----------------------------------------------------------------------------------
 
@@ -404,6 +414,16 @@ class Planner:
         cell.shows.insert(0, "restarting the ranks (changed -np)")
         return cell
 
+    def _status(self) -> Cell:
+        cell = Cell(self.index, "status", "%hvd status")
+        if self.job is None:
+            cell.shows = ["[hvd] no ranks running"]
+        else:
+            cell.shows = [f"[hvd] {self.np} ranks on"]
+            # Each rank's line ends with its engine's state: "initialised", or "not initialised" once shut down.
+            cell.counts = {" initialised\n": self.np, "not initialised": self.np if self.job.down else 0}
+        return cell
+
     def _push(self) -> Cell:
         i = self.index
         value = {"cell": i, "items": [self.rng.randint(0, 99) for _ in range(self.rng.randint(0, 4))]}
@@ -474,3 +494,4 @@ class Planner:
 
 def _proper_subsets(n: int) -> list:
     return [tuple(r for r in range(n) if mask >> r & 1) for mask in range(1, (1 << n) - 1)]
+

@@ -22,7 +22,7 @@ from cell_storm import Cell, Planner
 from test_kernel import Kernel, describe, tagged, wait_gone
 
 SEED = int(os.environ.get("JUPYTER_HVD_CELL_STORM_SEED", "3"))
-CELLS = int(os.environ.get("JUPYTER_HVD_CELL_STORM_CELLS", "40"))
+CELLS = int(os.environ.get("JUPYTER_HVD_CELL_STORM_CELLS", "60"))
 CELL_LIMIT_S = 120.0  # one cell, new ranks included, on a loaded box; a hang fails here
 pytestmark = pytest.mark.timeout(60 + 60 * CELLS)
 
@@ -72,6 +72,9 @@ class Storm:
         for text in cell.shows:
             if not any(one in shown for one in ((text,) if isinstance(text, str) else text)):
                 self.fail(cell, f"{text!r} is not shown", out)
+        for text, n in cell.counts.items():
+            if shown.count(text) != n:
+                self.fail(cell, f"{text!r} is shown {shown.count(text)} times, not {n}", out)
         for text in cell.hides:
             if text in shown:
                 self.fail(cell, f"{text!r} is shown", out)
@@ -122,7 +125,7 @@ class Action:
 
 @pytest.mark.parametrize("framework", ["none", "torch"])
 def test_cell_storm(framework):
-    """The cells' tensors are numpy arrays (`--framework none`) or torch tensors."""
+    """The same plan with numpy arrays (`--framework none`) and with torch tensors as the cells' tensors."""
     if framework == "torch":
         pytest.importorskip("torch")
     storm = Storm(SEED, CELLS, framework)
@@ -141,7 +144,7 @@ def test_the_plan_depends_on_the_seed_alone():
         return [(c.kind, c.code, c.shows, c.action) for c in Planner(seed).cells(60)]
     assert plan(5) == plan(5)
     assert plan(5) != plan(6)
-    kinds = {c.kind for seed in range(4) for c in Planner(seed).cells(60)}
+    kinds = {c.kind for seed in range(8) for c in Planner(seed).cells(60)}
     assert kinds >= {"start", "ops", "background", "stopped", "raise", "bad", "interrupt", "timeout", "stall", "kill",
                      "exit", "restart", "resize", "push", "pull", "set", "notebook", "wait", "shutdown", "downop",
-                     "init"}, kinds
+                     "init", "status"}, kinds
