@@ -17,7 +17,12 @@ from typing import Optional
 FLAGS = "-x HOROVOD_STALL_CHECK_TIME_SECONDS=1 -x HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=3"
 # The ranks' tensors, made from numpy arrays (T) and read back (N), by the framework the cells use.
 CONVERT = {"none": ["T = N = np.asarray"],
-           "torch": ["import torch", "T, N = torch.from_numpy, lambda t: t.numpy()"]}
+           "torch": ["import torch", "T, N = torch.from_numpy, lambda t: t.numpy()"],
+           "mxnet": ["import mxnet as mx", "T, N = lambda a: mx.nd.array(a, dtype=a.dtype), lambda t: t.asnumpy()"]}
+# How an op is left running and waited for: its handle (Horovod's numpy and torch APIs), or for MXNet, whose
+# engine runs every op asynchronously, its output NDArray, read when wanted.
+START = {"none": "hvd.allreduce_async", "torch": "hvd.allreduce_async", "mxnet": "hvd.allreduce"}
+WAIT = {"none": "hvd.synchronize({})", "torch": "hvd.synchronize({})", "mxnet": "{}"}
 SIZES = (2, 3)
 DTYPES = ("int32", "int64", "float32", "float64", "uint8", "float16")
 
@@ -148,9 +153,9 @@ class Planner:
         """Wait for the handle an earlier cell left (its op ended then, whatever failed since), and check it."""
         n, want = self.job.pending, f"np.full({self.job.pending}, {self.job.pending} * hvd.size(), 'float32')"
         if self.job.pending_sure:
-            lines += ["_r = N(hvd.synchronize(pending))"]
+            lines += [f"_r = N({WAIT[self.framework].format('pending')})"]
         else:  # a failed cell since may have found the op in flight: then it failed, and wait() says so
-            lines += ["try:", "    _r = N(hvd.synchronize(pending))",
+            lines += ["try:", f"    _r = N({WAIT[self.framework].format('pending')})",
                       "except (hvd.EngineAbortedError, hvd.EngineShutdownError):", f"    _r = {want}"]
         lines += ["del pending", f"assert np.array_equal(_r, {want}), ('pending', _r)"]
         self.job.pending = None
@@ -158,7 +163,7 @@ class Planner:
     def _leave(self, lines: list) -> None:
         """Start an allreduce and keep its handle for a later cell, as a cell that overlaps work does."""
         n = self.rng.randint(1, 9)
-        lines += [f"pending = hvd.allreduce_async(T(np.full({n}, {n}, 'float32')), op=hvd.Sum)"]
+        lines += [f"pending = {START[self.framework]}(T(np.full({n}, {n}, 'float32')), op=hvd.Sum)"]
         self.job.pending, self.job.pending_sure = n, True
 
     def _fails(self) -> None:
@@ -243,8 +248,8 @@ class Planner:
             call = f"_r = N(hvd.allreduce(T({x} * (hvd.rank() + 1)), op=hvd.Sum{named}{in_set}))"
             want = f"{x} * {total}"
         elif kind == "async":
-            call = (f"_h = hvd.allreduce_async(T({x} * (hvd.rank() + 1)), op=hvd.Sum{named}{in_set})\n"
-                    "_r = N(hvd.synchronize(_h))")
+            call = (f"_h = {START[self.framework]}(T({x} * (hvd.rank() + 1)), op=hvd.Sum{named}{in_set})\n"
+                    f"_r = N({WAIT[self.framework].format('_h')})")
             want = f"{x} * {total}"
         elif kind == "allgather":
             call = f"_r = N(hvd.allgather(T(np.full((hvd.rank() + 1, 2), hvd.rank(), {dtype!r})){named}{in_set}))"
@@ -324,7 +329,7 @@ class Planner:
             lines += self._collective(f"r{i}.{k}")
         lines += [f"if hvd.rank() in {raisers}:", f"    raise ValueError('storm {i}')"]
         if in_op:  # the others wait in a collective that the raisers never join: aborted at once
-            lines += ["hvd.allreduce(T(np.ones(2)))"]
+            lines += ["N(hvd.allreduce(T(np.ones(2))))"]
         lines += [f"print('ok {i}', hvd.rank(), flush=True)"]
         hides = [f"ok {i} "] if in_op else [f"[rank {r}] ok {i} " for r in raisers]
         # The report leads with the failure that came first, then names the other ranks that raised. A raiser
@@ -341,10 +346,10 @@ class Planner:
         bad = self.rng.randrange(self.np)
         lines = self._prologue()
         if self.rng.random() < 0.5:
-            lines += [f"x = T(np.ones(3 if hvd.rank() == {bad} else 2))", f"hvd.allreduce(x, name='bad{i}')"]
+            lines += [f"x = T(np.ones(3 if hvd.rank() == {bad} else 2))", f"N(hvd.allreduce(x, name='bad{i}'))"]
             shows = ["TensorMismatchError"]
         else:
-            lines += [f"x = None if hvd.rank() == {bad} else T(np.ones(2))", f"hvd.allreduce(x, name='bad{i}')"]
+            lines += [f"x = None if hvd.rank() == {bad} else T(np.ones(2))", f"N(hvd.allreduce(x, name='bad{i}'))"]
             shows = [f"rank {bad} raised TypeError"]
         lines += [f"print('ok {i}', hvd.rank(), flush=True)"]
         return Cell(i, "bad", "\n".join(["%%hvd"] + lines), ok=False, shows=shows, hides=[f"ok {i} "])
@@ -360,8 +365,8 @@ class Planner:
         if tail is None:
             name = self.rng.choice(["", ", name='spin'"])
             tail = self.rng.choice([["time.sleep(60)"],
-                                    ["hvd.allreduce(T(np.ones(2))) if hvd.rank() == 0 else None", "time.sleep(60)"],
-                                    ["for _ in range(10 ** 7):", f"    hvd.allreduce(T(np.ones(4)){name})"]])
+                                    ["N(hvd.allreduce(T(np.ones(2)))) if hvd.rank() == 0 else None", "time.sleep(60)"],
+                                    ["for _ in range(10 ** 7):", f"    N(hvd.allreduce(T(np.ones(4)){name}))"]])
         return Cell(i, kind, "\n".join([line] + lines + tail), ok=False)
 
     def _interrupt(self) -> Cell:
@@ -380,7 +385,7 @@ class Planner:
     def _stall(self) -> Cell:
         self._fails()
         i = self.index
-        lines = self._prologue() + [f"hvd.allreduce(T(np.ones(2)), name=f'only{i}.{{hvd.rank()}}')",
+        lines = self._prologue() + [f"N(hvd.allreduce(T(np.ones(2)), name=f'only{i}.{{hvd.rank()}}'))",
                                     f"print('ok {i}', hvd.rank(), flush=True)"]
         return Cell(i, "stall", "\n".join(["%%hvd"] + lines), ok=False, shows=["stall shutdown"],
                     hides=[f"ok {i} "])
@@ -477,7 +482,7 @@ class Planner:
 
     def _downop(self) -> Cell:
         i = self.index
-        lines = self._imports() + ["hvd.allreduce(T(np.ones(2)))", f"print('ok {i}', 'ran', flush=True)"]
+        lines = self._imports() + ["N(hvd.allreduce(T(np.ones(2))))", f"print('ok {i}', 'ran', flush=True)"]
         return Cell(i, "downop", "\n".join(["%%hvd"] + lines), ok=False, hides=[f"ok {i} ran"],
                     shows=["ValueError: jupyter_hvd has not been initialized; use hvd.init()"])
 
