@@ -13,7 +13,6 @@ the seed, the cell and the command that replays it.
 import os
 import re
 import signal
-import sys
 import time
 
 import pytest
@@ -23,7 +22,7 @@ from test_kernel import Kernel, describe, tagged, wait_gone
 
 SEED = int(os.environ.get("JUPYTER_HVD_CELL_STORM_SEED", "3"))
 CELLS = int(os.environ.get("JUPYTER_HVD_CELL_STORM_CELLS", "40"))
-CELL_LIMIT_S = 120.0  # one cell, new ranks included, on a loaded box; a hang fails here
+CELL_LIMIT_S = 180.0  # one cell, on a loaded box; past the magic's own 120 s limit on starting ranks
 pytestmark = pytest.mark.timeout(60 + 60 * CELLS)
 
 
@@ -55,7 +54,8 @@ class Storm:
         try:
             reply, out = self.kernel.execute(cell.code, timeout=CELL_LIMIT_S, on_output=act)
         except TimeoutError:
-            self.fail(cell, f"no reply within {CELL_LIMIT_S:.0f} s", "")
+            left = describe(tagged(self.kernel.tag))
+            self.fail(cell, f"no reply within {CELL_LIMIT_S:.0f} s; running: {left}", act.text)
         took = time.monotonic() - began
         msg_id = self.kernel.last_id
         if cell.background and cell.action:  # its lines come while no cell runs: read them as a notebook would
@@ -107,8 +107,10 @@ class Action:
 
     def __init__(self, kernel: Kernel, cell: Cell):
         self.kernel, self.cell, self.done = kernel, cell, cell.action is None
+        self.text = ""  # the output so far, for the report of a cell that never replies
 
     def __call__(self, text: str) -> None:
+        self.text = text
         if self.done:
             return
         kind, waiting, *rest = self.cell.action
