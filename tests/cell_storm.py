@@ -1,11 +1,13 @@
 """The cell storm's plan: a seeded random sequence of notebook cells, and what each must show.
 
 A `Planner` walks a model of what the notebook and its ranks hold (the job and its size, each rank's `store`
-and `pushed` variables, the process sets, a cell running in the background) and draws the next cell from what
-a person does in a notebook: collectives checked against numpy on the ranks, a rank that raises, a bad
-argument on one rank, the stop button, `--timeout`, a stall, a rank killed, `exit()`, `%hvd restart`, another
-`-np`, `%hvd push` and `pull`, process sets made and removed, `--noblock` cells (failing ones too), `--rank`
-and `-o`. Each `Cell` carries the code, whether it must succeed, the text it must and must not show, and an
+and `pushed` variables, the process sets, a handle left for a later cell, an engine shut down, a cell running
+in the background) and draws the next cell from what a person does in a notebook: collectives checked against
+numpy on the ranks, a rank that raises, a bad argument on one rank, the stop button, `--timeout`, a stall, a
+rank killed, `exit()`, `hvd.shutdown()` and `hvd.init()`, `%hvd restart`, another `-np`, `%hvd push`, `pull`
+and `status`, process sets made and removed, `--noblock` cells (failing, stopped and killed ones too),
+`--rank` and `-o`. The cells' tensors are numpy arrays, torch tensors or MXNet NDArrays, as the framework
+asks. Each `Cell` carries the code, whether it must succeed, the texts it must and must not show, and an
 action for the runner (`tests/test_cell_storm.py`) to take while it runs. The plan depends on the seed alone.
 """
 import math
@@ -36,7 +38,7 @@ class Cell:
     shows: list = field(default_factory=list)      # texts its output must hold (a tuple: one of them)
     hides: list = field(default_factory=list)      # texts it must not
     counts: dict = field(default_factory=dict)     # text -> how many times it must show
-    action: Optional[tuple] = None                  # ("interrupt", waiting_text, n) or ("kill", pid_tag, rank, n)
+    action: Optional[tuple] = None                  # ("interrupt", waiting, n) or ("kill", waiting, rank, n)
     then: Optional[tuple] = None                    # (code, texts) run next in the notebook: what it must print
     background: bool = False                        # --noblock: its own lines come later, under it
     later: list = field(default_factory=list)       # for a background cell: texts shown under it once waited for
@@ -68,7 +70,7 @@ class Job:
 class Planner:
     def __init__(self, seed: int, framework: str = "none"):
         self.rng = random.Random(seed)
-        self.seed, self.framework = seed, framework
+        self.framework = framework
         self.np = self.rng.choice(SIZES)
         self.job: Optional[Job] = None
         self.background: Optional[Background] = None
@@ -121,11 +123,8 @@ class Planner:
             return False
         cell.ok, cell.shows, cell.hides, cell.action = False, bg.failure, cell.hides + cell.shows, None
         if bg.ends_job:
-            self._lose_job()
+            self.job = None
         return True
-
-    def _lose_job(self) -> None:
-        self.job = None
 
     # --- cells ------------------------------------------------------------------------------------------------
 
@@ -172,16 +171,10 @@ class Planner:
             self.job.pending_sure = False
 
     def _header(self, start: bool, extra: str = "") -> tuple:
-        """The magic's line, and what it must print about starting ranks."""
-        shows = []
-        if start:
-            if self.job is None:
-                shows.append(f"[hvd] started {self.np} ranks")
-            line = f"%%hvd -np {self.np} --framework {self.framework} {FLAGS}"
-        else:
-            line = "%%hvd"
-            if self.job is None:
-                shows.append(f"[hvd] started {self.np} ranks")
+        """The magic's line (with -np and the job's flags, or a plain one), and what it must print about
+        starting ranks: a plain %%hvd after the job was lost starts ranks as the last -np did."""
+        line = f"%%hvd -np {self.np} --framework {self.framework} {FLAGS}" if start else "%%hvd"
+        shows = [f"[hvd] started {self.np} ranks"] if self.job is None else []
         return (line + (" " + extra if extra else "")), shows
 
     def _store_line(self, lines: list, key: str, base: int) -> None:
@@ -307,7 +300,7 @@ class Planner:
         if bg.failure:
             cell.ok, cell.shows = False, bg.failure
             if bg.ends_job:
-                self._lose_job()
+                self.job = None
         else:
             cell.shows.append(f"\n{bg.cell.index * 100}\n")
         self.background = None
@@ -395,25 +388,24 @@ class Planner:
         cell = self._waiting("kill", "%%hvd")
         cell.shows = [f"rank {victim} (pid "]
         cell.action = ("kill", f"waiting {cell.index}", victim, self.np)
-        self._lose_job()
+        self.job = None
         return cell
 
     def _exit(self) -> Cell:
         i = self.index
         lines = self._prologue() + [f"print('bye {i}', flush=True)", "exit()"]
-        self._lose_job()
+        self.job = None
         return Cell(i, "exit", "\n".join(["%%hvd"] + lines), ok=False,
                     shows=[f"[rank 0] bye {i}", "called exit() or quit()", "the job was stopped"])
 
     def _restart(self) -> Cell:
-        self._lose_job()
-        self.job = Job(self.np)
+        self.job = Job(self.np)  # new ranks, holding nothing
         return Cell(self.index, "restart", "%hvd restart",
                     shows=["restarting the ranks", f"[hvd] started {self.np} ranks"])
 
     def _resize(self) -> Cell:
         self.np = self.rng.choice([n for n in SIZES if n != self.np])
-        self._lose_job()
+        self.job = None
         cell = self._ops(start=True)
         cell.kind = "resize"
         cell.shows.insert(0, "restarting the ranks (changed -np)")
@@ -469,7 +461,6 @@ class Planner:
             self.job.sets[f"s{i}"] = ranks
         lines += [f"print('ok {i}', hvd.rank(), flush=True)"]
         return Cell(i, "set", "\n".join(["%%hvd"] + lines), shows=[f"[rank {r}] ok {i} {r}" for r in range(self.np)])
-
 
     def _shutdown(self) -> Cell:
         i = self.index
