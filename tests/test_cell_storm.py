@@ -6,6 +6,7 @@ removed, a background cell that failed waited for by `%hvd pull`, a job resized 
 cell checks on the ranks what the earlier cells left there (each rank's variables, the pushed value, the
 process sets: kept while the job lives, gone after it was lost), runs collectives checked against numpy, and
 must show what the model says (its ranks' lines, its value, the failure and who failed, the ranks started).
+The same plan runs with numpy arrays, torch tensors and MXNet NDArrays as the cells' tensors.
 
 JUPYTER_HVD_CELL_STORM_SEED picks another seed, JUPYTER_HVD_CELL_STORM_CELLS another length; a failure names
 the seed, the cell and the command that replays it.
