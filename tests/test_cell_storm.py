@@ -34,6 +34,7 @@ class Storm:
         self.kernel = Kernel()
         self.done: list[str] = []
         self.background: tuple | None = None  # (msg id, cell) of the background cell not yet waited for
+        self.took: dict[str, list[float]] = {}  # seconds until each cell's reply, by kind
 
     def fail(self, cell: Cell, why: str, out: str) -> None:
         replay = (f"JUPYTER_HVD_CELL_STORM_SEED={self.seed} JUPYTER_HVD_CELL_STORM_CELLS={self.count} "
@@ -58,6 +59,7 @@ class Storm:
             left = describe(tagged(self.kernel.tag))
             self.fail(cell, f"no reply within {CELL_LIMIT_S:.0f} s; running: {left}", act.text)
         took = time.monotonic() - began
+        self.took.setdefault(cell.kind, []).append(took)
         msg_id = self.kernel.last_id
         if cell.background and cell.action:  # its lines come while no cell runs: read them as a notebook would
             deadline = time.monotonic() + CELL_LIMIT_S
@@ -88,6 +90,12 @@ class Storm:
         if cell.background:
             self.background = (msg_id, cell)
         print(f"{cell.describe()}: {reply['status']} in {took:.1f}s")
+
+    def summary(self) -> str:
+        """How long the cells of each kind took to reply, longest first."""
+        kinds = sorted(self.took.items(), key=lambda item: -max(item[1]))
+        table = ", ".join(f"{kind} {len(t)}x max {max(t):.1f}s" for kind, t in kinds)
+        return f"cell storm ({self.framework}, seed {self.seed}, {sum(map(len, self.took.values()))} cells): {table}"
 
     def settle_background(self, cell: Cell, out: str) -> None:
         """Once a cell waited for the background cell, every line that cell's ranks printed has been shown,
@@ -127,15 +135,18 @@ class Action:
 
 
 @pytest.mark.parametrize("framework", ["none", "torch", "mxnet"])
-def test_cell_storm(framework):
+def test_cell_storm(framework, request):
     """The same plan with numpy arrays (`--framework none`), torch tensors or MXNet NDArrays as the cells'
-    tensors (MXNet's collectives return at once, and their failures come where the result is read)."""
+    tensors (MXNet's collectives return at once, and their failures come where the result is read). Prints
+    how long each kind of cell took."""
     if framework != "none":
         pytest.importorskip(framework)
     storm = Storm(SEED, CELLS, framework)
     try:
         storm.run()
     finally:
+        with request.config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+            print("\n" + storm.summary())
         storm.kernel.kc.stop_channels()
         storm.kernel.km.shutdown_kernel(now=False)
         left = wait_gone(storm.kernel.tag, 20)
