@@ -58,7 +58,7 @@ class Background:
 
 @dataclass
 class Job:
-    np: int
+    """What the running ranks hold (their number is the planner's `np`)."""
     store: Optional[dict] = None     # key -> base value; rank r holds base + r. None: `store` undefined
     pushed: object = None            # what `%hvd push pushed` last sent (None: not defined)
     sets: dict = field(default_factory=dict)   # name -> ranks, as `sets[name]` on every rank
@@ -201,7 +201,7 @@ class Planner:
             return cell
         lines = self._prologue()
         if self.job is None:
-            self.job = Job(self.np)
+            self.job = Job()
         self._store_line(lines, f"c{i}", i * 1000)
         if self.job.pending is not None and self.rng.random() < 0.7:
             self._consume(lines)
@@ -399,7 +399,7 @@ class Planner:
                     shows=[f"[rank 0] bye {i}", "called exit() or quit()", "the job was stopped"])
 
     def _restart(self) -> Cell:
-        self.job = Job(self.np)  # new ranks, holding nothing
+        self.job = Job()  # new ranks, holding nothing
         return Cell(self.index, "restart", "%hvd restart",
                     shows=["restarting the ranks", f"[hvd] started {self.np} ranks"])
 
