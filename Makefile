@@ -114,7 +114,8 @@ test-torch-oldest: wheel build/torch-oldest/.deps-installed
 # build/tsan; neither touches build/engine or .venv). test-asan runs the C++ tests and a short storm under
 # AddressSanitizer + UndefinedBehaviorSanitizer: the ranks' Python is build/asan/venv (.venv's packages,
 # with an instrumented jupyter_hvd) run by engine/sanitizers/asan-python, which preloads the ASan runtime.
-# test-tsan runs the C++ tests and the 2-rank C++ engine harness under ThreadSanitizer.
+# test-tsan runs the C++ tests, the 2-rank C++ engine harness and the same storms under ThreadSanitizer, the
+# storms' ranks on build/tsan/venv run by engine/sanitizers/tsan-python.
 ASAN := build/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SAN_CMAKE = -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g $(1)" -DCMAKE_EXE_LINKER_FLAGS="$(1)" \
@@ -122,13 +123,28 @@ SAN_CMAKE = -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g $(1)" -DCMA
 	-DPython_EXECUTABLE=$(CURDIR)/$(PY)
 SAN_TARGETS := engine_tests engine_wire_fuzz engine_threads jhvd_sim_cudart jhvd_sim_cuda jhvd_sim_nccl
 
-asan-build: setup doctest
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S . -B $(ASAN)/cmake $(call SAN_CMAKE,$(ASAN_FLAGS)) > /dev/null
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build $(ASAN)/cmake -j2 --target _C $(SAN_TARGETS)
-	test -x $(ASAN)/venv/bin/python || $(PY) -m venv --without-pip $(ASAN)/venv
-	site=$$($(ASAN)/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && \
-	rm -rf $$site/jupyter_hvd && cp -r jupyter_hvd $$site/ && cp $(ASAN)/cmake/csrc/_C.*.so $$site/jupyter_hvd/ && \
+# $(call san-build,DIR,FLAGS): the engine, _C and the simulated GPU built with FLAGS in DIR/cmake, and DIR/venv:
+# .venv's packages, with jupyter_hvd (and the instrumented _C) in front of them.
+define san-build
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S . -B $(1)/cmake $(call SAN_CMAKE,$(2)) > /dev/null
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build $(1)/cmake -j2 --target _C $(SAN_TARGETS)
+	test -x $(1)/venv/bin/python || $(PY) -m venv --without-pip $(1)/venv
+	site=$$($(1)/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && \
+	rm -rf $$site/jupyter_hvd && cp -r jupyter_hvd $$site/ && cp $(1)/cmake/csrc/_C.*.so $$site/jupyter_hvd/ && \
 	$(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > $$site/dev-venv.pth
+endef
+
+# $(call san-storms,PYTHON,DIR): the storms of 1000 ops on the host, the simulated GPU and torch tensors, their
+# ranks run by PYTHON on the simulated GPU built in DIR.
+define san-storms
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH JUPYTER_HVD_STORM_PYTHON=$(CURDIR)/engine/sanitizers/$(1) \
+		JUPYTER_HVD_SIM_GPU_DIR=$(CURDIR)/$(2)/cmake/engine JUPYTER_HVD_STORM_OPS=$(SAN_STORM_OPS) \
+		$(PY) -m pytest -q -p no:cacheprovider tests/test_storm.py -k "storm_on or storm_with"
+endef
+SAN_STORM_OPS ?= 1000
+
+asan-build: setup doctest
+	$(call san-build,$(ASAN),$(ASAN_FLAGS))
 
 # LeakSanitizer's own tracer now and then crashes at exit after every test has passed ("Tracer caught
 # signal 11", a known sanitizer flake, not a leak): the C++ tests then run once more, so that their leak
@@ -141,25 +157,20 @@ test-asan: asan-build
 	LSAN_OPTIONS=exitcode=0 UCX_MEM_EVENTS=no timeout 900 $(VENV)/bin/hvdrun -np 2 $(ASAN)/cmake/engine/engine_threads \
 		> $(ASAN)/engine_threads.log 2>&1 || (cat $(ASAN)/engine_threads.log; exit 1)
 	$(PY) tests/sanitizer_leaks.py $(ASAN)/engine_threads.log
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH JUPYTER_HVD_STORM_PYTHON=$(CURDIR)/engine/sanitizers/asan-python \
-		JUPYTER_HVD_SIM_GPU_DIR=$(CURDIR)/$(ASAN)/cmake/engine JUPYTER_HVD_STORM_OPS=$(ASAN_STORM_OPS) \
-		$(PY) -m pytest -q -p no:cacheprovider tests/test_storm.py -k "storm_on or storm_with"
-ASAN_STORM_OPS ?= 1000
+	$(call san-storms,asan-python,$(ASAN))
 
 TSAN := build/tsan
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
-# UCX's memory hooks (libucm, loaded with Open MPI) crash under TSan's interceptors as threads exit, and PMIx's
-# shared-memory store wants a fixed address inside TSan's shadow memory: both are turned off for these runs.
-TSAN_ENV := TSAN_OPTIONS="suppressions=$(CURDIR)/engine/sanitizers/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-	UCX_MEM_EVENTS=no PMIX_MCA_gds=hash
+TSAN_ENV := engine/sanitizers/tsan-env
 
 tsan-build: setup doctest
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S engine -B $(TSAN) $(call SAN_CMAKE,$(TSAN_FLAGS)) > /dev/null
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build $(TSAN) -j2 --target $(SAN_TARGETS)
+	$(call san-build,$(TSAN),$(TSAN_FLAGS))
 
 test-tsan: tsan-build
-	$(TSAN_ENV) $(TSAN)/engine_tests > $(TSAN)/engine_tests.log 2>&1 || (cat $(TSAN)/engine_tests.log; exit 1)
-	$(TSAN_ENV) timeout 900 $(VENV)/bin/hvdrun -np 2 $(TSAN)/engine_threads 20
+	$(TSAN_ENV) $(TSAN)/cmake/engine/engine_tests > $(TSAN)/engine_tests.log 2>&1 || \
+		(cat $(TSAN)/engine_tests.log; exit 1)
+	$(TSAN_ENV) timeout 900 $(VENV)/bin/hvdrun -np 2 $(TSAN)/cmake/engine/engine_threads 20
+	$(call san-storms,tsan-python,$(TSAN))
 
 test: test-cpp test-ts test-py test-numpy2 test-torch-oldest test-hosts test-asan test-tsan
 
