@@ -171,6 +171,10 @@ WAITS = {
     "sleep": "time.sleep(60)",
     "allreduce": "if hvd.rank() == 0:\n    hvd.allreduce(mx.nd.ones(3), name='only_rank_0').asnumpy()\n"
                  "else:\n    time.sleep(60)",
+    # The interrupt lands in a finalizer, where Python prints a KeyboardInterrupt and drops it (as it did in
+    # pyzmq's, while a rank's output was sent, on a busy machine): the ranks must still stop.
+    "finalizer": "import weakref\ndoomed = type('Doomed', (), {})()\nweakref.finalize(doomed, time.sleep, 60)\n"
+                 "del doomed\ntime.sleep(60)",
 }
 
 
@@ -191,6 +195,7 @@ def test_interrupt_stops_the_cell_and_keeps_the_ranks(ranks, wait, request):
     print(f"\n{request.node.name}: the cell ended {latency:.2f}s after interrupt_kernel()")
     assert reply["status"] == "error", out
     assert "the kernel was interrupted" in out and "KeyboardInterrupt" in out, out
+    assert "Exception ignored" not in out and "ignored SIGINT" not in out, out
     assert latency < INTERRUPT_LIMIT_S
 
     reply, out = ranks.execute("%%hvd\nprint('after', hvd.rank(), hvd.allreduce(mx.nd.array([hvd.rank()])).asscalar())")

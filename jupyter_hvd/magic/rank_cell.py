@@ -40,31 +40,30 @@ def run_cell(code: str, cell_id: int, reinit: bool, timeout: float | None, value
     if publisher is not None:
         publisher.start_publisher(rank)
     deadline = _Deadline(timeout)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        body, last = compile_cell(code, f"<hvd cell {cell_id}>")
-        shell = rank_shell.current_shell()
-        namespace = shell.user_ns
-        if STATE.api is not None:  # every cell has ``hvd``: one that deleted it (or %reset) lost it for the rest
-            namespace.setdefault("hvd", STATE.api)
-        rank_shell.exit_called()  # an exit() in a cell that failed went with that cell
-        with rank_shell.execute_events(shell, code), rank_shell.child_signals_in_cells_only():
-            _run(body, namespace)
-            value = _run(last, namespace) if last is not None else None
-        if rank_shell.exit_called():
-            raise rank_shell.ExitCalled("exit() was called in the cell")
-    except BaseException as exc:
-        if deadline.expired:
-            raise TimeoutError(f"cell exceeded --timeout {timeout:g}s").with_traceback(
-                exc.__traceback__
-            ) from None
-        _abort_job(exc)
-        raise
-    finally:
-        deadline.cancel()
-        if publisher is not None:
-            publisher.stop_publisher()
-        signal.signal(signal.SIGINT, previous)
+    with rank_shell.interrupts_raised():
+        try:
+            body, last = compile_cell(code, f"<hvd cell {cell_id}>")
+            shell = rank_shell.current_shell()
+            namespace = shell.user_ns
+            if STATE.api is not None:  # every cell has ``hvd``: one that deleted it (or %reset) lost it for the rest
+                namespace.setdefault("hvd", STATE.api)
+            rank_shell.exit_called()  # an exit() in a cell that failed went with that cell
+            with rank_shell.execute_events(shell, code), rank_shell.child_signals_in_cells_only():
+                _run(body, namespace)
+                value = _run(last, namespace) if last is not None else None
+            if rank_shell.exit_called():
+                raise rank_shell.ExitCalled("exit() was called in the cell")
+        except BaseException as exc:
+            if deadline.expired:
+                raise TimeoutError(f"cell exceeded --timeout {timeout:g}s").with_traceback(
+                    exc.__traceback__
+                ) from None
+            _abort_job(exc)
+            raise
+        finally:
+            deadline.cancel()
+            if publisher is not None:
+                publisher.stop_publisher()
     if deadline.expired:  # it fired as the cell ended: the engine is aborted, so the cell counts as failed
         raise TimeoutError(f"cell exceeded --timeout {timeout:g}s")
     if value_ranks is not None and rank not in value_ranks:

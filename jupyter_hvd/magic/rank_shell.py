@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+RESEND_S = 0.01  # a dropped interrupt is sent again this long after, once the main thread has left where it fell
 
 
 def use_inline_matplotlib() -> None:
@@ -122,6 +123,42 @@ def child_signals_in_cells_only() -> Iterator[None]:
         handler = signal.getsignal(signal.SIGCHLD)
         if callable(handler) and not isinstance(handler, _InCellsOnly):
             signal.signal(signal.SIGCHLD, _InCellsOnly(handler))
+
+
+@contextlib.contextmanager
+def interrupts_raised() -> Iterator[None]:
+    """Run a cell with SIGINT (the kernel's interrupt) raising KeyboardInterrupt, as in a notebook's kernel, and
+    send it again when Python could not raise it where it landed. Python raises it in whatever the main thread
+    runs, also in a finalizer or an extension's dealloc (pyzmq's, as the rank's output is sent), where it is
+    printed ("Exception ignored in") and dropped: the cell ran on, and the kernel stopped the job once the
+    ranks had ignored SIGINT for its grace. A moment later, out of there, the main thread gets SIGINT again
+    (a real signal, so a blocking call such as ``time.sleep`` ends too)."""
+    import threading
+
+    previous_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous_hook = sys.unraisablehook
+    main = threading.main_thread().ident
+    running = True
+
+    def send_again() -> None:
+        if running:
+            signal.pthread_kill(main, signal.SIGINT)
+
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            previous_hook(unraisable)
+            return
+        timer = threading.Timer(RESEND_S, send_again)
+        timer.daemon = True
+        timer.start()
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        running = False
+        sys.unraisablehook = previous_hook
+        signal.signal(signal.SIGINT, previous_handler)
 
 
 class ExitCalled(Exception):
