@@ -14,6 +14,7 @@ import signal
 import struct
 import sys
 import termios
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -133,8 +134,6 @@ def interrupts_raised() -> Iterator[None]:
     printed ("Exception ignored in") and dropped: the cell ran on, and the kernel stopped the job once the
     ranks had ignored SIGINT for its grace. A moment later, out of there, the main thread gets SIGINT again
     (a real signal, so a blocking call such as ``time.sleep`` ends too)."""
-    import threading
-
     previous_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     previous_hook = sys.unraisablehook
     main = threading.main_thread().ident
