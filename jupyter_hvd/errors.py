@@ -1,5 +1,12 @@
 """Exceptions the engine raises; each carries the tensor, the ranks and the reason."""
+import re
+
 from ._C import StatusCode
+
+# EngineAbortedError's message, and how to find it in a rank's output (under any framework's exception class).
+ABORTED_MESSAGE = "engine aborted by rank {origin_rank}: {reason}"
+ABORTED_IN_OUTPUT = re.compile(re.escape(ABORTED_MESSAGE).replace(r"\{origin_rank\}", r"(\d+)")
+                               .replace(r"\{reason\}", "(.*)"))
 
 
 class HorovodInternalError(RuntimeError):
@@ -19,7 +26,7 @@ class EngineAbortedError(HorovodInternalError):
     """The job's engine was aborted; ``reason`` and ``origin_rank`` say why and where."""
 
     def __init__(self, reason: str, origin_rank: int):
-        super().__init__(f"engine aborted by rank {origin_rank}: {reason}")
+        super().__init__(ABORTED_MESSAGE.format(origin_rank=origin_rank, reason=reason))
         self.reason = reason
         self.origin_rank = origin_rank
 

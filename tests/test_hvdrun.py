@@ -18,6 +18,7 @@ from hvdrun_cli import PRINT_ENV, PRINT_RANK, clean_env, hvdrun_argv, rank_lines
 from jupyter_hvd.runner import child as child_process
 from jupyter_hvd.runner import binding, hvdrun, session_folder
 from jupyter_hvd.runner.binding import binding_options
+from jupyter_hvd.runner.first_failure import misnamed_failure
 from jupyter_hvd.runner.slurm import Allocation
 from jupyter_hvd.runner.launch import (
     BTL_VAR,
@@ -36,6 +37,21 @@ from jupyter_hvd.runner.launch import (
 pytestmark = pytest.mark.timeout(120)
 
 FAIL_ON_RANK_1 = "import os, sys; sys.exit(3 if os.environ['OMPI_COMM_WORLD_RANK'] == '1' else 0)"
+# Rank 1 raises and sleeps at exit after the abort that init's exit function sends; rank 0 prints the abort and
+# exits at once (a plain exit would wait in MPI_Finalize for rank 1, and either could then be the first to end).
+RAISE_ON_RANK_1_EXIT_LATE = (
+    "import atexit, os, time, traceback, numpy as np, jupyter_hvd as hvd\n"
+    "if os.environ['OMPI_COMM_WORLD_RANK'] == '1':\n"
+    "    atexit.register(time.sleep, 30)\n"
+    "hvd.init()\n"
+    "if hvd.rank() == 1:\n"
+    "    raise ValueError('bad batch')\n"
+    "try:\n"
+    "    hvd.allreduce(np.ones(4), name='loss')\n"
+    "except hvd.EngineAbortedError:\n"
+    "    traceback.print_exc()\n"
+    "    os._exit(1)\n"
+)
 IGNORE_SIGTERM = (
     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
     "print('ready', flush=True); time.sleep(60)"
@@ -222,6 +238,31 @@ def test_all_ranks_run_with_rank_and_size() -> None:
 def test_failing_rank_exit_code_is_returned() -> None:
     result = run_hvdrun("-np", "2", sys.executable, "-c", FAIL_ON_RANK_1)
     assert result.returncode == 3, result.stderr
+
+
+def test_the_rank_that_failed_is_named_where_open_mpi_names_a_peer_it_aborted() -> None:
+    """Rank 1 raises and takes 30 s to exit after its abort; rank 0, aborted in its allreduce, exits first, and
+    Open MPI's report names it: hvdrun says which rank failed and why (and the job ends at rank 0's exit)."""
+    result = run_hvdrun("-np", "2", sys.executable, "-c", RAISE_ON_RANK_1_EXIT_LATE)
+    assert result.returncode == 1, result.stderr
+    assert "[prterun" in result.stderr and "@1,0]" in result.stderr, result.stderr
+    assert result.stderr.rstrip().splitlines()[-1] == (
+        "hvdrun: the job failed at rank 1 (rank 1 raised ValueError: bad batch); Open MPI's report above names "
+        "rank 0, which stopped because of it"), result.stderr
+
+
+@pytest.mark.parametrize(("output", "expected"), [
+    ("EngineAbortedError: engine aborted by rank 2: stalled\n   Process name: [prterun-h-1@1,0]\n", "rank 2"),
+    ("MXNetError: engine aborted by rank 1: why\nprterun noticed that process rank 0 with PID 9 on node h exited "
+     "on signal 9 (Killed).", "rank 1"),
+    ("engine aborted by rank 0: old\nengine aborted by rank 1: new\nProcess name: [prterun-h-1@1,0]", "rank 1 (new)"),
+    ("engine aborted by rank 1: why\n   Process name: [prterun-h-1@1,1]\n", ""),
+    ("ValueError: bad\n   Process name: [prterun-h-1@1,1]\n", ""),
+    ("engine aborted by rank 1: why\n", ""),
+])
+def test_misnamed_failure_reads_the_abort_and_the_launchers_report(output: str, expected: str) -> None:
+    found = misnamed_failure(output)
+    assert (expected in found) if expected else found == "", found
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs to run as root")

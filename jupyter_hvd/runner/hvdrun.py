@@ -15,6 +15,7 @@ from typing import NoReturn
 from jupyter_hvd import __version__
 from jupyter_hvd._C import check_setting, settings
 from jupyter_hvd.runner.child import die_with_parent, wait_relaying
+from jupyter_hvd.runner.first_failure import misnamed_failure
 from jupyter_hvd.runner.host_loss import job_failure, ranks_by_host
 from jupyter_hvd.runner.launch import (LISTEN_VAR, START_TIMEOUT_S, START_TIMEOUT_VAR, LaunchSpec, default_forward,
                                       mpiexec_command, parse_export, placement)
@@ -336,6 +337,8 @@ def run(cmd: list[str], env: dict[str, str], ranks: dict[str, list[int]] | None 
     if failure := job_failure(output, ranks or {}):
         print(f"hvdrun: {failure}", file=sys.stderr, flush=True)
         return code or 1
+    if code and (origin := misnamed_failure(output)):
+        print(f"hvdrun: {origin}", file=sys.stderr, flush=True)
     return code
 
 
