@@ -1,11 +1,13 @@
 """The %%hvd magic driven through a real IPython shell on real MPI ranks (2 by default)."""
 import _thread
+import asyncio
 import os
 import signal
 import threading
 import time
 import weakref
 
+import ipyparallel
 import psutil
 import pytest
 from IPython.core.error import UsageError
@@ -300,6 +302,26 @@ def test_start_timeout_is_a_clear_error_leaves_no_processes_and_is_kept(ip, star
     assert not result.success and "within 0.3s" in out, out
     result, out = run(ip, capsys, f"{HEAD} --start-timeout 120\nhvd.rank()")
     assert result.success and result.result == 0 and "[hvd] started 2 ranks" in out, out
+
+
+def test_a_start_step_that_runs_out_of_time_is_stopped_before_it_starts_anything(ip, started, capsys, monkeypatch):
+    """A step of the start (here the controller's, on a machine busy enough to take a second to get to it) that
+    outlasts --start-timeout is cancelled before the error: it went on in the background, and started a
+    controller once the cell had failed and stopped the job, left running for the kernel's life."""
+    begin = ipyparallel.Cluster.start_controller
+
+    async def late(self, **kwargs):
+        await asyncio.sleep(1.0)
+        return await begin(self, **kwargs)
+
+    monkeypatch.setattr(ipyparallel.Cluster, "start_controller", late)
+    result, out = run(ip, capsys, f"{HEAD} --restart --start-timeout 0.3\nhvd.rank()")
+    assert not result.success and "could not start 2 ranks: the controller did not start within 0.3s" in out, out
+    time.sleep(2.0)  # past the second the step waited: were it still going, the controller would run now
+    assert cluster_processes() == []
+    monkeypatch.undo()
+    result, out = run(ip, capsys, f"{HEAD} --start-timeout 120\nhvd.rank()")
+    assert result.success and result.result == 0, out
 
 
 def test_a_listen_setting_that_names_nothing_here_fails_before_anything_starts(ip, started, capsys, monkeypatch):

@@ -36,6 +36,7 @@ from .sweeper import new_job_folder, sweep
 POLL_S = 0.05
 FILE_POLL_S = 0.01  # the controller's connection files come a second or so into a start: look often
 STOP_TIMEOUT_S = 15.0
+CANCEL_GRACE_S = 30.0  # for a step of the start cancelled at its timeout to stop (at its next await)
 START_TIMEOUT_S = 120.0  # %%hvd --start-timeout's default
 # The hub pings engines every HEARTBEAT_MS and registers a new engine at its first reply, so a short period
 # makes registration fast; an engine unheard for SILENCE_S is dropped, however many beats that is.
@@ -107,7 +108,10 @@ class _BackgroundLoop:
         threading.Thread(target=self.loop.run_forever, name="jupyter-hvd-cluster", daemon=True).start()
 
     def run(self, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        """coro's result; TimeoutError after ``timeout`` seconds, once coro has been cancelled and has stopped
+        (left to run on, a step of a start that ran out of time started its process after the job was stopped)."""
+        bounded = asyncio.wait_for(coro, timeout)  # waits for coro to end its cancellation
+        return asyncio.run_coroutine_threadsafe(bounded, self.loop).result(timeout + CANCEL_GRACE_S)
 
 
 _loop: _BackgroundLoop | None = None
